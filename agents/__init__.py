@@ -1,0 +1,1 @@
+"""The LLM agent: rollout engines and the multi-turn episode runner."""

@@ -1,0 +1,34 @@
+"""TextEnv: the gymnasium.Env over chat messages that every rlvr environment subclasses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+
+Message = dict[str, Any]
+"""A chat message: {"role": "system"|"user"|"assistant"|"tool", "content": str, ...}."""
+
+
+class TextEnv(gymnasium.Env[list[Message], str]):
+    """A gymnasium environment whose observations are chat messages and actions are text.
+
+    Subclasses implement ``reset`` and ``step`` with exactly this contract:
+
+    ``reset(*, seed=None, options=None) -> (messages, info)``
+        messages: the list of chat messages that opens the episode (system and/or user).
+        info: may carry ``tools`` (JSON schemas for the chat template), ``task_id``; whatever
+            the verifier needs (the gold answer, the tests) stays inside the env.
+
+    ``step(action) -> (messages, reward, terminated, truncated, info)``
+        action: the assistant's text for this turn.
+        messages: the new messages the env adds (tool results, feedback); empty when the
+            episode ends.
+        reward: this turn's reward (float).
+        terminated: the task is decided (the verifier made its final call).
+        truncated: a turn or budget limit ended the episode before the task was decided.
+        info: ``info["verdict"]`` holds the Verdict when one was made; ``info["reward_spans"]``
+            may hold dense rewards as ``(char_start, char_end, value)`` inside ``action``.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}
