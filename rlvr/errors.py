@@ -1,0 +1,76 @@
+"""Typed errors of the ``rlvr`` package.
+
+Every error the core raises for bad input is one of these, so callers can catch
+``RlvrError`` (or the specific subclass) instead of parsing messages. Each also derives from
+the builtin exception a Python user would expect (``ValueError``), so ``except ValueError``
+keeps working. Messages name the offending field or parameter and the allowed values.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+__all__ = [
+    "BatchError",
+    "ConfigError",
+    "DuplicateNameError",
+    "InsufficientDataError",
+    "RegistryError",
+    "RlvrError",
+    "ShapeError",
+    "UnknownNameError",
+    "unknown_name",
+]
+
+
+class RlvrError(Exception):
+    """Base class of every error raised on purpose by ``rlvr``."""
+
+
+class ConfigError(RlvrError, ValueError):
+    """A configuration value or function parameter is out of its allowed range."""
+
+
+class BatchError(RlvrError, ValueError):
+    """A trajectory or rollout batch is malformed (the message names the field and row)."""
+
+
+class ShapeError(RlvrError, ValueError):
+    """Tensors do not have the shapes a function requires (the message gives both shapes)."""
+
+
+class InsufficientDataError(RlvrError, ValueError):
+    """A statistic needs more valid (unmasked) elements than it was given."""
+
+
+class RegistryError(RlvrError, ValueError):
+    """Base class of registry errors (unknown or duplicate names)."""
+
+
+class UnknownNameError(RegistryError):
+    """A name is not registered; the message lists the known names and close matches."""
+
+
+class DuplicateNameError(RegistryError):
+    """A name is registered twice."""
+
+
+def unknown_name(kind: str, name: object, known: Iterable[str]) -> UnknownNameError:
+    """Build the error for a name that is not among ``known``, with close-match suggestions.
+
+    Args:
+        kind: what the name designates, used in the message, e.g. ``"advantage estimator"``.
+        name: the name that was asked for.
+        known: the valid names.
+
+    Returns:
+        An ``UnknownNameError`` (to ``raise``) whose message lists the known names and, when
+        ``difflib`` finds any, the closest ones.
+    """
+    names = sorted(known)
+    message = f"unknown {kind} {name!r}; known: {', '.join(names) or '(none)'}"
+    close = difflib.get_close_matches(str(name), names, n=3)
+    if close:
+        message += f". Did you mean {' or '.join(repr(c) for c in close)}?"
+    return UnknownNameError(message)
