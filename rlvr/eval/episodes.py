@@ -1,0 +1,214 @@
+"""episodes.jsonl: one flat, JSON-ready record per evaluated episode.
+
+A record holds everything the metrics, the report and episodes.html need, so all of them can be
+recomputed from the file alone:
+
+- identity: ``model`` (checkpoint label), ``env`` (suite entry key), ``env_id``, ``task_id``,
+  ``sample`` (0-based sample index within the task), ``group_id``;
+- outcome: ``reward`` (sum of token-level scores), ``score`` / ``passed`` / ``verdict_reason``
+  (the final verdict; score falls back to the reward clipped to [0, 1] when there is none),
+  ``answer`` (the normalised extracted final answer, or None), ``finish_reason``;
+- stats: ``turns``, ``tool_calls``, ``tool_call_errors``, ``model_tokens`` (tokens the model
+  generated, i.e. the sum of ``response_mask``);
+- content: ``messages`` (the chat as the env and agent saw it), ``prompt_ids``,
+  ``response_ids``, ``response_mask``, ``token_level_scores``, ``turn_rewards`` (the sum of the
+  scores of each contiguous run of model tokens) and ``segments``, the decoded text as
+  ``{"kind": "prompt" | "model" | "env", "text": str, "reward": float | None}`` runs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rlvr.data import Trajectory
+
+__all__ = [
+    "episode_record",
+    "normalize_answer",
+    "read_episodes",
+    "segments",
+    "write_episodes",
+]
+
+Decode = Callable[[Sequence[int]], str]
+
+
+def normalize_answer(answer: Any) -> str | None:
+    r"""Canonical text of a final answer, so that equal answers compare equal in maj@k.
+
+    Lower-cases, collapses whitespace, strips surrounding ``$``, a ``\boxed{...}`` wrapper, a
+    trailing period and thousands separators, and writes numbers canonically (``"4.0"`` ->
+    ``"4"``, ``"1,000"`` -> ``"1000"``).
+
+    Args:
+        answer: the extracted answer (any type; None or empty means "no answer").
+
+    Returns:
+        The normalised string, or None when there is no answer.
+    """
+    if answer is None:
+        return None
+    text = " ".join(str(answer).split()).strip().lower()
+    boxed = re.fullmatch(r"\\boxed\{(.*)\}", text)
+    if boxed:
+        text = boxed.group(1).strip()
+    text = text.rstrip(". ").strip("$ ").rstrip(". ").strip()
+    if re.fullmatch(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?", text):
+        text = text.replace(",", "")
+    try:
+        number = float(text)
+    except ValueError:
+        return text or None
+    if number != number or number in (float("inf"), float("-inf")):
+        return text
+    return str(int(number)) if number.is_integer() else repr(number)
+
+
+def segments(
+    prompt_ids: Sequence[int],
+    response_ids: Sequence[int],
+    response_mask: Sequence[int],
+    token_level_scores: Sequence[float],
+    decode: Decode,
+) -> tuple[list[dict[str, Any]], list[float]]:
+    """Split an episode into decoded prompt / model / env runs.
+
+    Args:
+        prompt_ids: the prompt tokens.
+        response_ids: model and env tokens after the prompt.
+        response_mask: 1 on model tokens, 0 on env tokens (aligned with ``response_ids``).
+        token_level_scores: rewards on tokens (aligned with ``response_ids``).
+        decode: token ids -> text (special tokens kept, so the chat template shows).
+
+    Returns:
+        ``(segments, turn_rewards)``: the runs in order (each model run carries the sum of its
+        tokens' scores as ``reward``; prompt and env runs carry None), and the model runs'
+        rewards, one per turn.
+    """
+    out: list[dict[str, Any]] = [{"kind": "prompt", "text": decode(prompt_ids), "reward": None}]
+    turn_rewards: list[float] = []
+    start = 0
+    n = len(response_ids)
+    while start < n:
+        kind = response_mask[start]
+        end = start
+        while end < n and response_mask[end] == kind:
+            end += 1
+        reward = None
+        if kind == 1:
+            reward = float(sum(token_level_scores[start:end]))
+            turn_rewards.append(reward)
+        out.append(
+            {
+                "kind": "model" if kind == 1 else "env",
+                "text": decode(response_ids[start:end]),
+                "reward": reward,
+            }
+        )
+        start = end
+    return out, turn_rewards
+
+
+def _verdict(meta: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The final verdict of an episode's metadata as a dict (empty when there is none)."""
+    verdict = meta.get("verdict")
+    if verdict is None:
+        return {}
+    if isinstance(verdict, Mapping):
+        return verdict
+    return {
+        "score": getattr(verdict, "score", None),
+        "passed": getattr(verdict, "passed", None),
+        "reason": getattr(verdict, "reason", None),
+        "details": getattr(verdict, "details", {}) or {},
+    }
+
+
+def _answer(meta: Mapping[str, Any], verdict: Mapping[str, Any]) -> Any:
+    """The extracted final answer: metadata ``answer``, else the verdict's details."""
+    if meta.get("answer") is not None:
+        return meta["answer"]
+    details = verdict.get("details") or {}
+    for key in ("answer", "extracted", "extracted_answer", "predicted", "prediction"):
+        if details.get(key) is not None:
+            return details[key]
+    return None
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` made JSON-serialisable (unknown objects become their ``repr``)."""
+    return json.loads(json.dumps(value, default=repr))
+
+
+def episode_record(
+    traj: Trajectory, *, model: str, env: str, sample: int, decode: Decode
+) -> dict[str, Any]:
+    """The episodes.jsonl record of one trajectory (fields in the module docstring).
+
+    Args:
+        traj: the episode as the runner returned it; ``traj.metadata`` may carry ``verdict``
+            (a Verdict or its dict), ``answer``, ``turns``, ``tool_calls``,
+            ``tool_call_errors`` and ``messages``.
+        model: the checkpoint label.
+        env: the suite entry key the episode belongs to.
+        sample: the sample index within its task.
+        decode: token ids -> text, used for ``segments``.
+
+    Returns:
+        The record (JSON-serialisable).
+    """
+    meta = traj.metadata or {}
+    verdict = _verdict(meta)
+    reward = traj.reward
+    score = verdict.get("score")
+    if score is None:
+        score = min(max(reward, 0.0), 1.0)
+    segs, turn_rewards = segments(
+        traj.prompt_ids, traj.response_ids, traj.response_mask, traj.token_level_scores, decode
+    )
+    return _jsonable(
+        {
+            "model": model,
+            "env": env,
+            "env_id": traj.env_id,
+            "task_id": str(traj.task_id),
+            "sample": sample,
+            "group_id": str(traj.group_id),
+            "reward": reward,
+            "score": float(score),
+            "passed": bool(verdict.get("passed", False)),
+            "verdict_reason": verdict.get("reason"),
+            "answer": normalize_answer(_answer(meta, verdict)),
+            "finish_reason": traj.finish_reason,
+            "turns": int(meta.get("turns", len(turn_rewards))),
+            "tool_calls": int(meta.get("tool_calls", 0)),
+            "tool_call_errors": int(meta.get("tool_call_errors", 0)),
+            "model_tokens": int(sum(traj.response_mask)),
+            "messages": meta.get("messages", []),
+            "prompt_ids": traj.prompt_ids,
+            "response_ids": traj.response_ids,
+            "response_mask": traj.response_mask,
+            "token_level_scores": traj.token_level_scores,
+            "turn_rewards": turn_rewards,
+            "segments": segs,
+        }
+    )
+
+
+def write_episodes(records: Iterable[Mapping[str, Any]], path: str | Path) -> Path:
+    """Write records to ``path`` as JSON lines (one record per line, keys in record order)."""
+    target = Path(path)
+    with target.open("w", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return target
+
+
+def read_episodes(path: str | Path) -> list[dict[str, Any]]:
+    """Read the records back from an episodes.jsonl file."""
+    with Path(path).open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
