@@ -138,7 +138,8 @@ def test_report_side_by_side_with_deltas(tmp_path: Path) -> None:
     assert "| pass@1 | 0.500 | 0.833 | +0.333 |" in text
     assert "| maj@3 | 0.500 | 1.000 | +0.500 |" in text
     table = summary_table(results)
-    assert table.splitlines()[0].startswith("| env | pass@1 base | pass@1 better | pass@1 Δ better |")
+    header = "| env | pass@1 base | pass@1 better | pass@1 Δ better |"
+    assert table.splitlines()[0].startswith(header)
     assert "| math | 0.500 | 0.833 | +0.333 | 1.000 | 1.000 | 0.000 |" in table
     assert format_delta(3, 5) == "-2" and format_delta(None, 1.0) == "n/a"
 
