@@ -246,8 +246,9 @@ def compute_gae(
         whitened over every valid token of the batch; they are not zeroed on masked positions
         (losses mask them). With fewer than two valid tokens, advantages are all 0.
     """
-    _check_per_token(token_level_rewards=token_level_rewards, values=values,
-                     response_mask=response_mask)  # fmt: skip
+    _check_per_token(
+        token_level_rewards=token_level_rewards, values=values, response_mask=response_mask
+    )
     _check_unit_interval(gamma=gamma, lam=lam)
     with torch.no_grad():
         valid = response_mask != 0
