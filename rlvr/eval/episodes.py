@@ -133,7 +133,7 @@ def _answer(meta: Mapping[str, Any], verdict: Mapping[str, Any]) -> Any:
     if meta.get("answer") is not None:
         return meta["answer"]
     details = verdict.get("details") or {}
-    for key in ("answer", "extracted", "extracted_answer", "predicted", "prediction"):
+    for key in ("extracted", "extracted_answer", "predicted", "prediction"):
         if details.get(key) is not None:
             return details[key]
     return None

@@ -107,8 +107,7 @@ def render_html(records: Sequence[Record], title: str = "rlvr eval episodes") ->
         for env, by_env in _group(by_model, "env").items():
             ok = sum(bool(r.get("passed")) for r in by_env)
             body.append(
-                f"<details><summary>{escape(env)} · {len(by_env)} episodes · {ok} passed"
-                "</summary>"
+                f"<details><summary>{escape(env)} · {len(by_env)} episodes · {ok} passed</summary>"
             )
             body.extend(_episode(r) for r in by_env)
             body.append("</details>")

@@ -118,10 +118,16 @@ def test_summarize_numbers() -> None:
 
 def test_summarize_counts_failures() -> None:
     recs = [
-        episode_record(make_traj("a", False, None, finish="error"), model="m", env="e", sample=0,
-                       decode=decode),
-        episode_record(make_traj("a", False, None, finish="length"), model="m", env="e", sample=1,
-                       decode=decode),
+        episode_record(
+            make_traj("a", False, None, finish="error"), model="m", env="e", sample=0, decode=decode
+        ),
+        episode_record(
+            make_traj("a", False, None, finish="length"),
+            model="m",
+            env="e",
+            sample=1,
+            decode=decode,
+        ),
     ]
     recs[1]["verdict_reason"] = "timeout"
     m = summarize(recs, samples=2)
@@ -130,8 +136,9 @@ def test_summarize_counts_failures() -> None:
 
 
 def test_report_side_by_side_with_deltas(tmp_path: Path) -> None:
-    results = results_for({"base": records_for("base", BASE), "better": records_for("better",
-                                                                                     BETTER)})
+    results = results_for(
+        {"base": records_for("base", BASE), "better": records_for("better", BETTER)}
+    )
     text = render_report(results)
     assert "| metric | base | better | Δ better |" in text
     # pass@1: base 0.5, better 5/6 -> +0.333
