@@ -1,0 +1,165 @@
+"""The rollout engine contract: token ids in, token ids and their logprobs out, async.
+
+Logprob convention (every engine follows it, and the learner computes its logprobs the same way):
+
+* With ``temperature = T > 0`` the reported logprob of a sampled token ``y`` at step ``t`` is
+  ``log_softmax(logits_t / T)[y]``: the temperature-scaled distribution over the FULL vocabulary.
+  ``top_p`` and ``top_k`` only restrict which token may be sampled; they do NOT renormalise the
+  reported logprob. (SGLang's default, ``output_token_logprobs`` without
+  ``SGLANG_RETURN_ORIGINAL_LOGPROB``, uses the same convention.)
+* ``temperature = 0`` is greedy decoding (argmax); the logprob is then reported under ``T = 1``,
+  i.e. ``log_softmax(logits_t)[y]``.
+* The token that ended generation (an eos or a ``stop_token_ids`` id) IS part of
+  ``Completion.token_ids`` and has a logprob: the model generated it, so it is trained on.
+
+The learner therefore recomputes ``log_softmax(logits / T)`` at the sampled tokens with the same
+``T`` the rollout used (``T = 1`` for greedy rollouts).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from os import PathLike
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import torch
+
+from agents.errors import SamplingParamsError
+
+FinishReason = Literal["stop", "length", "abort"]
+"""Why one generation ended: a stop token/string ("stop"), ``max_new_tokens`` or the context
+limit ("length"), or the engine gave up on the request ("abort")."""
+
+FINISH_REASONS: tuple[str, ...] = ("stop", "length", "abort")
+
+WeightsSource = Iterable[tuple[str, torch.Tensor]] | str | PathLike[str]
+"""What ``Engine.update_weights`` takes: ``(name, tensor)`` pairs or a HF checkpoint directory."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SamplingParams:
+    """How to sample one completion (validated on construction).
+
+    Attributes:
+        temperature: ``>= 0``; 0 means greedy decoding (see the module docstring for logprobs).
+        top_p: nucleus sampling mass in ``(0, 1]``; 1 disables it. Does not change logprobs.
+        top_k: keep the ``k`` most likely tokens; ``-1`` disables it, else ``>= 1``.
+        max_new_tokens: ``>= 1``; generation stops with reason "length" after this many tokens.
+        stop_token_ids: extra ids that end generation (the engine's eos ids always do); the id
+            that matched is included in the completion.
+        stop: strings that end generation as soon as the decoded completion contains one; the
+            token that completed the match is included (nothing is trimmed).
+        seed: if set, sampling is reproducible: the same prompt, params and seed give the same
+            tokens, whatever else the engine batches alongside.
+    """
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    max_new_tokens: int = 128
+    stop_token_ids: tuple[int, ...] = ()
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        """Validate every field; normalise lists to tuples."""
+        object.__setattr__(self, "stop_token_ids", tuple(self.stop_token_ids))
+        object.__setattr__(self, "stop", tuple(self.stop))
+        if not (isinstance(self.temperature, int | float) and math.isfinite(self.temperature)
+                and self.temperature >= 0):
+            raise SamplingParamsError(
+                f"SamplingParams.temperature must be a finite number >= 0 (0 = greedy); "
+                f"got {self.temperature!r}"
+            )
+        if not (isinstance(self.top_p, int | float) and 0 < self.top_p <= 1):
+            raise SamplingParamsError(
+                f"SamplingParams.top_p must be in (0, 1] (1 disables it); got {self.top_p!r}"
+            )
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or (
+            self.top_k != -1 and self.top_k < 1
+        ):
+            raise SamplingParamsError(
+                f"SamplingParams.top_k must be -1 (disabled) or an int >= 1; got {self.top_k!r}"
+            )
+        if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int) or (
+            self.max_new_tokens < 1
+        ):
+            raise SamplingParamsError(
+                f"SamplingParams.max_new_tokens must be an int >= 1; got {self.max_new_tokens!r}"
+            )
+        for tok in self.stop_token_ids:
+            if isinstance(tok, bool) or not isinstance(tok, int) or tok < 0:
+                raise SamplingParamsError(
+                    f"SamplingParams.stop_token_ids must hold non-negative ints; got {tok!r}"
+                )
+        for s in self.stop:
+            if not isinstance(s, str) or not s:
+                raise SamplingParamsError(
+                    f"SamplingParams.stop must hold non-empty strings; got {s!r}"
+                )
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)
+                                      or self.seed < 0):
+            raise SamplingParamsError(
+                f"SamplingParams.seed must be None or an int >= 0; got {self.seed!r}"
+            )
+
+    @property
+    def greedy(self) -> bool:
+        """True when ``temperature == 0`` (argmax decoding)."""
+        return self.temperature == 0
+
+    def replace(self, **changes: Any) -> SamplingParams:
+        """A copy with ``changes`` applied (validated again)."""
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One generation.
+
+    Attributes:
+        token_ids: the generated ids, including the stop token that ended generation, if any.
+        logprobs: one per token id (see the module docstring for the convention).
+        finish_reason: "stop", "length" or "abort".
+        info: engine-specific extras (e.g. SGLang's ``meta_info``), never needed by the runner.
+    """
+
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: FinishReason
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """A token-in/token-out rollout engine. Batching concurrent requests is the engine's job."""
+
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Completion:
+        """Generate one completion of ``prompt_ids``.
+
+        Args:
+            prompt_ids: the full context (chat-rendered prompt plus earlier turns), non-empty.
+            sampling: the sampling parameters.
+
+        Returns:
+            The completion; ``len(token_ids) == len(logprobs) <= sampling.max_new_tokens``.
+        """
+        ...
+
+    def update_weights(self, weights: WeightsSource) -> None:
+        """Load new policy weights: ``(name, tensor)`` pairs or a HF checkpoint directory."""
+        ...
+
+    def release_memory(self) -> None:
+        """Free accelerator memory before training (a no-op where nothing is held)."""
+        ...
+
+    def resume_memory(self) -> None:
+        """Take the memory back after training (a no-op where nothing was released)."""
+        ...
+
+    def close(self) -> None:
+        """Stop the engine; pending requests finish with reason "abort". Idempotent."""
+        ...

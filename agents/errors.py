@@ -1,0 +1,67 @@
+"""Typed errors of the ``agents`` package.
+
+Every error the agent raises on purpose is an ``AgentError``; each also derives from the builtin
+exception a Python user would expect (``ValueError`` for bad arguments, ``RuntimeError`` for a
+broken engine, ``ImportError`` for a missing optional package). Messages name the offending field
+or parameter and the allowed values.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AgentError",
+    "ChatTemplateError",
+    "EngineClosedError",
+    "EngineError",
+    "MissingDependencyError",
+    "RequestError",
+    "RunnerConfigError",
+    "SamplingParamsError",
+    "SGLangError",
+    "TokenMismatchError",
+    "WeightUpdateError",
+]
+
+
+class AgentError(Exception):
+    """Base class of every error raised on purpose by ``agents``."""
+
+
+class SamplingParamsError(AgentError, ValueError):
+    """A sampling parameter is out of its allowed range (the message names it)."""
+
+
+class RunnerConfigError(AgentError, ValueError):
+    """A runner config field or an episode spec is invalid (the message names it)."""
+
+
+class RequestError(AgentError, ValueError):
+    """A ``generate`` request is malformed (empty prompt, token id out of the vocabulary)."""
+
+
+class EngineError(AgentError, RuntimeError):
+    """The rollout engine failed to produce a completion."""
+
+
+class EngineClosedError(EngineError):
+    """``generate`` or ``update_weights`` was called after ``close()``."""
+
+
+class SGLangError(EngineError):
+    """An SGLang server rejected a request, failed to start, or answered malformed JSON."""
+
+
+class WeightUpdateError(AgentError, ValueError):
+    """Weights given to ``update_weights`` do not match the model (unknown name, bad shape)."""
+
+
+class MissingDependencyError(AgentError, ImportError):
+    """An optional package (e.g. ``sglang``) is needed for what was asked but is not installed."""
+
+
+class ChatTemplateError(AgentError, ValueError):
+    """The tokenizer's chat template is not prefix-stable, so token deltas would drift."""
+
+
+class TokenMismatchError(AgentError, AssertionError):
+    """The token-exactness checker found the learner's sequence differs from the engine's."""

@@ -1,0 +1,481 @@
+"""TransformersEngine: a batched, KV-cached rollout engine over any HF causal LM (CPU or one GPU).
+
+Scheduling (continuous batching, in one worker thread):
+
+* ``await generate(...)`` queues a request and returns when its completion is ready; the event
+  loop is never blocked (the forward passes run in the worker thread), so env steps and other
+  coroutines keep running.
+* Requests queued in the same event-loop iteration are prefilled together. Requests that arrive
+  while a batch is decoding are ADMITTED INTO THE RUNNING BATCH at the next decode step (up to
+  ``max_batch_size`` rows): they are prefilled on their own (left-padded, with attention mask and
+  position ids), then their KV cache is merged into the running one (the shorter side is
+  left-padded), so a multi-turn episode whose env answered early does not wait for stragglers.
+* A row that finishes (stop token, stop string, ``max_new_tokens``, context limit, or its caller
+  cancelled) leaves the batch at once: its KV rows are dropped and columns that became padding for
+  every remaining row are trimmed, so no padding is ever decoded for finished rows.
+* Seeded requests draw their sampling noise from their own ``torch.Generator``: the same seed gives
+  the same tokens whatever else is in the batch.
+
+Sharing the actor: pass the actor's ``nn.Module`` itself. Generation runs under
+``torch.no_grad()`` with the module in eval mode; the module's previous train/eval mode is
+restored whenever the engine goes idle. ``update_weights`` is then unnecessary (same tensors), but
+still works.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import difflib
+import json
+import logging
+import threading
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from agents.engine import Completion, FinishReason, SamplingParams, WeightsSource
+from agents.errors import EngineClosedError, EngineError, RequestError, WeightUpdateError
+from agents.sampling import row_generator, sample_rows
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class _Request:
+    """One queued or running generation (owned by the worker thread once queued)."""
+
+    prompt_ids: list[int]
+    sampling: SamplingParams
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Completion]
+    stop_ids: frozenset[int]
+    max_new: int
+    generator: torch.Generator | None = None
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    finish_reason: FinishReason | None = None
+
+
+@dataclass
+class _Batch:
+    """The running decode batch: rows, their KV cache and their attention mask.
+
+    Attributes:
+        rows: the requests, one per batch row.
+        cache: a transformers ``DynamicCache``; per layer keys/values
+            ``(B, kv_heads, L, head_dim)``, left-padded.
+        attention_mask: ``(B, L)`` int64, 1 on real cached tokens, 0 on left padding.
+    """
+
+    rows: list[_Request]
+    cache: Any
+    attention_mask: torch.Tensor
+
+
+def _select_cache(cache: Any, rows: torch.Tensor, start: int) -> None:
+    """Keep batch ``rows`` and columns ``start:`` of every layer of ``cache`` (in place)."""
+    for layer in cache.layers:
+        layer.keys = layer.keys[rows, :, start:]
+        layer.values = layer.values[rows, :, start:]
+
+
+def _merge_caches(a: Any, b: Any, width: int) -> Any:
+    """A new ``DynamicCache``: the rows of ``a`` then ``b``, both left-padded to ``width``."""
+    from transformers import DynamicCache
+
+    return DynamicCache(
+        [
+            (
+                torch.cat([_left_pad(la.keys, width, 2), _left_pad(lb.keys, width, 2)]),
+                torch.cat([_left_pad(la.values, width, 2), _left_pad(lb.values, width, 2)]),
+            )
+            for la, lb in zip(a.layers, b.layers)
+        ]
+    )
+
+
+def _left_pad(x: torch.Tensor, width: int, dim: int, value: float = 0) -> torch.Tensor:
+    """Left-pad dimension ``dim`` of ``x`` to ``width``."""
+    extra = width - x.shape[dim]
+    if extra <= 0:
+        return x
+    shape = list(x.shape)
+    shape[dim] = extra
+    return torch.cat([x.new_full(shape, value), x], dim=dim)
+
+
+class TransformersEngine:
+    """A continuous-batching rollout engine over a transformers causal LM.
+
+    Args:
+        model: a HF model directory (loaded with ``AutoModelForCausalLM``) or an existing
+            ``nn.Module`` (e.g. the actor being trained, shared in-process).
+        tokenizer: the tokenizer; loaded from ``model`` when it is a path. Needed for stop
+            strings and to find the eos ids.
+        device: where to run; default: the module's device, or "cpu" for a path.
+        dtype: the dtype to load a path with (default float32); ignored for a module.
+        max_batch_size: the most rows decoded together (``>= 1``).
+    """
+
+    def __init__(
+        self,
+        model: str | PathLike[str] | nn.Module,
+        tokenizer: Any = None,
+        *,
+        device: str | torch.device | None = None,
+        dtype: torch.dtype | None = None,
+        max_batch_size: int = 32,
+    ) -> None:
+        if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int) or (
+            max_batch_size < 1
+        ):
+            raise RequestError(f"max_batch_size must be an int >= 1; got {max_batch_size!r}")
+        self.model: Any
+        if isinstance(model, nn.Module):
+            self.model = model
+            self.device = torch.device(device) if device else next(model.parameters()).device
+        else:
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            self.device = torch.device(device or "cpu")
+            loaded: Any = AutoModelForCausalLM.from_pretrained(model, dtype=dtype or torch.float32)
+            self.model = loaded.to(self.device)
+            if tokenizer is None:
+                tokenizer = AutoTokenizer.from_pretrained(model)
+        self.tokenizer = tokenizer
+        self.max_batch_size = max_batch_size
+        self.eos_token_ids = self._find_eos_ids()
+        self.max_context = int(getattr(self.model.config, "max_position_embeddings", 1 << 30))
+        self.vocab_size = int(self.model.get_input_embeddings().weight.shape[0])
+        self._cond = threading.Condition()
+        self._pending: deque[_Request] = deque()
+        self._model_lock = threading.RLock()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._saved_training: bool | None = None
+        self.steps = 0
+        """Decode forward passes run so far (prefills excluded); useful in tests and benches."""
+
+    def _find_eos_ids(self) -> frozenset[int]:
+        ids: set[int] = set()
+        for src in (
+            getattr(self.tokenizer, "eos_token_id", None),
+            getattr(getattr(self.model, "generation_config", None), "eos_token_id", None),
+            getattr(self.model.config, "eos_token_id", None),
+        ):
+            if isinstance(src, int):
+                ids.add(src)
+            elif isinstance(src, list | tuple):
+                ids.update(int(x) for x in src)
+        return frozenset(ids)
+
+    # ------------------------------------------------------------------ public API
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Completion:
+        """Generate one completion (see ``agents.engine.Engine.generate``).
+
+        Raises:
+            RequestError: an empty prompt, a non-int id or an id outside the vocabulary, or stop
+                strings without a tokenizer.
+            EngineClosedError: the engine was closed.
+            EngineError: the forward pass failed (the original error is chained).
+        """
+        self._check_request(prompt_ids, sampling)
+        if self._closed:
+            raise EngineClosedError("TransformersEngine.generate called after close()")
+        loop = asyncio.get_running_loop()
+        room = self.max_context - len(prompt_ids)
+        req = _Request(
+            prompt_ids=list(prompt_ids),
+            sampling=sampling,
+            loop=loop,
+            future=loop.create_future(),
+            stop_ids=self.eos_token_ids | frozenset(sampling.stop_token_ids),
+            max_new=min(sampling.max_new_tokens, room),
+            generator=row_generator(sampling.seed, self.device),
+        )
+        if req.max_new <= 0:
+            return Completion([], [], "length")
+        with self._cond:
+            self._pending.append(req)
+            self._ensure_worker()
+        # Wake the worker after every coroutine ready in this loop iteration has queued its
+        # request, so requests issued together are prefilled together.
+        loop.call_soon(self._notify)
+        return await req.future
+
+    def update_weights(self, weights: WeightsSource) -> None:
+        """Copy new weights into the module (between decode steps, never during one).
+
+        Args:
+            weights: ``(name, tensor)`` pairs named like ``model.state_dict()``, or a HF
+                checkpoint directory (safetensors, sharded or not, or ``pytorch_model.bin``).
+
+        Raises:
+            WeightUpdateError: an unknown name (close names are suggested) or a shape mismatch.
+            EngineClosedError: the engine was closed.
+        """
+        if self._closed:
+            raise EngineClosedError("TransformersEngine.update_weights called after close()")
+        items = _read_checkpoint(weights) if isinstance(weights, str | PathLike) else weights
+        with self._model_lock, torch.no_grad():
+            targets = self.model.state_dict(keep_vars=True)
+            for name, tensor in items:
+                if name not in targets:
+                    close = difflib.get_close_matches(name, list(targets), n=3)
+                    raise WeightUpdateError(
+                        f"update_weights: unknown parameter {name!r}"
+                        + (f"; did you mean {close}?" if close else "")
+                    )
+                target = targets[name]
+                if tuple(target.shape) != tuple(tensor.shape):
+                    raise WeightUpdateError(
+                        f"update_weights: {name!r} has shape {tuple(tensor.shape)}; the model "
+                        f"expects {tuple(target.shape)}"
+                    )
+                target.data.copy_(tensor.to(device=target.device, dtype=target.dtype))
+
+    def release_memory(self) -> None:
+        """No-op: the transformers engine holds no memory between batches."""
+
+    def resume_memory(self) -> None:
+        """No-op (see ``release_memory``)."""
+
+    def close(self) -> None:
+        """Stop the worker; queued and running requests finish with reason "abort"."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=60)
+        with self._cond:
+            for req in self._pending:
+                self._finish(req, "abort")
+            self._pending.clear()
+
+    def __enter__(self) -> TransformersEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ request plumbing
+    def _check_request(self, prompt_ids: list[int], sampling: SamplingParams) -> None:
+        if not isinstance(sampling, SamplingParams):
+            raise RequestError(f"sampling must be a SamplingParams; got {type(sampling).__name__}")
+        if len(prompt_ids) == 0:
+            raise RequestError("prompt_ids is empty; a completion needs at least one token")
+        for i, tok in enumerate(prompt_ids):
+            if isinstance(tok, bool) or not isinstance(tok, int) or not 0 <= tok < self.vocab_size:
+                raise RequestError(
+                    f"prompt_ids[{i}] = {tok!r}; ids must be ints in [0, {self.vocab_size})"
+                )
+        if sampling.stop and self.tokenizer is None:
+            raise RequestError("SamplingParams.stop needs a tokenizer; pass tokenizer=...")
+
+    def _notify(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def _ensure_worker(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(
+                target=self._worker, name="TransformersEngine", daemon=True
+            )
+            self._thread.start()
+
+    def _finish(self, req: _Request, reason: FinishReason) -> None:
+        """Resolve ``req``'s future on its own event loop (thread-safe)."""
+        req.finish_reason = reason
+        completion = Completion(list(req.token_ids), list(req.logprobs), reason)
+
+        def resolve() -> None:
+            if not req.future.done():
+                req.future.set_result(completion)
+
+        with contextlib.suppress(RuntimeError):  # the caller's loop is already closed
+            req.loop.call_soon_threadsafe(resolve)
+
+    def _fail(self, req: _Request, exc: BaseException) -> None:
+        def reject() -> None:
+            if not req.future.done():
+                req.future.set_exception(exc)
+
+        with contextlib.suppress(RuntimeError):
+            req.loop.call_soon_threadsafe(reject)
+
+    # ------------------------------------------------------------------ worker thread
+    def _worker(self) -> None:
+        batch: _Batch | None = None
+        while True:
+            with self._cond:
+                while not self._pending and batch is None and not self._closed:
+                    self._cond.wait()
+                if self._closed:
+                    break
+                room = self.max_batch_size - (len(batch.rows) if batch else 0)
+                admit = [self._pending.popleft() for _ in range(min(room, len(self._pending)))]
+            try:
+                with self._model_lock, torch.no_grad(), self._eval_mode():
+                    if admit:
+                        batch = self._merge(batch, self._prefill(admit))
+                    if batch is not None:
+                        batch = self._decode_step(batch)
+            except Exception as exc:  # a failed forward fails its rows, never the engine
+                logger.exception("TransformersEngine: forward pass failed")
+                err = EngineError(f"TransformersEngine forward pass failed: {exc}")
+                err.__cause__ = exc
+                for req in (batch.rows if batch else []) + admit:
+                    if req.finish_reason is None:
+                        self._fail(req, err)
+                batch = None
+            if batch is None:
+                self._restore_mode()
+        for req in batch.rows if batch else []:
+            self._finish(req, "abort")
+        self._restore_mode()
+
+    @contextlib.contextmanager
+    def _eval_mode(self) -> Iterator[None]:
+        """Put the module in eval mode for this step (the caller's mode is restored when idle)."""
+        if self._saved_training is None:
+            self._saved_training = self.model.training
+            self.model.eval()
+        yield
+
+    def _restore_mode(self) -> None:
+        if self._saved_training is not None:
+            self.model.train(self._saved_training)
+            self._saved_training = None
+
+    def _forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        position_ids: torch.Tensor,
+        cache: Any,
+    ) -> torch.Tensor:
+        """One forward pass that extends ``cache`` in place; returns last logits ``(B, V)``."""
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        return out.logits[:, -1]
+
+    def _prefill(self, reqs: list[_Request]) -> _Batch:
+        """Run the left-padded prompts of ``reqs`` and sample their first tokens."""
+        width = max(len(r.prompt_ids) for r in reqs)
+        pad = 0
+        ids = torch.tensor(
+            [[pad] * (width - len(r.prompt_ids)) + r.prompt_ids for r in reqs],
+            dtype=torch.long,
+            device=self.device,
+        )
+        mask = torch.tensor(
+            [[0] * (width - len(r.prompt_ids)) + [1] * len(r.prompt_ids) for r in reqs],
+            dtype=torch.long,
+            device=self.device,
+        )
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        from transformers import DynamicCache
+
+        cache = DynamicCache()
+        logits = self._forward(ids, mask, positions, cache)
+        batch = _Batch(rows=list(reqs), cache=cache, attention_mask=mask)
+        self._append_sampled(batch, logits)
+        return batch
+
+    def _decode_step(self, batch: _Batch) -> _Batch | None:
+        """Drop finished rows, then feed every row its last token and sample the next."""
+        compact = self._compact(batch)
+        if compact is None:
+            return None
+        batch = compact
+        last = torch.tensor([[r.token_ids[-1]] for r in batch.rows], device=self.device)
+        positions = torch.tensor(
+            [[len(r.prompt_ids) + len(r.token_ids) - 1] for r in batch.rows], device=self.device
+        )
+        mask = torch.cat([batch.attention_mask, torch.ones_like(last)], dim=1)
+        logits = self._forward(last, mask, positions, batch.cache)
+        self.steps += 1
+        batch = _Batch(rows=batch.rows, cache=batch.cache, attention_mask=mask)
+        self._append_sampled(batch, logits)
+        return self._compact(batch)
+
+    def _append_sampled(self, batch: _Batch, logits: torch.Tensor) -> None:
+        """Sample one token per row, append it, and finish rows that are done."""
+        tokens, logprobs = sample_rows(
+            logits, [r.sampling for r in batch.rows], [r.generator for r in batch.rows]
+        )
+        for req, tok, lp in zip(batch.rows, tokens, logprobs):
+            req.token_ids.append(tok)
+            req.logprobs.append(lp)
+            if tok in req.stop_ids or self._hit_stop_string(req):
+                self._finish(req, "stop")
+            elif len(req.token_ids) >= req.max_new:
+                self._finish(req, "length")
+
+    def _hit_stop_string(self, req: _Request) -> bool:
+        if not req.sampling.stop:
+            return False
+        text = self.tokenizer.decode(req.token_ids, skip_special_tokens=False)
+        return any(s in text for s in req.sampling.stop)
+
+    def _compact(self, batch: _Batch) -> _Batch | None:
+        """Remove finished (or cancelled) rows and trim all-padding columns; None if empty."""
+        for req in batch.rows:
+            if req.finish_reason is None and req.future.done():  # the caller cancelled
+                req.finish_reason = "abort"
+        keep = [i for i, r in enumerate(batch.rows) if r.finish_reason is None]
+        if not keep:
+            return None
+        if len(keep) == len(batch.rows):
+            return batch
+        idx = torch.tensor(keep, device=self.device)
+        mask = batch.attention_mask[idx]
+        start = int((mask.sum(0) > 0).nonzero()[0, 0])
+        _select_cache(batch.cache, idx, start)
+        return _Batch([batch.rows[i] for i in keep], batch.cache, mask[:, start:])
+
+    def _merge(self, running: _Batch | None, new: _Batch) -> _Batch | None:
+        """Join newly prefilled rows to the running batch (left-padding the shorter cache)."""
+        new_c = self._compact(new)
+        if running is None or new_c is None:
+            return running if new_c is None else new_c
+        width = max(running.attention_mask.shape[1], new_c.attention_mask.shape[1])
+        cache = _merge_caches(running.cache, new_c.cache, width)
+        mask = torch.cat(
+            [_left_pad(running.attention_mask, width, 1), _left_pad(new_c.attention_mask, width, 1)]
+        )
+        return _Batch(running.rows + new_c.rows, cache, mask)
+
+
+def _read_checkpoint(path: str | PathLike[str]) -> Iterable[tuple[str, torch.Tensor]]:
+    """``(name, tensor)`` pairs of a HF checkpoint directory (safetensors or ``.bin``)."""
+    root = Path(path)
+    if not root.is_dir():
+        raise WeightUpdateError(f"update_weights: {str(root)!r} is not a directory")
+    from safetensors.torch import load_file
+
+    index = root / "model.safetensors.index.json"
+    if index.exists():
+        files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        return [item for f in files for item in load_file(root / f).items()]
+    if (root / "model.safetensors").exists():
+        return list(load_file(root / "model.safetensors").items())
+    if (root / "pytorch_model.bin").exists():
+        return list(torch.load(root / "pytorch_model.bin", weights_only=True).items())
+    raise WeightUpdateError(
+        f"update_weights: no model.safetensors, model.safetensors.index.json or pytorch_model.bin "
+        f"in {str(root)!r}"
+    )
