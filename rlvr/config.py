@@ -1,0 +1,607 @@
+"""The typed configuration of ``rlvr train``: one dataclass per component, loaded from YAML.
+
+A YAML file in ``configs/`` only fills these objects; nothing else reads it. Dotted
+``key=value`` overrides (``algorithm.kl.placement=loss``) are applied on top, and every key and
+value is checked before any work starts: an unknown key fails with the keys allowed at that level
+and close-match suggestions, a value of the wrong type names the key and the expected type, and
+each component's ``__post_init__`` checks ranges and names the field.
+
+Component configs owned by other modules are composed, not copied: ``model.tiny`` is
+``rlvr.tiny.TinyModelSpec``, ``actor``/``critic`` are the learner's configs and
+``rollout.sampling``/``rollout.runner`` are the agent's.
+
+Example::
+
+    cfg = load_config("configs/quickstart.yaml", ["trainer.steps=20", "rollout.group_size=4"])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from rlvr.errors import ConfigError
+from rlvr.tiny import TinyModelSpec
+
+KLPlacement = Literal["reward", "loss", "off"]
+KLEstimator = Literal["k1", "abs", "k2", "k3", "k3+"]
+LossAgg = Literal[
+    "token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean",
+    "seq-mean-token-sum-norm",
+]
+
+
+def _positive(owner: str, **values: float | int) -> None:
+    """Raise ``ConfigError`` naming the first field of ``owner`` that is not > 0."""
+    for name, value in values.items():
+        if value <= 0:
+            raise ConfigError(f"{owner}.{name} must be > 0; got {value!r}")
+
+
+def _non_negative(owner: str, **values: float | int) -> None:
+    """Raise ``ConfigError`` naming the first field of ``owner`` that is < 0."""
+    for name, value in values.items():
+        if value < 0:
+            raise ConfigError(f"{owner}.{name} must be >= 0; got {value!r}")
+
+
+# ---------------------------------------------------------------------------- components
+@dataclass(kw_only=True)
+class ModelConfig:
+    """Which causal LM to train.
+
+    Attributes:
+        path: a local HuggingFace model directory (any causal LM with a chat template). When
+            None, the tiny Qwen2 model described by ``tiny`` is built locally (no download).
+        tiny: the shape of the locally built tiny model; used only when ``path`` is None.
+    """
+
+    path: str | None = None
+    tiny: TinyModelSpec = field(default_factory=TinyModelSpec)
+
+
+@dataclass(kw_only=True)
+class SFTConfig:
+    """The short supervised warm-up on the task format, before RL (``rlvr.sft``).
+
+    Attributes:
+        enabled: run the warm-up at all.
+        max_steps: the most optimizer steps.
+        batch_size: prompt/answer pairs per step.
+        lr: AdamW learning rate (constant after a 10-step linear warm-up).
+        weight_decay: AdamW weight decay.
+        eval_every: measure held-out greedy accuracy every this many steps (0 = only at the end).
+        target_accuracy: stop as soon as held-out greedy accuracy reaches this, leaving room for
+            RL to show; None trains for ``max_steps``.
+        eval_tasks: held-out tasks in each warm-up accuracy check.
+    """
+
+    enabled: bool = False
+    max_steps: int = 300
+    batch_size: int = 32
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    eval_every: int = 25
+    target_accuracy: float | None = None
+    eval_tasks: int = 64
+
+    def __post_init__(self) -> None:
+        _positive("sft", max_steps=self.max_steps, batch_size=self.batch_size, lr=self.lr,
+                  eval_tasks=self.eval_tasks)
+        _non_negative("sft", eval_every=self.eval_every, weight_decay=self.weight_decay)
+        if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
+            raise ConfigError(
+                f"sft.target_accuracy must be in (0, 1] or null; got {self.target_accuracy!r}"
+            )
+
+
+@dataclass(kw_only=True)
+class EnvConfig:
+    """The environment trained on.
+
+    Attributes:
+        id: a registered gymnasium id, e.g. ``rlvr/Math-v0``.
+        kwargs: keyword arguments for ``gymnasium.make(id, **kwargs)`` during training.
+        eval_kwargs: keyword arguments merged over ``kwargs`` for held-out evaluation (e.g. a
+            test split).
+        imports: modules imported before the env is made, so plugins can register their envs
+            (the CLI's ``--import`` adds to this list).
+    """
+
+    id: str = "rlvr/Math-v0"
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    eval_kwargs: dict[str, Any] = field(default_factory=dict)
+    imports: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            raise ConfigError("env.id must be a registered gymnasium id such as 'rlvr/Math-v0'")
+
+
+@dataclass(kw_only=True)
+class KLConfig:
+    """The KL penalty toward the frozen reference policy.
+
+    Attributes:
+        placement: ``reward`` subtracts ``coef * kl`` from the token rewards before the
+            advantages (PPO/RLHF style); ``loss`` adds ``coef * agg(kl)`` to the policy loss
+            (GRPO style); ``off`` loads no reference model at all.
+        estimator: ``k1`` (logp - ref), ``abs``, ``k2`` (0.5 d^2), ``k3`` (low-variance,
+            Schulman) or ``k3+`` (k3 value with the k2 gradient).
+        coef: the KL coefficient (the initial one with the adaptive controller).
+        controller: ``fixed`` keeps ``coef``; ``adaptive`` steers it toward ``target`` (only with
+            ``placement: reward``).
+        target: the KL the adaptive controller aims for.
+        horizon: the adaptive controller's horizon in samples.
+    """
+
+    placement: KLPlacement = "off"
+    estimator: KLEstimator = "k3"
+    coef: float = 0.001
+    controller: Literal["fixed", "adaptive"] = "fixed"
+    target: float = 0.1
+    horizon: int = 10000
+
+    def __post_init__(self) -> None:
+        _non_negative("algorithm.kl", coef=self.coef)
+        _positive("algorithm.kl", target=self.target, horizon=self.horizon)
+        if self.controller == "adaptive" and self.placement != "reward":
+            raise ConfigError(
+                "algorithm.kl.controller='adaptive' needs algorithm.kl.placement='reward'; "
+                f"got placement={self.placement!r}"
+            )
+
+    @property
+    def enabled(self) -> bool:
+        """Whether a reference model and KL terms are needed."""
+        return self.placement != "off"
+
+
+@dataclass(kw_only=True)
+class AlgorithmConfig:
+    """The RL algorithm: advantage estimator and the PPO-family loss.
+
+    Attributes:
+        estimator: an advantage estimator registered in ``rlvr.advantages`` (``gae``, ``grpo``,
+            ``drgrpo``, ``rloo``, ``reinforce_pp``, ``reinforce_pp_baseline``, ...). Whether a
+            critic is trained follows from the estimator.
+        gamma: discount factor (GAE, REINFORCE++).
+        lam: GAE lambda.
+        epochs: passes over each step's batch (K in PPO).
+        mini_batch_size: sequences per optimizer step, over all ranks; must divide the step's
+            batch. None = the whole batch (one optimizer step per epoch).
+        clip_low: PPO ratio clip below 1 (``1 - clip_low``).
+        clip_high: PPO ratio clip above 1 (``1 + clip_high``); > clip_low is DAPO's clip-higher.
+        dual_clip: dual-clip constant c (> 1) bounding the loss of negative advantages; null off.
+        loss_agg: how per-token losses become a scalar (see reference/algorithms.md).
+        entropy_coef: weight of the entropy bonus (0 = off; entropy is still logged).
+        value_clip: clip range of the critic's value loss.
+        kl: the KL penalty toward the reference policy.
+        tis: multiply the policy loss by truncated importance-sampling weights
+            ``min(exp(old_logp - rollout_logp), tis_cap)`` per token, correcting for a rollout
+            engine whose numerics differ from the learner's (verl's rollout_is_weights).
+        tis_cap: the truncation constant C of ``tis``.
+    """
+
+    estimator: str = "grpo"
+    gamma: float = 1.0
+    lam: float = 1.0
+    epochs: int = 1
+    mini_batch_size: int | None = None
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    dual_clip: float | None = 3.0
+    loss_agg: LossAgg = "token-mean"
+    entropy_coef: float = 0.0
+    value_clip: float = 0.5
+    kl: KLConfig = field(default_factory=KLConfig)
+    tis: bool = False
+    tis_cap: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.mini_batch_size is not None:
+            _positive("algorithm", mini_batch_size=self.mini_batch_size)
+        _positive("algorithm", epochs=self.epochs, clip_low=self.clip_low,
+                  clip_high=self.clip_high, value_clip=self.value_clip, tis_cap=self.tis_cap)
+        _non_negative("algorithm", entropy_coef=self.entropy_coef)
+        for name in ("gamma", "lam"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ConfigError(f"algorithm.{name} must be in [0, 1]; got {value!r}")
+        if self.clip_low >= 1.0:
+            raise ConfigError(f"algorithm.clip_low must be < 1; got {self.clip_low!r}")
+        if self.dual_clip is not None and self.dual_clip <= 1.0:
+            raise ConfigError(f"algorithm.dual_clip must be > 1 or null; got {self.dual_clip!r}")
+        from rlvr.advantages import ADVANTAGE_ESTIMATORS
+
+        if self.estimator not in ADVANTAGE_ESTIMATORS:
+            raise ConfigError(
+                _unknown_message("algorithm.estimator", self.estimator, ADVANTAGE_ESTIMATORS)
+            )
+
+
+@dataclass(kw_only=True)
+class RolloutConfig:
+    """Stage A: how episodes are generated.
+
+    Attributes:
+        engine: ``transformers`` (in-process, shares the actor's weights; CPU and small GPUs)
+            or ``sglang`` (a server per node, weights pushed after each step).
+        prompts_per_step: distinct tasks per training step, over all ranks.
+        group_size: episodes sampled per task (GRPO's G).
+        max_response_len: the most response tokens of an episode (all turns, model and env
+            tokens); longer episodes end with finish reason ``length``.
+        temperature: sampling temperature of the rollout engine (the learner uses the same one
+            for logprobs).
+        top_p: nucleus sampling threshold.
+        max_new_tokens: the most tokens generated in one turn.
+        max_turns: the most assistant turns of an episode.
+        dynamic_sampling: drop groups whose rewards are all equal (no learning signal) and
+            sample fresh tasks to refill the batch, DAPO style.
+        max_refill_rounds: the most extra sampling rounds per step for ``dynamic_sampling``;
+            after that the step trains on what it has.
+        sglang_url: the SGLang server's base URL (``engine: sglang``); null launches one.
+    """
+
+    engine: Literal["transformers", "sglang"] = "transformers"
+    prompts_per_step: int = 8
+    group_size: int = 8
+    max_response_len: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 32
+    max_turns: int = 1
+    dynamic_sampling: bool = False
+    max_refill_rounds: int = 3
+    sglang_url: str | None = None
+
+    def __post_init__(self) -> None:
+        _positive("rollout", prompts_per_step=self.prompts_per_step, group_size=self.group_size,
+                  max_response_len=self.max_response_len, temperature=self.temperature,
+                  max_new_tokens=self.max_new_tokens, max_turns=self.max_turns)
+        _non_negative("rollout", max_refill_rounds=self.max_refill_rounds)
+        if not 0.0 < self.top_p <= 1.0:
+            raise ConfigError(f"rollout.top_p must be in (0, 1]; got {self.top_p!r}")
+
+    @property
+    def episodes_per_step(self) -> int:
+        """``prompts_per_step * group_size``: the global batch in sequences."""
+        return self.prompts_per_step * self.group_size
+
+
+@dataclass(kw_only=True)
+class OptimConfig:
+    """Optimizer of one trained model (actor or critic).
+
+    Attributes:
+        lr: AdamW peak learning rate.
+        weight_decay: AdamW weight decay.
+        betas: AdamW betas.
+        warmup_steps: linear warm-up optimizer steps.
+        schedule: learning-rate schedule after warm-up.
+        grad_clip: clip the global gradient norm to this (0 = off).
+        micro_batch_size: sequences per forward/backward; gradients accumulate up to the
+            mini-batch.
+    """
+
+    lr: float = 1e-6
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    warmup_steps: int = 0
+    schedule: Literal["constant", "cosine", "linear"] = "constant"
+    grad_clip: float = 1.0
+    micro_batch_size: int = 16
+
+    def __post_init__(self) -> None:
+        _positive("optim", lr=self.lr, micro_batch_size=self.micro_batch_size)
+        _non_negative("optim", weight_decay=self.weight_decay, warmup_steps=self.warmup_steps,
+                      grad_clip=self.grad_clip)
+
+
+@dataclass(kw_only=True)
+class EvalConfig:
+    """Held-out greedy evaluation during training.
+
+    Attributes:
+        every: evaluate every this many RL steps (0 = only before and after RL).
+        tasks: held-out tasks per evaluation.
+        max_new_tokens: generation budget per turn for evaluation.
+    """
+
+    every: int = 0
+    tasks: int = 200
+    max_new_tokens: int = 32
+
+    def __post_init__(self) -> None:
+        _non_negative("eval", every=self.every)
+        _positive("eval", tasks=self.tasks, max_new_tokens=self.max_new_tokens)
+
+
+@dataclass(kw_only=True)
+class TrainerConfig:
+    """The run itself: length, seed, outputs, checkpoints.
+
+    Attributes:
+        steps: RL training steps.
+        seed: seeds the model init, the task stream, sampling and shuffles.
+        output_dir: where metrics, checkpoints and the exported model go.
+        checkpoint_every: save a checkpoint every this many steps (0 = never).
+        keep_checkpoints: how many most recent checkpoints to keep.
+        resume: continue from the latest checkpoint in ``output_dir`` if there is one.
+        export_at_end: write a HuggingFace model directory to ``output_dir/export`` at the end.
+        tensorboard: also write TensorBoard event files.
+        plot: write ``curves.png`` (reward and accuracy) at the end.
+        progress: show a progress bar.
+        device: ``auto`` (CUDA when available), ``cpu`` or ``cuda``.
+    """
+
+    steps: int = 100
+    seed: int = 0
+    output_dir: str = "runs/default"
+    checkpoint_every: int = 0
+    keep_checkpoints: int = 2
+    resume: bool = False
+    export_at_end: bool = True
+    tensorboard: bool = True
+    plot: bool = True
+    progress: bool = True
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+
+    def __post_init__(self) -> None:
+        _positive("trainer", steps=self.steps, keep_checkpoints=self.keep_checkpoints)
+        _non_negative("trainer", checkpoint_every=self.checkpoint_every)
+
+
+@dataclass(kw_only=True)
+class TrainConfig:
+    """Everything ``rlvr train`` needs, one field per component.
+
+    Attributes:
+        model: the model trained (a local HF directory or the tiny built-in one).
+        sft: the optional supervised warm-up on the task format.
+        env: the environment trained on.
+        rollout: stage A, episode generation.
+        algorithm: advantage estimator, policy/value losses and KL.
+        actor: the policy's optimizer and micro-batching.
+        critic: the critic's optimizer and micro-batching (used only by estimators that need
+            values, such as ``gae``).
+        eval: held-out evaluation during training.
+        trainer: run length, seed, outputs and checkpoints.
+    """
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    actor: OptimConfig = field(default_factory=OptimConfig)
+    critic: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-5))
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+
+    def __post_init__(self) -> None:
+        batch = self.rollout.episodes_per_step
+        if self.algorithm.mini_batch_size and batch % self.algorithm.mini_batch_size:
+            raise ConfigError(
+                f"algorithm.mini_batch_size ({self.algorithm.mini_batch_size}) must divide "
+                f"rollout.prompts_per_step * rollout.group_size ({batch})"
+            )
+
+
+# ---------------------------------------------------------------------------- loading
+def _unknown_message(key: str, value: object, allowed: Sequence[str] | Mapping[str, Any]) -> str:
+    """``"<key>: unknown value ...; allowed: ...; did you mean ...?"``."""
+    names = sorted(allowed)
+    message = f"{key}: unknown value {value!r}; allowed: {', '.join(names)}"
+    close = difflib.get_close_matches(str(value), names, n=3)
+    if close:
+        message += f". Did you mean {' or '.join(repr(c) for c in close)}?"
+    return message
+
+
+def _type_name(tp: Any) -> str:
+    """A readable name for a type annotation."""
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return "null"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check ``value`` against the annotation ``tp`` (converting where lossless) or raise."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return value
+    if origin is Literal:
+        allowed = typing.get_args(tp)
+        if value not in allowed:
+            raise ConfigError(_unknown_message(key, value, [str(a) for a in allowed]))
+        return value
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, key)
+            except ConfigError as err:
+                errors.append(err)
+        raise ConfigError(f"{key}: expected {_type_name(tp)}; got {value!r}")
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{key}: expected a mapping of {tp.__name__} fields; got {value!r}")
+        return from_dict(tp, value, prefix=key)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key}: expected true or false; got {value!r}")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key}: expected an integer; got {value!r}")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)  # YAML 1.1 reads "1e-3" as a string
+            except ValueError:
+                pass
+        raise ConfigError(f"{key}: expected a number; got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{key}: expected a string; got {value!r}")
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list; got {value!r}")
+        args = typing.get_args(tp)
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(value) != len(args):
+                raise ConfigError(f"{key}: expected {len(args)} items; got {value!r}")
+            return tuple(_coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+        item = args[0] if args else Any
+        items = [_coerce(v, item, f"{key}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{key}: expected a mapping; got {value!r}")
+        return dict(value)
+    return value
+
+
+def from_dict(cls: type[Any], data: Mapping[str, Any], *, prefix: str = "") -> Any:
+    """Build the dataclass ``cls`` from a (nested) mapping, checking every key and value.
+
+    Args:
+        cls: a dataclass type; nested dataclass fields are built recursively.
+        data: field values; missing fields keep their defaults.
+        prefix: the dotted path of ``cls`` inside the whole config, used in messages.
+
+    Returns:
+        The instance (its ``__post_init__`` has run).
+
+    Raises:
+        ConfigError: an unknown key (the message lists the allowed keys and close matches), a
+            value of the wrong type, or a value a component rejects.
+    """
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        dotted = f"{prefix}.{key}" if prefix else str(key)
+        if key not in names:
+            message = f"unknown config key {dotted!r}; allowed keys here: {', '.join(names)}"
+            close = difflib.get_close_matches(str(key), names, n=3)
+            if close:
+                message += f". Did you mean {' or '.join(repr(c) for c in close)}?"
+            raise ConfigError(message)
+        kwargs[key] = _coerce(value, hints[key], dotted)
+    try:
+        return cls(**kwargs)
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as err:
+        where = f" in {prefix!r}" if prefix else ""
+        raise ConfigError(f"invalid config{where}: {err}") from err
+
+
+def parse_overrides(overrides: Sequence[str]) -> dict[str, Any]:
+    """Turn ``["a.b=1", "c=x"]`` into ``{"a": {"b": 1}, "c": "x"}`` (values parsed as YAML).
+
+    Raises:
+        ConfigError: an item without ``=`` or with an empty key.
+    """
+    tree: dict[str, Any] = {}
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip() or any(not p for p in key.strip().split(".")):
+            raise ConfigError(f"override {item!r} must look like dotted.key=value")
+        value = yaml.safe_load(raw) if raw.strip() else ""
+        node = tree
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"override {item!r} sets a key under {part!r}, a plain value")
+            node = child
+        node[parts[-1]] = value
+    return tree
+
+
+def merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """Recursively merge ``extra`` over ``base`` (mappings merge, anything else replaces)."""
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_config(
+    path: str | Path | None = None, overrides: Sequence[str] = (), *, cls: type[Any] = TrainConfig
+) -> Any:
+    """Load a YAML config and apply dotted ``key=value`` overrides.
+
+    Args:
+        path: a YAML file (a mapping of component names to their fields); None = all defaults.
+        overrides: ``dotted.key=value`` strings, values parsed as YAML scalars/lists.
+        cls: the config class to build.
+
+    Returns:
+        The validated config object.
+
+    Raises:
+        ConfigError: the file is missing or not a mapping, or any key/value is invalid.
+    """
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {str(p)!r} does not exist")
+        try:
+            loaded = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"config file {str(p)!r} is not valid YAML: {err}") from err
+        if not isinstance(loaded, Mapping):
+            raise ConfigError(f"config file {str(p)!r} must hold a mapping at the top level")
+        data = dict(loaded)
+    return from_dict(cls, merge(data, parse_overrides(overrides)))
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    """The config as plain YAML-able data (round-trips through ``from_dict``)."""
+    def plain(value: Any) -> Any:
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        if isinstance(value, Mapping):
+            return {str(k): plain(v) for k, v in value.items()}
+        return value
+
+    return plain(config)
+
+
+def dump_config(config: Any, path: str | Path) -> None:
+    """Write ``config`` as YAML to ``path``."""
+    Path(path).write_text(yaml.safe_dump(to_dict(config), sort_keys=False))

@@ -1,0 +1,182 @@
+"""Training metrics: one JSON line per step, TensorBoard scalars, a progress bar, a PNG at the end.
+
+Only rank 0 writes. Files under ``output_dir``:
+
+- ``metrics.jsonl``: ``{"step": int, "<name>": float, ...}`` per logged step. On resume the lines
+  of steps after the checkpoint are dropped first, so a run killed mid-way and resumed has each
+  step exactly once.
+- ``tensorboard/``: the same scalars as TensorBoard events (``tensorboard --logdir``).
+- ``curves.png``: reward and accuracy against step, drawn by ``close()``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+#: Metrics shown in the progress bar's postfix, with their short labels.
+PROGRESS_KEYS = {
+    "reward/mean": "reward",
+    "reward/accuracy": "acc",
+    "eval/accuracy": "eval_acc",
+    "time/step": "s/step",
+}
+#: Curves drawn in curves.png: (metric, label), one panel each.
+PLOT_PANELS = (
+    ("reward/mean", "train reward (mean)"),
+    ("reward/accuracy", "train accuracy"),
+    ("eval/accuracy", "held-out greedy accuracy"),
+)
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """The records of a metrics JSONL file.
+
+    A missing file gives ``[]``; a torn last line (a process killed mid-write) is skipped.
+    """
+    p = Path(path)
+    if not p.exists():
+        return []
+    records = []
+    for line in p.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+def plot_curves(records: list[dict[str, Any]], path: str | Path) -> Path | None:
+    """Draw reward/accuracy curves against step into a PNG (matplotlib Agg backend).
+
+    Args:
+        records: metric records, each with a ``step``.
+        path: the PNG to write.
+
+    Returns:
+        ``path``, or None when no record carries any plotted metric.
+    """
+    panels = [(k, label) for k, label in PLOT_PANELS if any(k in r for r in records)]
+    if not panels:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.4), squeeze=False)
+    for ax, (key, label) in zip(axes[0], panels):
+        points = [(r["step"], r[key]) for r in records if key in r and r[key] is not None]
+        xs, ys = zip(*points)
+        ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, markersize=3)
+        ax.set_title(label)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)
+
+
+class MetricsLogger:
+    """Writes per-step metrics to JSONL and TensorBoard and drives the progress bar.
+
+    Args:
+        output_dir: the run directory.
+        total_steps: the number of steps of the run (for the progress bar).
+        start_step: the step the run (re)starts after; JSONL lines beyond it are dropped.
+        enabled: False on ranks other than 0: every method is then a no-op.
+        tensorboard: also write TensorBoard events.
+        progress: show a tqdm progress bar.
+        plot: write ``curves.png`` in ``close()``.
+    """
+
+    def __init__(
+        self,
+        output_dir: str | Path,
+        *,
+        total_steps: int,
+        start_step: int = 0,
+        enabled: bool = True,
+        tensorboard: bool = True,
+        progress: bool = True,
+        plot: bool = True,
+    ) -> None:
+        self.output_dir = Path(output_dir)
+        self.jsonl_path = self.output_dir / "metrics.jsonl"
+        self.tensorboard_dir = self.output_dir / "tensorboard"
+        self.png_path = self.output_dir / "curves.png"
+        self.enabled = enabled
+        self._plot = plot
+        self._tb: Any = None
+        self._bar: Any = None
+        self._last: dict[str, float] = {}
+        if not enabled:
+            return
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        kept = [r for r in read_jsonl(self.jsonl_path) if r.get("step", 0) <= start_step]
+        self.jsonl_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        self._file = self.jsonl_path.open("a")
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(str(self.tensorboard_dir), purge_step=start_step + 1)
+        if progress:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=total_steps, initial=start_step, desc="rl", unit="step",
+                             dynamic_ncols=True)
+        self._t0 = time.perf_counter()
+
+    def log(self, step: int, metrics: Mapping[str, float]) -> None:
+        """Record ``metrics`` of ``step`` (non-finite values are written as null)."""
+        if not self.enabled:
+            return
+        clean = {k: (float(v) if math.isfinite(float(v)) else None) for k, v in metrics.items()}
+        self._file.write(json.dumps({"step": step, **clean}) + "\n")
+        self._file.flush()
+        if self._tb is not None:
+            for key, value in clean.items():
+                if value is not None:
+                    self._tb.add_scalar(key, value, step)
+        self._last.update({k: v for k, v in clean.items() if v is not None})
+        if self._bar is not None:
+            self._bar.n = step
+            self._bar.set_postfix(
+                {short: f"{self._last[k]:.3g}" for k, short in PROGRESS_KEYS.items()
+                 if k in self._last},
+                refresh=True,
+            )
+
+    def write(self, message: str) -> None:
+        """Print a line without breaking the progress bar."""
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.write(message)
+        else:
+            print(message, flush=True)
+
+    def close(self) -> Path | None:
+        """Close the files and the bar; draw ``curves.png``.
+
+        Returns:
+            The PNG path, or None when nothing was plotted (or on ranks other than 0).
+        """
+        if not self.enabled:
+            return None
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+        if not self._file.closed:
+            self._file.close()
+        if self._plot:
+            return plot_curves(read_jsonl(self.jsonl_path), self.png_path)
+        return None

@@ -1,0 +1,175 @@
+"""A short supervised warm-up on the task format, before RL.
+
+A freshly initialised model never produces a parseable answer, so RL has no reward to learn from.
+The warm-up teaches the format: teacher-forced cross-entropy on chat-formatted
+``prompt -> answer`` pairs, with the loss only on the assistant's tokens (the answer and the
+end-of-turn token; the prompt and the chat template's generation prompt are context). It stops
+as soon as held-out greedy accuracy reaches ``SFTConfig.target_accuracy``, so that RL still has
+room to show what it adds.
+
+The warm-up trains a plain HuggingFace module in one process (the model is small when it is
+needed at all) and the trainer saves the result as a HF directory the learner then loads.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rlvr.config import SFTConfig
+from rlvr.errors import ConfigError
+
+Message = dict[str, Any]
+#: One supervised example: the opening chat messages and the assistant's answer text.
+Example = tuple[list[Message], str]
+
+
+@dataclass(kw_only=True)
+class SFTResult:
+    """What the warm-up did.
+
+    Attributes:
+        steps: optimizer steps taken.
+        loss: the last step's mean token cross-entropy.
+        accuracy: the last held-out accuracy measured (None if never measured).
+        seconds: wall-clock time of the warm-up.
+        history: ``(step, accuracy)`` of every evaluation.
+    """
+
+    steps: int
+    loss: float
+    accuracy: float | None
+    seconds: float
+    history: list[tuple[int, float]]
+
+
+def encode_example(tokenizer: Any, messages: list[Message], answer: str) -> tuple[list[int], int]:
+    """Token ids of ``messages`` + generation prompt + ``answer`` + end of turn.
+
+    Args:
+        tokenizer: a HF tokenizer with a chat template and an ``eos_token_id`` that ends a turn.
+        messages: the opening messages (system/user).
+        answer: the assistant's text.
+
+    Returns:
+        ``(ids, prompt_len)``: the full sequence and how many leading ids are the prompt (the
+        ids after it are trained on).
+    """
+    prompt = tokenizer.apply_chat_template(
+        messages, tokenize=True, add_generation_prompt=True, return_dict=False
+    )
+    if not isinstance(prompt, list):  # some tokenizers return a BatchEncoding
+        prompt = list(prompt["input_ids"])
+    answer_ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
+    return list(prompt) + list(answer_ids) + [int(tokenizer.eos_token_id)], len(prompt)
+
+
+def collate(
+    encoded: Sequence[tuple[list[int], int]], pad_token_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-pad encoded examples.
+
+    Returns:
+        ``input_ids (B, T)``, ``attention_mask (B, T)`` and ``loss_mask (B, T - 1)``: 1 where
+        position ``t`` predicts an answer/end-of-turn token ``input_ids[:, t + 1]``.
+    """
+    width = max(len(ids) for ids, _ in encoded)
+    b = len(encoded)
+    input_ids = torch.full((b, width), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros((b, width), dtype=torch.long)
+    loss_mask = torch.zeros((b, width - 1))
+    for row, (ids, prompt_len) in enumerate(encoded):
+        input_ids[row, : len(ids)] = torch.tensor(ids)
+        attention_mask[row, : len(ids)] = 1
+        loss_mask[row, prompt_len - 1 : len(ids) - 1] = 1.0
+    return input_ids, attention_mask, loss_mask
+
+
+def answer_loss(model: torch.nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """Mean cross-entropy over the assistant tokens of a collated batch (a scalar)."""
+    input_ids, attention_mask, loss_mask = (t.to(_device(model)) for t in batch)
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
+    ce = torch.nn.functional.cross_entropy(
+        logits.float().reshape(-1, logits.shape[-1]), input_ids[:, 1:].reshape(-1),
+        reduction="none",
+    ).view_as(loss_mask)
+    return (ce * loss_mask).sum() / loss_mask.sum().clamp(min=1.0)
+
+
+def _device(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+def supervised_warmup(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    examples: Callable[[random.Random], Example],
+    config: SFTConfig,
+    *,
+    seed: int,
+    evaluate: Callable[[], float] | None = None,
+    log: Callable[[str], None] = print,
+) -> SFTResult:
+    """Train ``model`` in place on the task format until the target accuracy or ``max_steps``.
+
+    Args:
+        model: a HF causal LM (``model(input_ids, attention_mask).logits``), in train mode after.
+        tokenizer: its tokenizer (chat template, ``eos_token_id``, ``pad_token_id``).
+        examples: draws one training example from the given RNG.
+        config: steps, batch size, learning rate, evaluation cadence and target.
+        seed: seeds the example stream.
+        evaluate: held-out greedy accuracy of ``model`` in [0, 1]; called every
+            ``config.eval_every`` steps and at the end. None skips evaluation (and the target).
+        log: where progress lines go.
+
+    Returns:
+        An ``SFTResult``.
+
+    Raises:
+        ConfigError: the loss became non-finite (the learning rate is too high).
+    """
+    rng = random.Random(f"sft:{seed}")
+    params = [p for p in model.parameters() if p.requires_grad]
+    optim = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: min(1.0, (s + 1) / 10))
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    t0 = time.perf_counter()
+    history: list[tuple[int, float]] = []
+    accuracy: float | None = None
+    loss_value = math.nan
+    step = 0
+    model.train()
+    while step < config.max_steps:
+        batch = collate(
+            [encode_example(tokenizer, *examples(rng)) for _ in range(config.batch_size)], pad
+        )
+        loss = answer_loss(model, batch)
+        if not torch.isfinite(loss):
+            raise ConfigError(f"sft: the loss became {loss.item()} at step {step}; lower sft.lr")
+        optim.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optim.step()
+        sched.step()
+        step += 1
+        loss_value = float(loss.item())
+        last = step == config.max_steps
+        if evaluate is not None and ((config.eval_every and step % config.eval_every == 0) or last):
+            model.eval()
+            accuracy = float(evaluate())
+            model.train()
+            history.append((step, accuracy))
+            log(f"[sft] step {step:4d}  loss {loss_value:.3f}  held-out accuracy {accuracy:.1%}")
+            if config.target_accuracy is not None and accuracy >= config.target_accuracy:
+                break
+    model.eval()
+    return SFTResult(
+        steps=step, loss=loss_value, accuracy=accuracy, seconds=time.perf_counter() - t0,
+        history=history,
+    )
