@@ -1,0 +1,25 @@
+r"""Run untrusted Python programs against tests in a sandbox that cannot be fooled or escaped.
+
+>>> from verifiers.code import run_tests, CallTests
+>>> run_tests("def add(a, b):\n    return a + b", CallTests("add", [((1, 2), 3)])).passed
+True
+
+See :mod:`verifiers.code.harness` for why results cannot be forged, and
+:mod:`verifiers.code.sandbox` for the isolation.
+"""
+
+from verifiers.code.pool import SandboxPool, default_pool, run_tests
+from verifiers.code.sandbox import SandboxConfig
+from verifiers.code.specs import AssertTests, CallTests, StdioTests, TestSpec, values_equal
+
+__all__ = [
+    "AssertTests",
+    "CallTests",
+    "SandboxConfig",
+    "SandboxPool",
+    "StdioTests",
+    "TestSpec",
+    "default_pool",
+    "run_tests",
+    "values_equal",
+]

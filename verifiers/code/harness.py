@@ -1,0 +1,649 @@
+"""The code that runs inside the sandbox: a warm "zygote" that forks one fresh process per program.
+
+This module is stdlib-only and is run by the system interpreter (``/usr/bin/python3 -I -B -c``)
+inside bubblewrap; the host also imports it for the value codec and the check-body splitter, so
+both sides share one definition.
+
+Processes inside one sandbox (one PID namespace, one private ``/tmp``)::
+
+    bwrap (pid 1, root, reaps)
+      zygote (uid 65534 after start-up, non-dumpable, child subreaper, NO_NEW_PRIVS)
+        U  the untrusted program: its own session, rlimits, stdin/stdout/stderr pipes to the host
+        T  the tester (AssertTests only): runs the trusted test code; every call of the program's
+           functions is a round trip to U over a socket, with arguments and results converted to
+           plain data by :func:`encode` / :func:`decode`
+
+Why this cannot be fooled:
+
+* The zygote never holds job data: the host sends the program to U and the tests to T directly,
+  over sockets whose host ends the zygote hands over by ``SCM_RIGHTS`` and closes. U is forked
+  from the zygote, so U's memory holds no earlier program's tests.
+* Results come only from T (or, for call and stdio tests, are judged by the host itself). U never
+  holds T's socket, and T is non-dumpable, so U cannot read T's memory or file descriptors
+  through ``/proc`` or ``ptrace``. Test code never shares an interpreter with the program, so
+  exiting early, patching builtins, deleting ``check`` or printing markers in U changes nothing
+  T reports; killing T only loses the "done" record, which counts as a failure.
+* Values cross from U as tagged JSON of exact builtin types, so an object with a rigged
+  ``__eq__`` never reaches the comparison.
+
+Between programs the zygote SIGKILLs every other process of its uid in the namespace
+(``kill(-1)``), reaps them, and empties ``/tmp``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+from typing import Any
+
+SANDBOX_UID = 65534
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+MAX_PROGRAM_BYTES = 4 * 1024 * 1024
+MAX_DEPTH = 64
+ZYGOTE_MARKER = "rlvr-sandbox-zygote"
+_PRELOAD = (
+    "math", "re", "collections", "itertools", "functools", "heapq", "bisect", "string", "json",
+    "hashlib", "random", "typing", "copy", "fractions", "decimal", "statistics", "operator",
+    "traceback", "types", "io", "dataclasses", "array", "datetime",
+)
+
+
+# ---------------------------------------------------------------------------- value codec
+
+
+class EncodeError(Exception):
+    """A value is not plain data (exact builtin types only), or is too deep or too large."""
+
+
+def encode(value: Any, _depth: int = 0) -> Any:
+    """Turns plain data into JSON-able tagged data; anything else raises :class:`EncodeError`.
+
+    Only exact builtin types pass (``type(x) is int``, not a subclass): None, bool, int, float,
+    str, list, tuple, dict, set, frozenset, bytes, complex. Tuples, dicts, sets, frozensets,
+    bytes and complex become one-key dicts (``{"t": [...]}`` ...), so plain JSON dicts never
+    appear and the tags are unambiguous.
+    """
+    if _depth > MAX_DEPTH:
+        raise EncodeError("value nested too deeply")
+    kind = type(value)
+    if value is None or kind is bool or kind is str or kind is float:
+        return value
+    if kind is int:
+        if value.bit_length() > 4000:
+            raise EncodeError("integer too large")
+        return value
+    nxt = _depth + 1
+    if kind is list:
+        return [encode(v, nxt) for v in value]
+    if kind is tuple:
+        return {"t": [encode(v, nxt) for v in value]}
+    if kind is dict:
+        return {"d": [[encode(k, nxt), encode(v, nxt)] for k, v in value.items()]}
+    if kind is set:
+        return {"s": [encode(v, nxt) for v in value]}
+    if kind is frozenset:
+        return {"fs": [encode(v, nxt) for v in value]}
+    if kind is bytes:
+        return {"b": value.hex()}
+    if kind is complex:
+        return {"c": [value.real, value.imag]}
+    raise EncodeError(f"values of type {kind.__name__!r} are not plain data")
+
+
+def decode(data: Any, _depth: int = 0) -> Any:
+    """Inverse of :func:`encode`; raises :class:`EncodeError` on anything it would not produce."""
+    if _depth > MAX_DEPTH + 1:
+        raise EncodeError("value nested too deeply")
+    kind = type(data)
+    if data is None or kind in (bool, int, float, str):
+        return data
+    nxt = _depth + 1
+    if kind is list:
+        return [decode(v, nxt) for v in data]
+    if kind is dict and len(data) == 1:
+        (tag, body), = data.items()
+        try:
+            if tag == "t":
+                return tuple(decode(v, nxt) for v in body)
+            if tag == "d":
+                return {decode(k, nxt): decode(v, nxt) for k, v in body}
+            if tag == "s":
+                return {decode(v, nxt) for v in body}
+            if tag == "fs":
+                return frozenset(decode(v, nxt) for v in body)
+            if tag == "b":
+                return bytes.fromhex(body)
+            if tag == "c":
+                return complex(float(body[0]), float(body[1]))
+        except (TypeError, ValueError) as exc:
+            raise EncodeError(f"malformed {tag!r} value: {exc}") from None
+    raise EncodeError(f"unexpected encoded value of type {kind.__name__}")
+
+
+# ---------------------------------------------------------------------------- framing
+
+
+def send_msg(sock: socket.socket, obj: Any) -> None:
+    """Sends one length-prefixed JSON message on a stream socket."""
+    body = json.dumps(obj, separators=(",", ":")).encode()
+    sock.sendall(struct.pack("!I", len(body)) + body)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(min(n - len(buf), 1 << 20))
+        if not chunk:
+            return None
+        buf += chunk
+    return bytes(buf)
+
+
+def recv_msg(sock: socket.socket) -> Any:
+    """Receives one message sent by :func:`send_msg`; returns None at end of stream.
+
+    Raises:
+        EncodeError: the message is larger than ``MAX_MESSAGE_BYTES`` or is not JSON.
+    """
+    head = _recv_exact(sock, 4)
+    if head is None:
+        return None
+    (size,) = struct.unpack("!I", head)
+    if size > MAX_MESSAGE_BYTES:
+        raise EncodeError(f"message of {size} bytes is over the limit")
+    body = _recv_exact(sock, size)
+    if body is None:
+        return None
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise EncodeError(f"bad message: {exc}") from None
+
+
+# ---------------------------------------------------------------------------- check splitting
+
+
+def split_check(test_code: str) -> tuple[str, list[tuple[bool, str]]] | None:
+    """Splits the body of ``def check(param)`` into statements, marking which ones are tests.
+
+    A statement is a test when it mentions the parameter (the candidate); other statements are
+    set-up. Returns ``(param, [(is_test, source), ...])``, or None when the body cannot run as
+    separate statements (no one-parameter ``check``, a ``return``/``yield``/``nonlocal`` at its top
+    level, or no statement mentions the candidate); then the whole call is one test.
+    """
+    try:
+        tree = ast.parse(test_code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    checks = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
+    if len(checks) != 1 or len(checks[0].args.args) != 1:
+        return None
+    fn = checks[0]
+    param = fn.args.args[0].arg
+    out: list[tuple[bool, str]] = []
+    for stmt in fn.body:
+        for node in ast.walk(stmt):
+            if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom, ast.Nonlocal, ast.Global)):
+                if _scope_of(stmt, node) is stmt:
+                    return None
+        mentions = any(isinstance(n, ast.Name) and n.id == param for n in ast.walk(stmt))
+        out.append((mentions, ast.unparse(stmt)))
+    if not any(is_test for is_test, _ in out):
+        return None
+    return param, out
+
+
+def _scope_of(stmt: ast.AST, target: ast.AST) -> ast.AST:
+    """The innermost function/lambda/class in ``stmt`` that contains ``target`` (else ``stmt``)."""
+    scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+    for node in ast.walk(stmt):
+        if node is not stmt and isinstance(node, scopes):
+            if any(n is target for n in ast.walk(node)):
+                return node
+    return stmt
+
+
+def test_labels(test_code: str) -> list[str]:
+    """Names of the tests that :func:`split_check` finds (``["check"]`` when it cannot split)."""
+    plan = split_check(test_code)
+    if plan is None:
+        return ["check"]
+    return [src.splitlines()[0][:120] for is_test, src in plan[1] if is_test]
+
+
+# ---------------------------------------------------------------------------- zygote
+
+
+def _libc() -> Any:
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _root_setup(backend: str, tmp_bytes: int) -> None:
+    """Runs as root inside the namespaces: private tmpfs mounts (unshare backend), then drop."""
+    if backend == "unshare":
+        libc = _libc()
+        opts = f"size={tmp_bytes},mode=0777".encode()
+        for path in (b"/tmp", b"/var/tmp", b"/dev/shm"):
+            if os.path.isdir(path):
+                libc.mount(b"tmpfs", path, b"tmpfs", 0x2 | 0x4 | 0x8, opts)  # nosuid,nodev,noexec
+    os.setgroups([])
+    os.setresgid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
+    os.setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
+    libc = _libc()
+    libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+    libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no ptrace, /proc/<pid>/{mem,fd,environ}
+    libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come back to us to be reaped
+    if os.getuid() != SANDBOX_UID or os.geteuid() != SANDBOX_UID:
+        raise RuntimeError("could not drop to the sandbox uid")
+
+
+def _wipe(path: str) -> None:
+    """Removes everything under ``path`` (not ``path`` itself), whatever its permissions."""
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return
+    for entry in entries:
+        full = entry.path
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                os.chmod(full, 0o700)
+                _wipe(full)
+                os.rmdir(full)
+            else:
+                os.unlink(full)
+        except OSError:
+            pass
+
+
+def _kill_all_and_reap(roles: dict[int, str], ctl: socket.socket) -> None:
+    """SIGKILLs every other process of our uid in this PID namespace and reaps them all."""
+    for _ in range(1000):
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            break
+        except PermissionError:
+            break
+        _reap(roles, ctl, block=True)
+    _reap(roles, ctl, block=True)
+
+
+def _reap(roles: dict[int, str], ctl: socket.socket, block: bool) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        role = roles.pop(pid, None)
+        if role is not None:
+            _ctl_send(ctl, {"op": "exit", "role": role, "pid": pid, "status": status})
+
+
+def _ctl_send(ctl: socket.socket, obj: Any, fds: list[int] | None = None) -> None:
+    data = json.dumps(obj).encode()
+    if fds:
+        socket.send_fds(ctl, [data], fds)
+    else:
+        ctl.send(data)
+
+
+def _spawn(mode: str, limits: dict[str, Any], ctl: socket.socket, roles: dict[int, str]) -> None:
+    """Forks U (and T in assert mode) and hands the host ends of their channels to the host."""
+    host_fds: dict[str, int] = {}
+    child_fds: list[int] = []
+
+    def pair() -> tuple[int, int]:
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        return a.detach(), b.detach()
+
+    setup_h, setup_u = pair()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    host_fds.update(setup=setup_h, stdout=out_r, stderr=err_r)
+    child_fds += [setup_u, out_w, err_w]
+    if mode == "stdio":
+        in_r, in_w = os.pipe()
+        host_fds["stdin"] = in_w
+        child_fds.append(in_r)
+    else:
+        in_r = os.open("/dev/null", os.O_RDONLY)
+        child_fds.append(in_r)
+    rpc_u = -1
+    if mode in ("call", "assert"):
+        rpc_other, rpc_u = pair()
+        child_fds.append(rpc_u)
+        if mode == "call":
+            host_fds["rpc"] = rpc_other
+        else:
+            child_fds.append(rpc_other)
+            spec_h, spec_t = pair()
+            host_fds["tester"] = spec_h
+            child_fds.append(spec_t)
+    pids: dict[str, int] = {}
+    pid = os.fork()
+    if pid == 0:
+        _in_child([in_r, out_w, err_w, setup_u, rpc_u], _run_user, mode, limits)
+    roles[pid] = "user"
+    pids["user"] = pid
+    if mode == "assert":
+        null = os.open("/dev/null", os.O_RDWR)
+        child_fds.append(null)
+        pid = os.fork()
+        if pid == 0:
+            _in_child([null, null, null, spec_t, rpc_other], _run_tester, mode, limits)
+        roles[pid] = "tester"
+        pids["tester"] = pid
+    for fd in child_fds:
+        os.close(fd)
+    names = list(host_fds)
+    _ctl_send(ctl, {"op": "spawned", "pids": pids, "fds": names}, [host_fds[n] for n in names])
+    for fd in host_fds.values():
+        os.close(fd)
+
+
+def _in_child(fds: list[int], target: Any, mode: str, limits: dict[str, Any]) -> None:
+    """In a fresh fork: puts ``fds`` at 0..4, closes everything else, runs ``target``, exits."""
+    code = 70
+    try:
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+        import fcntl
+
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 100) if fd >= 0 else -1 for fd in fds]
+        for target_fd, fd in enumerate(high):
+            if fd >= 0:
+                os.dup2(fd, target_fd)
+        os.closerange(len(fds), 65536)
+        os.setsid()
+        code = target(mode, limits)
+    except BaseException:  # noqa: BLE001 - nothing may escape a forked child
+        code = 71
+    finally:
+        os._exit(code)
+
+
+def _set_limits(limits: dict[str, Any], memory: bool = True) -> None:
+    import resource
+
+    cpu = int(limits["cpu_s"])
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    if memory:
+        mem = int(limits["memory_bytes"])
+        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+    resource.setrlimit(resource.RLIMIT_NPROC, (int(limits["nproc"]),) * 2)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (int(limits["fsize_bytes"]),) * 2)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (int(limits["nofile"]),) * 2)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _run_user(mode: str, limits: dict[str, Any]) -> int:
+    """U: read the program, compile it, then run it (stdio) or serve calls of its functions."""
+    import io
+    import types
+
+    setup = socket.socket(fileno=3)
+    chunks = []
+    total = 0
+    while total <= MAX_PROGRAM_BYTES:
+        chunk = setup.recv(1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    source = b"".join(chunks).decode("utf-8", errors="replace")
+    del chunks
+    _set_limits(limits)
+    try:
+        code = compile(source, "<program>", "exec")
+    except BaseException as exc:  # noqa: BLE001 - SyntaxError, ValueError (NUL), RecursionError
+        send_msg(setup, {"compiled": False, "error": f"{type(exc).__name__}: {exc}"[:2000]})
+        return 0
+    send_msg(setup, {"compiled": True})
+    setup.close()
+    os.makedirs("/tmp/work", exist_ok=True)
+    os.chdir("/tmp/work")
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)))
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)))
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
+    sys.argv = ["solution.py"]
+    module = types.ModuleType("__main__" if mode == "stdio" else "solution")
+    sys.modules[module.__name__] = module
+    if mode == "stdio":
+        return _exec_stdio(code, module)
+    rpc = socket.socket(fileno=4)
+    try:
+        exec(code, module.__dict__)
+    except BaseException as exc:  # noqa: BLE001 - the program's own failure, reported to T/host
+        _flush()
+        send_msg(rpc, {"ready": False, "exc": type(exc).__name__, "msg": str(exc)[:500]})
+        return 1
+    _flush()
+    names = [k for k, v in list(module.__dict__.items()) if callable(v) and isinstance(k, str)]
+    send_msg(rpc, {"ready": True, "names": names})
+    _serve_calls(rpc, module.__dict__)
+    return 0
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001,S110 - the program may have broken its streams
+            pass
+
+
+def _exec_stdio(code: Any, module: Any) -> int:
+    import traceback
+
+    status = 0
+    try:
+        exec(code, module.__dict__)
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not isinstance(exc.code, int) and exc.code is not None:
+            print(exc.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001
+        traceback.print_exc()
+        status = 1
+    _flush()
+    return status & 0xFF
+
+
+def _serve_calls(rpc: socket.socket, namespace: dict[str, Any]) -> None:
+    while True:
+        request = recv_msg(rpc)
+        if request is None:
+            return
+        try:
+            fn = namespace[request["name"]]
+            args = decode(request["args"])
+            kwargs = decode(request["kwargs"])
+            result = fn(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - reported as the call's outcome
+            reply = {"exc": type(exc).__name__, "msg": str(exc)[:500]}
+        else:
+            try:
+                reply = {"ok": encode(result)}
+            except EncodeError as exc:
+                reply = {"bad": str(exc)}
+        _flush()
+        send_msg(rpc, reply)
+
+
+class _RemoteDied(Exception):
+    """The program's process ended while a test was calling it."""
+
+
+class _NotPlainData(Exception):
+    """The program returned a value that is not plain data."""
+
+
+class _Remote:
+    """A stand-in for one of the program's functions: each call is a round trip to U."""
+
+    def __init__(self, rpc: socket.socket, name: str, builtins_dict: dict[str, Any]) -> None:
+        self._rpc, self._name, self._builtins = rpc, name, builtins_dict
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        payload = {"name": self._name, "args": encode(list(args)), "kwargs": encode(kwargs)}
+        try:
+            send_msg(self._rpc, payload)
+            reply = recv_msg(self._rpc)
+        except OSError:
+            reply = None
+        if reply is None:
+            raise _RemoteDied("the program exited before the test finished")
+        if "ok" in reply:
+            return decode(reply["ok"])
+        if "bad" in reply:
+            raise _NotPlainData(str(reply["bad"])[:300])
+        name, msg = str(reply.get("exc")), str(reply.get("msg"))[:300]
+        cls = self._builtins.get(name)
+        err: BaseException | None = None
+        try:
+            if isinstance(cls, type) and issubclass(cls, Exception):
+                err = cls(msg)
+        except Exception:  # noqa: BLE001
+            err = None
+        if err is None:
+            err = RuntimeError(f"{name}: {msg}")
+        err._rlvr_remote = name  # type: ignore[attr-defined]
+        raise err
+
+
+def _classify(exc: BaseException) -> tuple[str, str]:
+    remote = getattr(exc, "_rlvr_remote", None)
+    if remote is not None:
+        status = "memory_limit" if remote == "MemoryError" else "runtime_error"
+        return status, f"the program raised {remote}: {exc}"[:300]
+    if isinstance(exc, _RemoteDied):
+        return "runtime_error", str(exc)
+    if isinstance(exc, _NotPlainData):
+        return "wrong_answer", f"the program returned a value that is not plain data: {exc}"
+    if isinstance(exc, EncodeError):
+        return "sandbox_error", f"test arguments are not plain data: {exc}"
+    if isinstance(exc, AssertionError):
+        return "wrong_answer", f"assertion failed {exc}".strip()[:300]
+    return "wrong_answer", f"{type(exc).__name__}: {exc}"[:300]
+
+
+def _run_tester(mode: str, limits: dict[str, Any]) -> int:
+    """T: run the trusted test code against proxies of the program's functions; report results."""
+    import builtins
+
+    host = socket.socket(fileno=3)
+    rpc = socket.socket(fileno=4)
+    spec = recv_msg(host)
+    _set_limits(limits, memory=False)
+    test_code, entry_point = spec["test_code"], spec["entry_point"]
+    plan = split_check(test_code)
+    n_tests = 1 if plan is None else sum(1 for t, _ in plan[1] if t)
+    ready = recv_msg(rpc)
+    if not ready or not ready.get("ready"):
+        why = "the program exited before its functions could be called"
+        status = "runtime_error"
+        if ready:
+            why = f"the program raised {ready.get('exc')}: {ready.get('msg')}"[:300]
+            status = "memory_limit" if ready.get("exc") == "MemoryError" else "runtime_error"
+        for i in range(n_tests):
+            send_msg(host, {"i": i, "status": status, "msg": why})
+        send_msg(host, {"done": True})
+        return 0
+    bdict = dict(vars(builtins))
+    ns: dict[str, Any] = {"__builtins__": bdict, "__name__": "__test__"}
+    for name in ready.get("names", []):
+        if isinstance(name, str):
+            ns[name] = _Remote(rpc, name, bdict)
+    candidate = _Remote(rpc, entry_point, bdict)
+    exec(compile(test_code, "<tests>", "exec"), ns)
+    if plan is None:
+        try:
+            ns["check"](candidate)
+            send_msg(host, {"i": 0, "status": "passed", "msg": ""})
+        except Exception as exc:  # noqa: BLE001
+            status, msg = _classify(exc)
+            send_msg(host, {"i": 0, "status": status, "msg": msg})
+        send_msg(host, {"done": True})
+        return 0
+    param, statements = plan
+    ns[param] = candidate
+    index = 0
+    setup_error: tuple[str, str] | None = None
+    for is_test, src in statements:
+        outcome: tuple[str, str] | None = setup_error
+        if outcome is None:
+            try:
+                exec(compile(src, "<check>", "exec"), ns)
+            except Exception as exc:  # noqa: BLE001
+                outcome = _classify(exc)
+                if not is_test:
+                    setup_error = outcome
+        if is_test:
+            status, msg = outcome if outcome else ("passed", "")
+            send_msg(host, {"i": index, "status": status, "msg": msg})
+            index += 1
+    send_msg(host, {"done": True})
+    return 0
+
+
+def _zygote_loop(ctl: socket.socket) -> None:
+    roles: dict[int, str] = {}
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    while True:
+        readable, _, _ = select.select([ctl.fileno(), wake_r], [], [])
+        if wake_r in readable:
+            os.read(wake_r, 4096)
+            _reap(roles, ctl, block=False)
+        if ctl.fileno() not in readable:
+            continue
+        data = ctl.recv(65536)
+        if not data:
+            return
+        msg = json.loads(data)
+        if msg["op"] == "spawn":
+            _spawn(msg["mode"], msg["limits"], ctl, roles)
+        elif msg["op"] == "reset":
+            _kill_all_and_reap(roles, ctl)
+            for path in ("/tmp", "/dev/shm", "/var/tmp"):
+                _wipe(path)
+            _ctl_send(ctl, {"op": "clean"})
+        elif msg["op"] == "ping":
+            _ctl_send(ctl, {"op": "pong"})
+
+
+def main(argv: list[str]) -> None:
+    """Zygote entry point: ``--ctl-fd N --backend bwrap|unshare --tmp-bytes B``."""
+    args = dict(zip(argv[0::2], argv[1::2], strict=False))
+    ctl = socket.socket(fileno=int(args["--ctl-fd"]))
+    _root_setup(args["--backend"], int(args["--tmp-bytes"]))
+    for name in _PRELOAD:
+        try:
+            __import__(name)
+        except ImportError:
+            pass
+    _ctl_send(ctl, {"op": "hello", "pid": os.getpid(), "uid": os.getuid()})
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    _zygote_loop(ctl)
+
+
+if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == ZYGOTE_MARKER:
+    main(sys.argv[2:])

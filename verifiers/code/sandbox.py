@@ -1,0 +1,347 @@
+"""Warm sandboxes: one bubblewrap (or ``unshare``) namespace per worker, a zygote inside each.
+
+A :class:`SandboxPool` keeps up to ``size`` workers. Each worker is one sandbox, started once:
+
+* bubblewrap (``--unshare-pid --unshare-net --unshare-ipc --unshare-uts``, ``--die-with-parent``,
+  ``--new-session``, all capabilities dropped but SETUID/SETGID for the drop to uid 65534),
+  read-only binds of ``/usr`` (and ``/lib``, ``/lib64``, ``/bin`` as on the host) plus
+  ``/etc/ld.so.cache`` and nothing else of the host, a fresh ``/proc``, a minimal ``/dev``, a
+  size-limited private tmpfs on ``/tmp``, and an empty environment (bwrap itself is started with
+  an empty environment too, since ``/proc/1/environ`` is readable inside);
+* inside it, the zygote of :mod:`verifiers.code.harness` drops to uid 65534 (so
+  ``RLIMIT_NPROC`` applies), sets NO_NEW_PRIVS, becomes non-dumpable and a child subreaper, and
+  forks a fresh process per program.
+
+Without bubblewrap the fallback is ``unshare --net --pid --ipc --uts --mount`` with private
+tmpfs mounts on ``/tmp``, ``/var/tmp`` and ``/dev/shm``; the rest of the host filesystem is then
+visible read-only *by permission only* (uid 65534), which is weaker. It warns loudly.
+
+A worker is thrown away (its whole PID namespace dies with bwrap) whenever a job overran its
+deadline or anything looked wrong, and after ``recycle_after`` jobs; otherwise the zygote kills
+and reaps everything the program left and wipes ``/tmp`` between jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import warnings
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from verifiers.code import harness
+from verifiers.errors import InvalidArgumentError, SandboxUnavailableError
+
+logger = logging.getLogger(__name__)
+
+BACKENDS = ("auto", "bwrap", "unshare")
+_HARNESS_SOURCE = Path(harness.__file__).read_text()
+# bwrap's --die-with-parent (PR_SET_PDEATHSIG) fires when the *thread* that forked it exits, so
+# every sandbox is started from this one long-lived thread, whatever thread asks for it.
+_launcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlvr-sandbox-launcher")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SandboxConfig:
+    """How sandboxes are built. Per-call limits (time, memory) are arguments of ``run_tests``.
+
+    Attributes:
+        backend: "bwrap", "unshare" (weaker fallback, warns) or "auto" (bwrap when installed).
+        python: interpreter run inside; it must be readable by uid 65534 (not under /root).
+        tmp_mb: size of the private writable tmpfs (``/tmp``; the program's cwd is /tmp/work).
+        nproc: RLIMIT_NPROC of the program. It counts every process and thread of uid 65534 on
+            the host, so it also bounds a fork bomb across all sandboxes.
+        max_file_mb: RLIMIT_FSIZE of the program.
+        max_open_files: RLIMIT_NOFILE of the program.
+        output_limit_bytes: stdout (and, separately, stderr) a program may write per run; more
+            ends the run with reason "output_limit".
+        start_timeout_s: how long a new sandbox may take to start.
+        recycle_after: jobs after which a worker is replaced by a fresh one.
+    """
+
+    backend: str = "auto"
+    python: str = "/usr/bin/python3"
+    tmp_mb: int = 64
+    nproc: int = 128
+    max_file_mb: int = 16
+    max_open_files: int = 64
+    output_limit_bytes: int = 1 << 20
+    start_timeout_s: float = 15.0
+    recycle_after: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise InvalidArgumentError(
+                f"SandboxConfig.backend must be one of {BACKENDS}, got {self.backend!r}"
+            )
+        for name in ("tmp_mb", "nproc", "max_file_mb", "max_open_files", "output_limit_bytes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise InvalidArgumentError(
+                    f"SandboxConfig.{name} must be a positive int, got {value!r}"
+                )
+        if not self.start_timeout_s > 0:
+            raise InvalidArgumentError(
+                f"SandboxConfig.start_timeout_s must be > 0, got {self.start_timeout_s!r}"
+            )
+
+
+def resolve_backend(requested: str) -> str:
+    """Picks the isolation backend; warns when falling back to ``unshare``.
+
+    Raises:
+        SandboxUnavailableError: not running as root, or neither bwrap nor unshare is installed.
+    """
+    if os.geteuid() != 0:
+        raise SandboxUnavailableError(
+            "verifiers.code needs to run as root (it drops the program to uid 65534 so that "
+            f"RLIMIT_NPROC applies); running as uid {os.geteuid()}"
+        )
+    if requested in ("auto", "bwrap") and shutil.which("bwrap"):
+        return "bwrap"
+    if requested == "bwrap":
+        raise SandboxUnavailableError("backend 'bwrap' requested but bwrap is not installed")
+    if not shutil.which("unshare"):
+        raise SandboxUnavailableError("neither bwrap nor unshare is installed; cannot sandbox")
+    message = (
+        "verifiers.code: bubblewrap is not available, falling back to `unshare` + rlimits: the "
+        "host filesystem is visible to the program (read access by uid 65534 permissions)"
+    )
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
+    logger.warning(message)
+    return "unshare"
+
+
+def _bwrap_argv(config: SandboxConfig, ctl_fd: int) -> list[str]:
+    argv = [
+        "bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+        "--unshare-cgroup-try", "--die-with-parent", "--new-session",
+        "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+        "--ro-bind", "/usr", "/usr",
+    ]
+    for path in ("/lib", "/lib64", "/bin", "/sbin"):
+        if os.path.islink(path):
+            argv += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            argv += ["--ro-bind", path, path]
+    argv += [
+        "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
+        "--proc", "/proc", "--dev", "/dev",
+        "--perms", "0777", "--size", str(config.tmp_mb << 20), "--tmpfs", "/tmp",
+        "--remount-ro", "/", "--chdir", "/tmp", "--clearenv",
+        "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8",
+    ]
+    return argv + _python_argv(config, ctl_fd, "bwrap")
+
+
+def _python_argv(config: SandboxConfig, ctl_fd: int, backend: str) -> list[str]:
+    return [
+        config.python, "-I", "-B", "-c", _HARNESS_SOURCE, harness.ZYGOTE_MARKER,
+        "--ctl-fd", str(ctl_fd), "--backend", backend, "--tmp-bytes", str(config.tmp_mb << 20),
+    ]
+
+
+def _unshare_argv(config: SandboxConfig, ctl_fd: int) -> list[str]:
+    return [
+        "unshare", "--net", "--pid", "--ipc", "--uts", "--mount", "--fork", "--mount-proc",
+        "--kill-child",
+    ] + _python_argv(config, ctl_fd, "unshare")
+
+
+class WorkerDied(Exception):
+    """The sandbox's zygote went away (the program killed it, or it crashed)."""
+
+
+@dataclass
+class Spawned:
+    """Processes forked for one program and the host ends of their channels."""
+
+    pids: dict[str, int]
+    fds: dict[str, int]
+
+
+class Worker:
+    """One warm sandbox. Not thread-safe: a pool hands each worker to one caller at a time."""
+
+    def __init__(self, config: SandboxConfig, backend: str) -> None:
+        self.config = config
+        self.backend = backend
+        self.jobs = 0
+        self.events: deque[dict[str, Any]] = deque()
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.ctl = parent
+        build = _bwrap_argv if backend == "bwrap" else _unshare_argv
+        argv = build(config, child.fileno())
+        try:
+            self.proc = _launcher.submit(_popen, argv, child.fileno()).result()
+        finally:
+            child.close()
+        hello = self._recv(config.start_timeout_s)
+        if hello is None or hello[0].get("op") != "hello":
+            err = self._stderr_text()
+            self.close()
+            raise SandboxUnavailableError(f"sandbox ({backend}) failed to start: {err.strip()}")
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
+
+    def _stderr_text(self) -> str:
+        try:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+            if self.proc.stderr is None:
+                return ""
+            return self.proc.stderr.read().decode(errors="replace")[-2000:]
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+
+    def _recv(self, timeout: float) -> tuple[dict[str, Any], list[int]] | None:
+        """One message from the zygote, or None after ``timeout``. Raises WorkerDied on EOF."""
+        ready, _, _ = select.select([self.ctl], [], [], max(timeout, 0.0))
+        if not ready:
+            return None
+        try:
+            data, fds, _, _ = socket.recv_fds(self.ctl, 65536, 16)
+        except OSError as exc:
+            raise WorkerDied(str(exc)) from None
+        if not data:
+            raise WorkerDied("the sandbox zygote exited")
+        return json.loads(data), fds
+
+    def fileno(self) -> int:
+        """The control socket, for ``select`` (readable = an event is waiting)."""
+        return self.ctl.fileno()
+
+    def read_event(self) -> None:
+        """Reads one waiting message into :attr:`events` (call when :meth:`fileno` is readable)."""
+        got = self._recv(0.0)
+        if got is not None:
+            for fd in got[1]:
+                os.close(fd)
+            self.events.append(got[0])
+
+    def spawn(self, mode: str, limits: dict[str, Any], timeout: float) -> Spawned:
+        """Forks the processes of one program run (see :mod:`~verifiers.code.harness`)."""
+        self.ctl.send(json.dumps({"op": "spawn", "mode": mode, "limits": limits}).encode())
+        deadline = time.monotonic() + timeout
+        while True:
+            got = self._recv(deadline - time.monotonic())
+            if got is None:
+                raise WorkerDied("the sandbox did not answer a spawn request in time")
+            msg, fds = got
+            if msg.get("op") == "spawned":
+                return Spawned(dict(msg["pids"]), dict(zip(msg["fds"], fds, strict=True)))
+            for fd in fds:
+                os.close(fd)
+            self.events.append(msg)
+
+    def reset(self, timeout: float) -> bool:
+        """Kills and reaps everything left of the last program and wipes /tmp; False if stuck."""
+        try:
+            self.ctl.send(b'{"op": "reset"}')
+            deadline = time.monotonic() + timeout
+            while True:
+                got = self._recv(deadline - time.monotonic())
+                if got is None:
+                    return False
+                for fd in got[1]:
+                    os.close(fd)
+                if got[0].get("op") == "clean":
+                    self.events.clear()
+                    return True
+        except (OSError, WorkerDied):
+            return False
+
+    def close(self) -> None:
+        """Kills the whole sandbox (its PID namespace dies with bwrap)."""
+        try:
+            self.proc.kill()
+        except (OSError, AttributeError):
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except (subprocess.TimeoutExpired, AttributeError):
+            pass
+        self.ctl.close()
+
+
+def _popen(argv: list[str], ctl_fd: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        argv,
+        pass_fds=(ctl_fd,),
+        env={},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        close_fds=True,
+        cwd="/",
+    )
+
+
+class WorkerPool:
+    """Up to ``size`` warm workers, handed out one caller at a time (thread-safe)."""
+
+    def __init__(self, size: int, config: SandboxConfig) -> None:
+        if not isinstance(size, int) or size < 1:
+            raise InvalidArgumentError(f"pool size must be a positive int, got {size!r}")
+        self.size = size
+        self.config = config
+        self.backend = resolve_backend(config.backend)
+        self._idle: list[Worker] = []
+        self._live = 0
+        self._closed = False
+        self._cond = threading.Condition()
+
+    def acquire(self) -> Worker:
+        """A ready worker (started if needed); blocks while all ``size`` workers are busy."""
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise SandboxUnavailableError("the sandbox pool is closed")
+                if self._idle:
+                    return self._idle.pop()
+                if self._live < self.size:
+                    self._live += 1
+                    break
+                self._cond.wait()
+        try:
+            return Worker(self.config, self.backend)
+        except BaseException:
+            with self._cond:
+                self._live -= 1
+                self._cond.notify()
+            raise
+
+    def release(self, worker: Worker, healthy: bool) -> None:
+        """Returns a worker; an unhealthy or worn-out one is destroyed (a fresh one comes later)."""
+        worker.jobs += 1
+        keep = healthy and worker.jobs < self.config.recycle_after
+        with self._cond:
+            if keep and not self._closed:
+                self._idle.append(worker)
+                self._cond.notify()
+                return
+        worker.close()
+        with self._cond:
+            self._live -= 1
+            self._cond.notify()
+
+    def close(self) -> None:
+        """Destroys idle workers now and busy ones when they are released."""
+        with self._cond:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._live -= len(idle)
+            self._cond.notify_all()
+        for worker in idle:
+            worker.close()
