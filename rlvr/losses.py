@@ -1,9 +1,10 @@
 """Losses of the PPO family, KL estimators and controllers, token logprobs and entropy.
 
 Every per-token tensor is ``(batch, response_len)``; ``response_mask`` is 1 on tokens the model
-generated. Values at masked positions (env tokens, padding) never change a loss, an aggregate or
-a metric, whatever they hold (even inf or NaN: they are selected away with ``torch.where``, not
-multiplied by 0). Numerics follow verl 0.9.1 ``core_algos`` (reference/algorithms.md):
+generated. Values at masked positions (env tokens, padding) never change a loss, an aggregate, a
+metric or a gradient, whatever they hold (even inf or NaN: inputs are selected away with
+``torch.where`` before any arithmetic, not multiplied by 0, and masked tokens get gradient 0).
+Numerics follow verl 0.9.1 ``core_algos`` (reference/algorithms.md):
 
 - PPO clipped surrogate, https://arxiv.org/abs/1707.06347, with clip-higher (``clip_high >
   clip_low``, DAPO https://arxiv.org/abs/2503.14476) and dual clip for negative advantages,
@@ -203,6 +204,11 @@ def policy_loss(
         response_mask=response_mask,
         is_weights=is_weights,
     )
+    # Zero every input on masked tokens first, so that inf/NaN there can reach neither the
+    # loss nor the gradient (a NaN times a zero gradient is still NaN).
+    logprobs, old_logprobs, advantages = (
+        _masked(x, response_mask) for x in (logprobs, old_logprobs, advantages)
+    )
     log_ratio = (logprobs - old_logprobs).clamp(-_LOG_RATIO_LIMIT, _LOG_RATIO_LIMIT)
     ratio = torch.exp(log_ratio)
     unclipped = -advantages * ratio
@@ -215,7 +221,7 @@ def policy_loss(
         dual_engaged = negative & (per_token > bound)
         per_token = torch.where(negative, torch.minimum(per_token, bound), per_token)
     if is_weights is not None:
-        per_token = per_token * is_weights.detach()
+        per_token = per_token * _masked(is_weights.detach(), response_mask)
     loss = aggregate(per_token, response_mask, agg)
     with torch.no_grad():
         metrics = {
@@ -290,6 +296,7 @@ def value_loss(
     _check_same_shape(
         values=values, old_values=old_values, returns=returns, response_mask=response_mask
     )
+    values, old_values, returns = (_masked(x, response_mask) for x in (values, old_values, returns))
     clipped_values = torch.clamp(values, old_values - clip, old_values + clip)
     err = (values - returns) ** 2
     err_clipped = (clipped_values - returns) ** 2
@@ -361,6 +368,7 @@ def kl_loss(
     Returns:
         ``(loss, {"kl_loss": detached loss})``; the caller adds ``kl_coef * loss``.
     """
+    logprobs, ref_logprobs = (_masked(x, response_mask) for x in (logprobs, ref_logprobs))
     loss = aggregate(kl_penalty(logprobs, ref_logprobs, kind), response_mask, agg)
     return loss, {"kl_loss": loss.detach()}
 
