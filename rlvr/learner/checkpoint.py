@@ -1,0 +1,195 @@
+"""Checkpoints with ``torch.distributed.checkpoint`` and export to a HuggingFace directory.
+
+``Checkpointer`` saves and loads a mapping of named ``Stateful`` objects (the actor and critic
+each give model + optimizer + scheduler + counters; the trainer adds its own counters and RNG
+states) as one sharded DCP checkpoint. A save is atomic: every rank writes into a hidden
+``.<name>.partial`` directory next to the target, rank 0 then adds a ``COMPLETE`` marker and
+renames it into place. A process killed mid-save therefore leaves at most a stale ``.partial``
+directory (ignored, and replaced by the next save), never a half-written checkpoint under the
+real name; ``latest_checkpoint`` only returns directories carrying the marker.
+
+``export_hf`` gathers the full (unsharded) weights of an FSDP2 causal LM and writes a directory
+that ``transformers.AutoModelForCausalLM.from_pretrained`` (and SGLang) load: safetensors,
+``config.json``, ``generation_config.json`` and the tokenizer files.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch import nn
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+from torch.distributed.checkpoint.stateful import Stateful
+
+from rlvr.learner.worker import barrier
+
+COMPLETE_MARKER = "COMPLETE"
+
+
+def _rank() -> int:
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _publish(tmp: Path, target: Path) -> None:
+    """Mark ``tmp`` complete and rename it to ``target`` (replacing an old one). Rank 0 only."""
+    marker = tmp / COMPLETE_MARKER
+    with open(marker, "w") as f:
+        f.write("ok\n")
+        f.flush()
+        os.fsync(f.fileno())
+    _fsync_dir(tmp)
+    old = target.parent / f".{target.name}.old"
+    if target.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        os.rename(target, old)
+    os.rename(tmp, target)
+    _fsync_dir(target.parent)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _prepare_tmp(target: Path, suffix: str) -> Path:
+    """A fresh hidden sibling directory of ``target`` (same name on every rank)."""
+    tmp = target.parent / f".{target.name}.{suffix}"
+    if _rank() == 0:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+    barrier()
+    return tmp
+
+
+class Checkpointer:
+    """Save/load named ``Stateful`` objects with ``torch.distributed.checkpoint``.
+
+    Example::
+
+        ckpt = Checkpointer({"actor": actor, "critic": critic, "trainer": trainer_state})
+        ckpt.save(run_dir / "checkpoints" / "step_000010")
+        ckpt.load(latest_checkpoint(run_dir / "checkpoints"))
+
+    Args:
+        states: name -> object with ``state_dict()``/``load_state_dict()``. All ranks must
+            build the same mapping.
+    """
+
+    def __init__(self, states: Mapping[str, Stateful]) -> None:
+        self.states = dict(states)
+
+    def save(self, step_dir: str | Path) -> Path:
+        """Write a checkpoint to ``step_dir`` atomically (collective: call on every rank).
+
+        Returns:
+            ``step_dir`` as a ``Path``; it exists, complete, when this returns.
+        """
+        target = Path(step_dir)
+        tmp = _prepare_tmp(target, "partial")
+        dcp.save(dict(self.states), checkpoint_id=str(tmp))
+        barrier()
+        if _rank() == 0:
+            _publish(tmp, target)
+        barrier()
+        return target
+
+    def load(self, step_dir: str | Path) -> None:
+        """Restore every object from ``step_dir`` in place (collective).
+
+        Raises:
+            FileNotFoundError: ``step_dir`` is not a complete checkpoint.
+        """
+        path = Path(step_dir)
+        if not (path / COMPLETE_MARKER).is_file():
+            raise FileNotFoundError(
+                f"step_dir {str(path)!r} is not a complete checkpoint (no {COMPLETE_MARKER} file)"
+            )
+        dcp.load(dict(self.states), checkpoint_id=str(path))
+
+
+def latest_checkpoint(root: str | Path) -> Path | None:
+    """The complete checkpoint under ``root`` with the highest trailing step number, or None.
+
+    Hidden directories (``.partial``/``.old`` leftovers of an interrupted save) and directories
+    without the ``COMPLETE`` marker are ignored.
+    """
+    base = Path(root)
+    if not base.is_dir():
+        return None
+    found = []
+    for child in base.iterdir():
+        if child.name.startswith(".") or not (child / COMPLETE_MARKER).is_file():
+            continue
+        m = re.search(r"(\d+)$", child.name)
+        found.append((int(m.group(1)) if m else -1, child.name, child))
+    return max(found)[2] if found else None
+
+
+def full_state_dict(module: nn.Module) -> dict[str, Any]:
+    """The unsharded state dict of an FSDP2 module on CPU (collective; every rank gets it)."""
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    return get_model_state_dict(module, options=options)
+
+
+def export_hf(
+    module: nn.Module,
+    out_dir: str | Path,
+    tokenizer: Any = None,
+    *,
+    dtype: torch.dtype | None = None,
+) -> Path:
+    """Write an FSDP2-sharded HF causal LM as a plain HuggingFace directory (collective).
+
+    Rank 0 writes, atomically (a hidden sibling directory renamed into place): safetensors
+    weights, ``config.json`` (with the plain architecture name, e.g. ``Qwen2ForCausalLM``),
+    ``generation_config.json`` and, if given, the tokenizer.
+
+    Args:
+        module: the sharded causal LM (e.g. ``actor.module``).
+        out_dir: the directory to create (replaced if it exists).
+        tokenizer: saved with ``save_pretrained`` when given.
+        dtype: the weights' dtype on disk; default the master dtype (fp32).
+
+    Returns:
+        ``out_dir`` as a ``Path``.
+    """
+    from transformers import AutoModelForCausalLM
+
+    target = Path(out_dir)
+    state = full_state_dict(module)
+    tmp = _prepare_tmp(target, "export")
+    if _rank() == 0:
+        config = module.config  # type: ignore[union-attr]
+        with torch.device("meta"):
+            plain = AutoModelForCausalLM.from_config(config)
+        plain.to_empty(device="cpu")
+        plain.tie_weights()
+        plain.load_state_dict(state, strict=True)
+        if dtype is not None:
+            plain.to(dtype)
+            plain.config.dtype = dtype
+        generation_config = getattr(module, "generation_config", None)
+        if generation_config is not None:
+            plain.generation_config = generation_config
+        plain.save_pretrained(tmp, safe_serialization=True)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
+        _publish(tmp, target)
+    barrier()
+    return target
+
+
+__all__ = ["COMPLETE_MARKER", "Checkpointer", "export_hf", "full_state_dict", "latest_checkpoint"]

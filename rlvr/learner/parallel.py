@@ -1,0 +1,194 @@
+"""Process group, device mesh and FSDP2 sharding of a transformer.
+
+``init_distributed()`` joins (or creates) the default process group: under ``torchrun`` it uses
+the ``env://`` rendezvous; in a plain ``python`` process it creates a single-rank group on an
+in-process ``HashStore`` (no port, no environment variables), so world size 1 runs the very same
+FSDP2 code path as many ranks. Backends: gloo on CPU; ``cpu:gloo,cuda:nccl`` on GPU (NCCL for the
+model, gloo for CPU-side collectives).
+
+``apply_fsdp(model, mesh, mp_policy)`` follows torchtitan's ``parallelize``: ``fully_shard`` each
+decoder layer, then the root (embeddings, final norm and the LM/value head live in the root's
+group, which also keeps tied embeddings in one group).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+from rlvr.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    """Where this process sits in the job.
+
+    Attributes:
+        rank: global rank.
+        world_size: number of ranks.
+        local_rank: rank on this node (selects the GPU).
+        device: the device this rank computes on.
+        mesh: the 1-D data-parallel device mesh (dim name ``"dp"``) FSDP shards over.
+    """
+
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+    mesh: DeviceMesh
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0, the one that writes files that exist once per job."""
+        return self.rank == 0
+
+
+def _launched_by_torchrun() -> bool:
+    return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
+
+
+def init_distributed(device: str = "auto") -> DistInfo:
+    """Join the default process group (creating it if needed) and build the device mesh.
+
+    Idempotent: a second call reuses the existing process group.
+
+    Args:
+        device: ``auto`` (CUDA when available), ``cpu`` or ``cuda``.
+
+    Returns:
+        The rank, world size, device and 1-D ``"dp"`` mesh of this process.
+
+    Raises:
+        ConfigError: ``device`` is not one of the allowed values, or ``cuda`` was asked for
+            without CUDA.
+    """
+    if device not in ("auto", "cpu", "cuda"):
+        raise ConfigError(f"device must be one of 'auto', 'cpu', 'cuda'; got {device!r}")
+    use_cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"
+    if use_cuda and not torch.cuda.is_available():
+        raise ConfigError("device='cuda' but CUDA is not available; use 'cpu' or 'auto'")
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if use_cuda:
+        torch.cuda.set_device(local_rank)
+    if not dist.is_initialized():
+        backend = "cpu:gloo,cuda:nccl" if use_cuda else "gloo"
+        if _launched_by_torchrun():
+            dist.init_process_group(backend=backend)
+        else:
+            dist.init_process_group(backend=backend, store=dist.HashStore(), rank=0, world_size=1)
+    dev = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+    mesh = init_device_mesh(dev.type, (dist.get_world_size(),), mesh_dim_names=("dp",))
+    return DistInfo(
+        rank=dist.get_rank(),
+        world_size=dist.get_world_size(),
+        local_rank=local_rank,
+        device=dev,
+        mesh=mesh,
+    )
+
+
+def mixed_precision_policy(mode: str, device: torch.device) -> MixedPrecisionPolicy:
+    """The FSDP2 mixed-precision policy for ``mode`` on ``device``.
+
+    Args:
+        mode: ``auto`` (bf16 on CUDA, fp32 elsewhere), ``bf16`` or ``fp32``.
+        device: the compute device.
+
+    Returns:
+        bf16 parameters for compute with fp32 gradient reduction, or a full-fp32 policy.
+    """
+    bf16 = mode == "bf16" or (mode == "auto" and device.type == "cuda")
+    if bf16:
+        return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    return MixedPrecisionPolicy(param_dtype=None, reduce_dtype=None)
+
+
+def decoder_layers(model: nn.Module) -> nn.ModuleList:
+    """The model's stack of decoder layers (the units ``fully_shard`` and checkpointing wrap).
+
+    Looks for the ``nn.ModuleList`` whose items are ``*DecoderLayer``/``*Block`` modules (HF
+    Llama/Qwen/Mistral/GPT-style models), else the longest ``nn.ModuleList``.
+
+    Raises:
+        ConfigError: the model has no ``nn.ModuleList`` at all.
+    """
+    lists = [m for m in model.modules() if isinstance(m, nn.ModuleList) and len(m) > 0]
+    for candidate in lists:
+        name = type(candidate[0]).__name__
+        if name.endswith(("DecoderLayer", "Block", "Layer")):
+            return candidate
+    if not lists:
+        raise ConfigError(f"{type(model).__name__} has no nn.ModuleList of decoder layers to shard")
+    return max(lists, key=len)
+
+
+def apply_fsdp(
+    model: nn.Module,
+    mesh: DeviceMesh,
+    mp_policy: MixedPrecisionPolicy,
+    *,
+    reshard_after_forward: bool = True,
+) -> nn.Module:
+    """Shard ``model`` with FSDP2: ``fully_shard`` each decoder layer, then the root.
+
+    Args:
+        model: an HF causal LM or an ``rlvr.learner.modules.CriticModel``, on its compute
+            device, in its master dtype (fp32).
+        mesh: the 1-D data-parallel mesh.
+        mp_policy: see ``mixed_precision_policy``.
+        reshard_after_forward: free the gathered layer weights after each forward (ZeRO-3);
+            False keeps them until the backward (ZeRO-2-like, more memory, less traffic).
+
+    Returns:
+        The same module object, now an ``FSDPModule`` whose parameters are ``DTensor`` shards.
+    """
+    for layer in decoder_layers(model):
+        fully_shard(layer, mesh=mesh, mp_policy=mp_policy,
+                    reshard_after_forward=reshard_after_forward)
+    fully_shard(model, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=reshard_after_forward)
+    return model
+
+
+def enable_activation_checkpointing(model: nn.Module) -> None:
+    """Recompute decoder-layer activations in the backward pass (non-reentrant).
+
+    Uses the model's own HF ``gradient_checkpointing_enable`` so parameter names (and thus
+    checkpoints and exports) are unchanged. Call before ``apply_fsdp``. It is active only in
+    ``train()`` mode.
+
+    Raises:
+        ConfigError: the model (or its ``backbone``) is not an HF model supporting it.
+    """
+    target = getattr(model, "backbone", model)
+    enable = getattr(target, "gradient_checkpointing_enable", None)
+    if enable is None or not getattr(target, "supports_gradient_checkpointing", False):
+        raise ConfigError(
+            f"learner.activation_checkpointing=true but {type(target).__name__} does not "
+            "support gradient checkpointing; set it to false"
+        )
+    enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
+def all_reduce_sum(values: torch.Tensor) -> torch.Tensor:
+    """Sum ``values`` over all ranks (a no-op copy with one rank); returns a new tensor."""
+    out = values.clone()
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(out, op=dist.ReduceOp.SUM)
+    return out
+
+
+__all__ = [
+    "DistInfo",
+    "all_reduce_sum",
+    "apply_fsdp",
+    "decoder_layers",
+    "enable_activation_checkpointing",
+    "init_distributed",
+    "mixed_precision_policy",
+]

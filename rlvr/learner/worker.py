@@ -1,0 +1,267 @@
+"""What the actor, critic and reference share: sharding, inference and the update loop.
+
+Trained models add the optimizer, the schedule, the PPO-style update loop and the
+checkpointable state.
+
+The update loop (``TrainedModel.run_update``) is K epochs over shuffled mini-batches (whole
+sequences), each mini-batch split into micro-batches whose gradients accumulate. Each
+micro-batch loss is weighted by its share of the mini-batch's normaliser over ALL ranks (valid
+tokens for ``token-mean``, non-empty sequences for ``seq-mean-*``), so the accumulated gradient
+equals that of the whole mini-batch in one piece, on one rank or many (FSDP averages gradients
+over ranks; the weights carry a factor ``world_size`` to undo it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.stateful import Stateful
+from torch.distributed.tensor import DTensor
+
+from rlvr.data import RolloutBatch
+from rlvr.errors import BatchError, ConfigError
+from rlvr.learner.config import LearnerConfig
+from rlvr.learner.logprobs import micro_batches, policy_forward
+from rlvr.learner.optim import build_optimizer
+from rlvr.learner.parallel import (
+    DistInfo,
+    all_reduce_sum,
+    apply_fsdp,
+    enable_activation_checkpointing,
+    mixed_precision_policy,
+)
+
+#: A micro-batch loss: returns the loss (aggregated like ``config.loss_agg`` over the micro-batch)
+#: and detached 0-d metric tensors (named without the ``actor/``/``critic/`` prefix).
+LossFn = Callable[[RolloutBatch], tuple[torch.Tensor, dict[str, torch.Tensor]]]
+
+
+def shard(module: nn.Module, config: LearnerConfig, dist_info: DistInfo, *, trainable: bool):
+    """Freeze (if not trainable), enable checkpointing (if asked) and FSDP2-shard ``module``."""
+    if not trainable:
+        module.requires_grad_(False)
+    elif config.activation_checkpointing:
+        enable_activation_checkpointing(module)
+    policy = mixed_precision_policy(config.mixed_precision, dist_info.device)
+    return apply_fsdp(module, dist_info.mesh, policy)
+
+
+class ShardedModel:
+    """An FSDP2-sharded module with micro-batched no-grad inference.
+
+    Attributes:
+        module: the sharded ``nn.Module`` (an ``FSDPModule``); in ``eval()`` mode outside
+            ``update()``.
+        config: the learner config.
+        dist: rank, world size, device and mesh.
+    """
+
+    def __init__(self, module: nn.Module, config: LearnerConfig, dist_info: DistInfo) -> None:
+        self.module = module
+        self.config = config
+        self.dist = dist_info
+        self.module.eval()
+
+    def _map_micro(
+        self, batch: RolloutBatch, fn: Callable[[RolloutBatch], tuple[torch.Tensor, ...]]
+    ) -> tuple[torch.Tensor, ...]:
+        """Run ``fn`` on micro-batches under ``no_grad`` and concatenate its outputs row-wise."""
+        self.module.eval()
+        outs: list[tuple[torch.Tensor, ...]] = []
+        with torch.no_grad():
+            for micro in micro_batches(batch.to(self.dist.device), self.config.micro_batch_size):
+                outs.append(fn(micro))
+        return tuple(torch.cat(parts, dim=0) for parts in zip(*outs))
+
+    def _policy_logprobs(self, batch: RolloutBatch, temperature: float) -> torch.Tensor:
+        """No-grad token logprobs ``(B, R)`` of a causal-LM module (0 where masked)."""
+        return self._map_micro(
+            batch, lambda mb: (policy_forward(self.module, mb, temperature)[0],)
+        )[0]
+
+    def named_full_tensors(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """``(name, full tensor)`` of every state-dict entry, one gathered tensor at a time.
+
+        Names are the plain HF ones (``model.layers.0.self_attn.q_proj.weight``, tied weights
+        under both names). Collective: every rank must iterate it to the end.
+        """
+        for name, value in self.module.state_dict().items():
+            if isinstance(value, DTensor):
+                value = value.full_tensor()
+            yield name, value.detach()
+
+
+class TrainedModel(ShardedModel, Stateful):
+    """A sharded module with AdamW, a schedule and the accumulate-and-step update loop.
+
+    It is a ``Stateful``: ``state_dict()``/``load_state_dict()`` cover the model, optimizer and
+    scheduler states and the update counter, for ``torch.distributed.checkpoint``.
+
+    Attributes:
+        optimizer: AdamW over the sharded parameters.
+        scheduler: the learning-rate schedule (one step per ``update()``).
+        updates: completed ``update()`` calls (seeds the shuffles; checkpointed).
+    """
+
+    def __init__(self, module: nn.Module, config: LearnerConfig, dist_info: DistInfo) -> None:
+        super().__init__(module, config, dist_info)
+        self.optimizer, self.scheduler = build_optimizer(module.parameters(), config.optim)
+        self.updates = 0
+
+    # ------------------------------------------------------------------ checkpoint state
+    def state_dict(self) -> dict[str, Any]:
+        """Sharded model and optimizer state, scheduler state and counters (for DCP)."""
+        initialized = len(self.optimizer.state) > 0
+        model_sd, optim_sd = get_state_dict(self.module, self.optimizer)
+        if not initialized:
+            # get_state_dict initialises Adam's state with a zero-gradient, lr-0 step; undo it
+            # so that saving before the first update does not change the training that follows.
+            self.optimizer.state.clear()
+        return {
+            "model": model_sd,
+            "optim": optim_sd,
+            "scheduler": self.scheduler.state_dict(),
+            "updates": self.updates,
+            "optim_initialized": initialized,
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore ``state_dict()`` (after ``torch.distributed.checkpoint.load`` filled it)."""
+        set_state_dict(
+            self.module,
+            self.optimizer,
+            model_state_dict=state_dict["model"],
+            optim_state_dict=state_dict["optim"],
+        )
+        if not state_dict["optim_initialized"]:
+            self.optimizer.state.clear()
+        self.scheduler.load_state_dict(state_dict["scheduler"])
+        self.updates = int(state_dict["updates"])
+
+    # ------------------------------------------------------------------ the update loop
+    def _per_rank_mini_batch(self, local_rows: int) -> int:
+        """Rows per mini-batch on this rank; checks that every rank has as many rows."""
+        ws = self.dist.world_size
+        counts = all_reduce_sum(
+            torch.tensor([local_rows, local_rows * local_rows], dtype=torch.float64,
+                         device=self.dist.device)
+        )
+        mean = counts[0].item() / ws
+        if abs(counts[1].item() / ws - mean * mean) > 1e-6:
+            raise BatchError(
+                f"every rank must hold the same number of rows; this rank has {local_rows}, "
+                f"the mean over {ws} ranks is {mean}"
+            )
+        global_size = self.config.mini_batch_size or local_rows * ws
+        if global_size % ws:
+            raise ConfigError(
+                f"learner.mini_batch_size ({global_size}) must be a multiple of the world size "
+                f"({ws})"
+            )
+        return max(1, global_size // ws)
+
+    def _normalisers(self, micros: list[RolloutBatch]) -> tuple[list[float], list[float]]:
+        """Per micro-batch: the loss weight and the metric weight (its share of the mini-batch).
+
+        Metric weights are shares of valid tokens over all ranks (so metrics are token means);
+        loss weights are shares of the ``loss_agg`` normaliser, times ``world_size``.
+        """
+        mode = self.config.loss_agg
+        tokens = [float(m.response_mask.sum()) for m in micros]
+        seqs = [float((m.response_mask.sum(dim=-1) > 0).sum()) for m in micros]
+        totals = all_reduce_sum(torch.tensor([sum(tokens), sum(seqs)], dtype=torch.float64,
+                                             device=self.dist.device)).tolist()
+        ws = self.dist.world_size
+        metric_w = [t / totals[0] if totals[0] > 0 else 0.0 for t in tokens]
+        if mode == "token-sum":
+            loss_w = [float(ws)] * len(micros)
+        elif mode == "token-mean":
+            loss_w = [ws * w for w in metric_w]
+        else:
+            loss_w = [ws * s / totals[1] if totals[1] > 0 else 0.0 for s in seqs]
+        return loss_w, metric_w
+
+    def _shuffle_seed(self, epoch: int) -> int:
+        return ((self.config.seed * 1_000_003 + self.updates) * 1_009 + epoch) % (2**62)
+
+    def run_update(self, batch: RolloutBatch, loss_fn: LossFn, prefix: str) -> dict[str, float]:
+        """One training step: epochs × shuffled mini-batches × accumulated micro-batches.
+
+        Args:
+            batch: this rank's rows (every rank the same number).
+            loss_fn: the micro-batch loss (see ``LossFn``).
+            prefix: metric name prefix, ``actor`` or ``critic``.
+
+        Returns:
+            Metrics averaged over the optimizer steps (token-weighted within a mini-batch, over
+            all ranks): ``{prefix}/<loss metric>``, ``{prefix}/grad_norm`` (before clipping),
+            ``{prefix}/lr`` (used in this step), ``{prefix}/skipped_steps`` (non-finite
+            gradient norms; those steps are skipped).
+        """
+        batch = batch.to(self.dist.device)
+        per_rank = self._per_rank_mini_batch(len(batch))
+        lr = float(self.scheduler.get_last_lr()[0])
+        sums: dict[str, torch.Tensor] = {}
+        norms: list[float] = []
+        self.module.train()
+        try:
+            for epoch in range(self.config.epochs):
+                for mini in batch.minibatches(per_rank, seed=self._shuffle_seed(epoch)):
+                    norms.append(self._step(mini, loss_fn, sums))
+        finally:
+            self.module.eval()
+        self.scheduler.step()
+        self.updates += 1
+        names = sorted(sums)
+        stacked = all_reduce_sum(torch.stack([sums[n] for n in names])) if names else None
+        n_steps = max(1, len(norms))
+        out = {f"{prefix}/{n}": float(stacked[i]) / n_steps for i, n in enumerate(names)
+               } if stacked is not None else {}
+        finite = [g for g in norms if torch.isfinite(torch.tensor(g))]
+        out[f"{prefix}/grad_norm"] = sum(finite) / len(finite) if finite else float("nan")
+        out[f"{prefix}/skipped_steps"] = float(len(norms) - len(finite))
+        out[f"{prefix}/lr"] = lr
+        return out
+
+    def _step(self, mini: RolloutBatch, loss_fn: LossFn, sums: dict[str, torch.Tensor]) -> float:
+        """Accumulate the gradient of one mini-batch, clip, step; return the gradient norm."""
+        micros = micro_batches(mini, self.config.micro_batch_size)
+        loss_w, metric_w = self._normalisers(micros)
+        sync = getattr(self.module, "set_requires_gradient_sync", None)
+        for i, micro in enumerate(micros):
+            if sync is not None and self.dist.world_size > 1:
+                sync(i == len(micros) - 1)
+            loss, metrics = loss_fn(micro)
+            (loss * loss_w[i]).backward()
+            for name, value in metrics.items():
+                if name == "valid_tokens":
+                    continue
+                acc = value.detach().double().to(self.dist.device) * metric_w[i]
+                sums[name] = sums[name] + acc if name in sums else acc
+        return self._clip_and_step()
+
+    def _clip_and_step(self) -> float:
+        params = [p for p in self.module.parameters() if p.grad is not None]
+        max_norm = self.config.optim.grad_clip if self.config.optim.grad_clip > 0 else float("inf")
+        norm = torch.nn.utils.clip_grad_norm_(params, max_norm) if params else torch.tensor(0.0)
+        if isinstance(norm, DTensor):
+            norm = norm.full_tensor()
+        value = float(norm)
+        if torch.isfinite(torch.tensor(value)):
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return value
+
+
+def barrier() -> None:
+    """Wait for every rank (no-op without a process group)."""
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.barrier()
+
+
+__all__ = ["LossFn", "ShardedModel", "TrainedModel", "barrier", "shard"]

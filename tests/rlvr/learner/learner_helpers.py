@@ -1,0 +1,58 @@
+"""Shared helpers of the learner tests (also imported by the torchrun worker script)."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from rlvr.data import RolloutBatch, Trajectory
+
+PAD = 0
+
+
+def make_batch(rows: int, seed: int = 0, vocab: int = 300, env_tokens: bool = True) -> RolloutBatch:
+    """Random rows with ragged prompts/responses, some env tokens (mask 0) inside responses."""
+    rng = random.Random(seed)
+    trajs = []
+    for i in range(rows):
+        p = rng.randint(2, 7)
+        r = rng.randint(1, 8)
+        mask = [1] * r
+        if env_tokens and r >= 4 and rng.random() < 0.5:
+            mask[1] = mask[2] = 0
+        trajs.append(
+            Trajectory(
+                prompt_ids=[rng.randint(1, vocab - 1) for _ in range(p)],
+                response_ids=[rng.randint(1, vocab - 1) for _ in range(r)],
+                response_mask=mask,
+                rollout_logprobs=[-rng.random() * 3 for _ in range(r)],
+                token_level_scores=[0.0] * (r - 1) + [float(rng.random() < 0.5)],
+                group_id=i // 4,
+            )
+        )
+    return RolloutBatch.from_trajectories(trajs, pad_token_id=PAD)
+
+
+def with_advantages(batch: RolloutBatch, seed: int = 0) -> RolloutBatch:
+    """Set fixed random advantages and returns (0 where masked)."""
+    g = torch.Generator().manual_seed(seed)
+    adv = torch.randn(batch.response_mask.shape, generator=g) * batch.response_mask
+    batch.set("advantages", adv)
+    batch.set("returns", adv.clone() * 0.5 + 0.1 * batch.response_mask)
+    return batch
+
+
+def params(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Full (gathered) parameter copies by name."""
+    from torch.distributed.tensor import DTensor
+
+    out = {}
+    for name, p in model.named_parameters():
+        t = p.full_tensor() if isinstance(p, DTensor) else p
+        out[name] = t.detach().clone()
+    return out
+
+
+def max_rel_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    return max(float((a[k] - b[k]).abs().max() / (b[k].abs().max() + 1e-12)) for k in a)
