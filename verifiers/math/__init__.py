@@ -1,0 +1,47 @@
+r"""Math answer verification: extract the final answer, compare it with the gold answer.
+
+    >>> from verifiers.math import verify
+    >>> verify("... so the answer is $\boxed{\frac{1}{2}}$.", "0.5").passed
+    True
+
+Public API:
+
+- ``extract_answer(text, *, last_number_fallback=True) -> str | None``
+- ``is_equivalent(pred, gold, *, timeout_s=5.0) -> bool``
+- ``verify(response, gold, *, timeout_s=5.0, last_number_fallback=True) -> Verdict``
+- ``grade(pred, gold, *, timeout_s=5.0) -> Grade`` (``is_equivalent`` with the reason)
+- ``warm_up()`` starts a sympy worker ahead of time; ``shutdown()`` kills the workers.
+
+Most pairs are decided in pure Python (exact rationals, then complex-float evaluation);
+the rest go to sympy in worker processes killed at the deadline. See ``grader.py``.
+"""
+
+from __future__ import annotations
+
+from verifiers.math.extract import extract_answer
+from verifiers.math.grader import DEFAULT_TIMEOUT_S, Grade, grade, is_equivalent, verify
+from verifiers.math.numeric import REL_TOL_APPROX
+from verifiers.math.worker import WorkerPool, default_pool, shutdown_default_pool
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "REL_TOL_APPROX",
+    "Grade",
+    "WorkerPool",
+    "extract_answer",
+    "grade",
+    "is_equivalent",
+    "shutdown",
+    "verify",
+    "warm_up",
+]
+
+
+def warm_up(timeout_s: float = 60.0) -> None:
+    """Start a sympy worker now, so that the first hard case does not pay its start-up."""
+    default_pool().warm_up(timeout_s)
+
+
+def shutdown() -> None:
+    """Kill the sympy workers (they restart on demand; also done at interpreter exit)."""
+    shutdown_default_pool()

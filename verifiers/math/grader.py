@@ -1,0 +1,204 @@
+"""``verify`` and ``is_equivalent``: the public entry points of the math verifier.
+
+A pair of answers goes through, in order, stopping at the first decision:
+
+1. size guard (``MAX_ANSWER_CHARS``) and normalisation (``normalize.py``);
+2. identical normalised strings -> equal;
+3. multiple choice: when the gold answer is a letter A-J, the prediction must name that letter;
+4. parse both (cached) and compare structurally with the pure-Python scalar test
+   (``compare.py`` + ``numeric.py``): settles nearly every pair in microseconds;
+5. otherwise sympy in a worker process under a hard wall-clock limit (``worker.py``).
+
+Reasons: "correct", "wrong_answer", "no_answer" (nothing extracted), "parse_error" (the prediction
+is not a readable answer, or is too large to evaluate), "timeout" (the limit was hit, or the
+worker's memory limit).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from verifiers.errors import AnswerParseError, InvalidArgumentError, VerifierTimeout
+from verifiers.math.compare import answers_equal
+from verifiers.math.extract import extract_answer
+from verifiers.math.normalize import NormalizedAnswer, normalize_answer
+from verifiers.math.numeric import scalar_equal
+from verifiers.math.parse import Answer, choice_letter, parse_answer
+from verifiers.math.worker import default_pool
+from verifiers.verdict import Verdict
+
+__all__ = ["DEFAULT_TIMEOUT_S", "Grade", "grade", "is_equivalent", "verify"]
+
+DEFAULT_TIMEOUT_S = 5.0
+"""Default wall-clock limit of one check, in seconds."""
+
+
+@dataclass(frozen=True)
+class Grade:
+    """The outcome of comparing two answer strings.
+
+    Attributes:
+        equal: whether they state the same answer.
+        reason: "correct", "wrong_answer", "parse_error" or "timeout".
+        method: what decided: "string", "choice", "fast", "sympy" or "guard".
+        message: why a parse error or timeout happened ("" otherwise).
+    """
+
+    equal: bool
+    reason: str
+    method: str
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    normalized: NormalizedAnswer
+    answer: Answer | None
+    error: str
+
+
+@functools.lru_cache(maxsize=4096)
+def _prepare(text: str) -> _Prepared:
+    """Normalise and parse once per distinct string (gold answers repeat across a group)."""
+    normalized = normalize_answer(text)
+    try:
+        return _Prepared(normalized, parse_answer(normalized.text), "")
+    except AnswerParseError as err:
+        return _Prepared(normalized, None, str(err))
+    except RecursionError:
+        return _Prepared(normalized, None, "answer nested too deeply")
+
+
+def _canonical(text: str) -> str:
+    return "".join(text.split())
+
+
+def _text_key(text: str) -> str:
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
+def grade(pred: str, gold: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Grade:
+    r"""Compare a predicted answer with the gold answer (both already extracted).
+
+    Args:
+        pred: the model's answer, e.g. ``"\frac{1}{2}"``.
+        gold: the reference answer.
+        timeout_s: hard wall-clock limit for the sympy stage.
+
+    Returns:
+        A ``Grade``; never raises for any ``pred`` string.
+
+    Raises:
+        InvalidArgumentError: when an argument has the wrong type or ``timeout_s <= 0``.
+    """
+    _check_arguments(pred, gold, timeout_s)
+    try:
+        pred_prepared = _prepare(pred)
+    except AnswerParseError as err:
+        return Grade(False, "parse_error", "guard", str(err))
+    gold_prepared = _prepare(gold)
+    pred_norm, gold_norm = pred_prepared.normalized, gold_prepared.normalized
+    if _canonical(pred_norm.text) == _canonical(gold_norm.text) != "":
+        return Grade(True, "correct", "string")
+    gold_letter = choice_letter(gold_norm.text)
+    if gold_letter is not None:
+        equal = choice_letter(pred_norm.text, lenient=True) == gold_letter
+        return Grade(equal, "correct" if equal else "wrong_answer", "choice")
+    if gold_prepared.answer is None:
+        equal = _text_key(pred_norm.text) == _text_key(gold_norm.text) != ""
+        return Grade(equal, "correct" if equal else "wrong_answer", "string")
+    if pred_prepared.answer is None:
+        return Grade(False, "parse_error", "fast", pred_prepared.error)
+    return _compare(pred_prepared, gold_prepared, timeout_s)
+
+
+def _compare(pred: _Prepared, gold: _Prepared, timeout_s: float) -> Grade:
+    if pred.answer is None or gold.answer is None:  # pragma: no cover - checked by the caller
+        return Grade(False, "parse_error", "fast")
+    try:
+        fast = answers_equal(
+            pred.answer,
+            gold.answer,
+            scalar_equal,
+            pred_percent=pred.normalized.percent,
+            gold_percent=gold.normalized.percent,
+        )
+    except RecursionError:
+        return Grade(False, "parse_error", "fast", "answer nested too deeply")
+    if fast is not None:
+        return Grade(fast, "correct" if fast else "wrong_answer", "fast")
+    payload = {
+        "op": "compare",
+        "pred": pred.normalized.text,
+        "gold": gold.normalized.text,
+        "pred_percent": pred.normalized.percent,
+        "gold_percent": gold.normalized.percent,
+    }
+    try:
+        response = default_pool().request(payload, timeout_s)
+    except VerifierTimeout as err:
+        return Grade(False, "timeout", "sympy", str(err))
+    if not response.get("ok"):
+        reason = str(response.get("error", "parse_error"))
+        return Grade(False, reason, "sympy", str(response.get("message", "")))
+    equal = bool(response.get("equal"))
+    return Grade(equal, "correct" if equal else "wrong_answer", "sympy")
+
+
+def _check_arguments(pred: object, gold: object, timeout_s: float) -> None:
+    if not isinstance(pred, str):
+        raise InvalidArgumentError(f"pred/response must be a str, got {type(pred).__name__}")
+    if not isinstance(gold, str):
+        raise InvalidArgumentError(f"gold must be a str, got {type(gold).__name__}")
+    if not timeout_s > 0:
+        raise InvalidArgumentError(f"timeout_s must be > 0 seconds, got {timeout_s!r}")
+
+
+def is_equivalent(pred: str, gold: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
+    """Whether the answer ``pred`` is mathematically the same as ``gold``.
+
+    Both are answers, not whole responses (use ``verify`` for those). A timeout or an unreadable
+    ``pred`` counts as not equivalent.
+    """
+    return grade(pred, gold, timeout_s=timeout_s).equal
+
+
+def verify(
+    response: str,
+    gold: str,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    last_number_fallback: bool = True,
+) -> Verdict:
+    r"""Score a model response against the gold answer.
+
+    Args:
+        response: the full model output; the answer is found by ``extract_answer``.
+        gold: the reference answer; a gold string that itself contains ``\boxed{}`` or ``####``
+            (a full reference solution) has its answer extracted first.
+        timeout_s: hard wall-clock limit of the sympy stage, in seconds (default 5).
+        last_number_fallback: passed to ``extract_answer`` for the response (default True).
+
+    Returns:
+        ``Verdict(score=1.0 or 0.0, passed, reason, details)`` with reason "correct",
+        "wrong_answer", "no_answer", "parse_error" or "timeout"; ``details`` has
+        ``extracted_answer``, ``gold_answer``, ``method`` and, for errors, ``message``.
+        Never raises because of the response's content.
+
+    Raises:
+        InvalidArgumentError: when an argument has the wrong type or ``timeout_s <= 0``.
+    """
+    _check_arguments(response, gold, timeout_s)
+    gold_answer = gold
+    if "\\boxed" in gold or "\\fbox" in gold or "####" in gold:
+        gold_answer = extract_answer(gold, last_number_fallback=False) or gold
+    extracted = extract_answer(response, last_number_fallback=last_number_fallback)
+    details: dict[str, object] = {"extracted_answer": extracted, "gold_answer": gold_answer}
+    if extracted is None:
+        return Verdict(0.0, False, "no_answer", {**details, "method": "extract"})
+    result = grade(extracted, gold_answer, timeout_s=timeout_s)
+    details["method"] = result.method
+    if result.message:
+        details["message"] = result.message
+    return Verdict(1.0 if result.equal else 0.0, result.equal, result.reason, details)

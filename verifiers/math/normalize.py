@@ -1,0 +1,217 @@
+r"""String-level clean-up of a LaTeX answer before it is parsed.
+
+Removes what never changes the value: math delimiters, ``\left``/``\right``, spacing commands,
+``\displaystyle``, text/unit wrappers (``\text{cm}``, ``\mbox{...}``), degree signs, dollar
+signs, thousands separators, a trailing full stop, "x \in" in front of a set. A percent sign is
+removed and remembered (``percent=True``) because 50% may be compared with 50 or with 0.5.
+Connecting words ("or", "and") become commas, so "x=1 or x=2" reads as a list.
+
+Every step is a regular expression without nested quantifiers or a single left-to-right scan:
+linear time, whatever the input.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from verifiers.errors import AnswerParseError
+
+__all__ = ["MAX_ANSWER_CHARS", "NormalizedAnswer", "normalize_answer"]
+
+MAX_ANSWER_CHARS = 5000
+"""Answers longer than this (after extraction) are refused with a parse error."""
+
+_UNICODE = {
+    "\u2212": "-",
+    "\u2013": "-",
+    "\u00d7": "\\times ",
+    "\u22c5": "\\cdot ",
+    "\u00b7": "\\cdot ",
+    "\u00f7": "\\div ",
+    "\u03c0": "\\pi ",
+    "\u221a": "\\sqrt",
+    "\u221e": "\\infty ",
+    "\u2264": "\\le ",
+    "\u2265": "\\ge ",
+    "\u2260": "\\ne ",
+    "\u222a": "\\cup ",
+    "\u00b0": "",
+    "\u2009": " ",
+    "\u00a0": " ",
+}
+_TEXT_COMMANDS = (
+    "text|textbf|textit|textrm|textsf|texttt|textnormal|mbox|hbox|mathrm|mathbf|mathit|"
+    "mathsf|mathtt|boldsymbol|bm|emph"
+)
+_TEXT_OPEN = re.compile(r"\\(?:" + _TEXT_COMMANDS + r")\s*\{")
+_UNITS = frozenset(
+    """
+    cm m km mm nm in inch inches ft feet foot yd yard yards mi mile miles meter meters metre
+    metres centimeter centimeters millimeter millimeters kilometer kilometers kg g mg gram grams
+    kilogram kilograms lb lbs pound pounds oz ounce ounces s sec secs second seconds min mins
+    minute minutes h hr hrs hour hours day days week weeks month months year years dollar dollars
+    cent cents unit units sq square cubic degree degrees deg rad radian radians mph kph l liter
+    liters litre litres ml gallon gallons cup cups percent people persons students apples times
+    ways pages page points point base
+    """.split()
+)
+_REPLACEMENTS = (
+    (re.compile(r"\\[dtc]frac(?![a-zA-Z])"), "\\\\frac"),
+    (re.compile(r"\\[dt]binom(?![a-zA-Z])"), "\\\\binom"),
+    (re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|Biggl|Biggr|big|Big|bigg|Bigg)"
+                r"(?![a-zA-Z])\s*\.?"), ""),
+    (re.compile(r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits)(?![a-zA-Z])"), ""),
+    (re.compile(r"\{,\}"), ""),
+    (re.compile(r"(\d),\\!\s*(?=\d{3})"), r"\1"),
+    (re.compile(r"(\d)\\,(?=\d{3}(?!\d))"), r"\1"),
+    (re.compile(r"(?<!\\)\\[!,;:> ]|\\q?quad(?![a-zA-Z])|~"), " "),
+    (re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ(?![a-zA-Z])|\\circ(?![a-zA-Z])"
+                r"|\\degree(?![a-zA-Z])"), ""),
+    (re.compile(r"\\\$|\$"), ""),
+    (re.compile(r"(?<!\\)\\[()\[\]]"), ""),
+    (re.compile(r"\\(?:infin|infinity)(?![a-zA-Z])|\binfinity\b"), "\\\\infty"),
+    (re.compile(r"\\(?:leq|leqslant)(?![a-zA-Z])"), "\\\\le"),
+    (re.compile(r"\\(?:geq|geqslant)(?![a-zA-Z])"), "\\\\ge"),
+    (re.compile(r"\\(?:neq)(?![a-zA-Z])"), "\\\\ne"),
+    (re.compile(r"\\(?:dots|ldots|cdots)(?![a-zA-Z])"), "\\\\ldots"),
+)
+_PERCENT = re.compile(r"\\%|%|\s*\bpercent\b")
+_CONNECTIVES = re.compile(r"\s+(?:or|and)\s+", re.IGNORECASE)
+_MEMBERSHIP = re.compile(r"^[a-zA-Z]\s*\\in\s*")
+_LEADING = re.compile(r"^(?:\\approx|\\sim|=|:)\s*")
+_THOUSANDS = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+_UNIT_POWER = re.compile(r"\s*\^\s*\{?\s*[23]\s*\}?")
+_ATTACHED_UNIT = re.compile(r"^(?P<value>.*\d)(?P<unit>[a-zA-Z]{2,})$")
+_PLAIN_NUMBER = re.compile(r"^[-+]?[\d.,]+$")
+_REPEATING = re.compile(r"(-?)(\d*)\.(\d*)\\overline\s*\{(\d+)\}")
+_WHITESPACE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class NormalizedAnswer:
+    """An answer string after clean-up.
+
+    Attributes:
+        text: the cleaned LaTeX.
+        percent: whether a percent sign (or "percent") was removed.
+    """
+
+    text: str
+    percent: bool
+
+
+def normalize_answer(answer: str) -> NormalizedAnswer:
+    """Clean up an answer string (see the module docstring).
+
+    Raises:
+        AnswerParseError: when the answer is longer than ``MAX_ANSWER_CHARS``.
+    """
+    if len(answer) > MAX_ANSWER_CHARS:
+        raise AnswerParseError(
+            f"answer has {len(answer)} characters; at most {MAX_ANSWER_CHARS} are read"
+        )
+    text = answer.strip()
+    for char, replacement in _UNICODE.items():
+        if char in text:
+            text = text.replace(char, replacement)
+    for pattern, replacement in _REPLACEMENTS:
+        text = pattern.sub(replacement, text)  # group references only in the thousands rules
+    text = _unwrap_text_commands(text)
+    text, percent_count = _PERCENT.subn("", text)
+    text = _REPEATING.sub(_repeating_decimal, text)
+    text = _CONNECTIVES.sub(",", text)
+    text = _WHITESPACE.sub(" ", text).strip()
+    text = _strip_edges(text)
+    if _THOUSANDS.match(text):
+        text = text.replace(",", "")
+    return NormalizedAnswer(text=text, percent=percent_count > 0)
+
+
+def _unwrap_text_commands(text: str) -> str:
+    r"""Replace ``\text{...}``-like wrappers by their content; drop trailing unit text."""
+    out: list[str] = []
+    pos = 0
+    while True:
+        match = _TEXT_OPEN.search(text, pos)
+        if match is None:
+            out.append(text[pos:])
+            break
+        out.append(text[pos : match.start()])
+        close = _matching_brace(text, match.end() - 1)
+        if close < 0:
+            out.append(text[match.start() :])
+            break
+        content = text[match.end() : close]
+        before = "".join(out).strip()
+        trailing = not text[close + 1 :].strip(" .^{}23")
+        word = content.strip().strip(".").lower()
+        pos = close + 1
+        if before and (word in _UNITS or (trailing and _is_words(word))):
+            content = " "
+            power = _UNIT_POWER.match(text, pos)
+            pos = power.end() if power else pos
+        out.append(f" {content} " if _is_words(word) else content)
+    return "".join(out)
+
+
+def _matching_brace(text: str, open_pos: int) -> int:
+    """Index of the ``}`` that closes the ``{`` at ``open_pos``, or -1."""
+    depth = 0
+    for i in range(open_pos, len(text)):
+        char = text[i]
+        if char == "{" and (i == 0 or text[i - 1] != "\\"):
+            depth += 1
+        elif char == "}" and (i == 0 or text[i - 1] != "\\"):
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def _is_words(text: str) -> bool:
+    """Whether ``text`` is plain words (letters and spaces, at least two letters)."""
+    stripped = text.replace(" ", "")
+    return len(stripped) >= 2 and stripped.isalpha()
+
+
+def _strip_edges(text: str) -> str:
+    r"""Remove a leading "x \in"/"="/"\approx", trailing punctuation, units, outer braces."""
+    text = _MEMBERSHIP.sub("", text)
+    text = _LEADING.sub("", text)
+    text = text.rstrip(" .;")
+    text = _strip_trailing_units(text)
+    while text.startswith("{") and _matching_brace(text, 0) == len(text) - 1:
+        text = text[1:-1].strip()
+    return text
+
+
+def _strip_trailing_units(text: str) -> str:
+    """Drop unit words after a value: "12 cm^2" -> "12", "5cm" -> "5"; keep "2 x" and "3m"."""
+    words = text.split(" ")
+    kept = len(words)
+    while kept > 1:
+        word = _UNIT_POWER.sub("", words[kept - 1]).strip(".").lower()
+        if word not in _UNITS:
+            break
+        rest = " ".join(words[: kept - 1]).rstrip()
+        if not rest or rest[-1] not in "0123456789})":
+            break
+        if len(word) == 1 and not _PLAIN_NUMBER.match(rest):
+            break
+        kept -= 1
+    text = " ".join(words[:kept])
+    attached = _ATTACHED_UNIT.match(text)
+    if attached and attached.group("unit").lower() in _UNITS:
+        text = attached.group("value")
+    return text
+
+
+def _repeating_decimal(match: re.Match[str]) -> str:
+    r"""Rewrite ``0.1\overline{6}`` as the exact fraction ``(1/6)``."""
+    sign, whole, fixed, period = match.groups()
+    fixed_len, period_len = len(fixed), len(period)
+    base = int(whole or "0") * 10**fixed_len + int(fixed or "0")
+    numerator = base * (10**period_len - 1) + int(period)
+    denominator = 10**fixed_len * (10**period_len - 1)
+    return f"({sign}{numerator}/{denominator})"

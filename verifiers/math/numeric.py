@@ -1,0 +1,358 @@
+"""Pure-Python values of expression trees: exact rationals and complex floats.
+
+This is the fast path that settles most answer pairs without sympy.
+
+- ``exact_value``: the exact ``Fraction`` of an expression built from rationals with ``+ - * /``,
+  integer powers, perfect roots, ``|x|``, floor/ceil, factorials and binomials, or None. Every
+  intermediate result is capped at ``MAX_EXACT_BITS`` bits (and factorials at ``MAX_FACTORIAL``),
+  so it never computes ``10^{10^{10}}``.
+- ``scalar_equal``: compares two expressions. Two exact values are equal only if identical,
+  unless either side was written with a decimal point (then relative tolerance
+  ``REL_TOL_APPROX`` = 1e-6 applies, so 0.3333333 equals 1/3 but 0.33 does not). Otherwise both
+  sides are evaluated as complex floats (principal branches, like sympy), at one point when they
+  have no variables and at ``N_POINTS`` fixed pseudo-random points when they do (a randomised
+  identity test). Exact-looking constants must agree to ``REL_TOL_EXACT`` = 1e-9 (float
+  rounding only). When no point can be evaluated (overflow, domain errors) the answer is None:
+  undecided, for sympy to settle.
+"""
+
+from __future__ import annotations
+
+import cmath
+import math
+import random
+from collections.abc import Callable
+from fractions import Fraction
+
+from verifiers.math.parse import Node
+
+__all__ = [
+    "REL_TOL_APPROX",
+    "REL_TOL_EXACT",
+    "SAMPLE_POINTS",
+    "exact_value",
+    "free_symbols",
+    "has_approx",
+    "infinity_sign",
+    "numeric_value",
+    "scalar_equal",
+]
+
+REL_TOL_APPROX = 1e-6
+REL_TOL_EXACT = 1e-9
+ABS_TOL = 1e-12
+MAX_EXACT_BITS = 8192
+MAX_FACTORIAL = 1000
+MAX_SYMBOLS = 16
+N_POINTS = 6
+MIN_AGREEING_POINTS = 3
+
+SAMPLE_POINTS: list[list[float]] = []
+for _k in range(N_POINTS):
+    _rng = random.Random(7919 * (_k + 1))
+    SAMPLE_POINTS.append(
+        [_rng.choice((-1, 1)) * _rng.uniform(0.15, 1.9) for _ in range(MAX_SYMBOLS)]
+    )
+
+
+class _Undefined(Exception):
+    """The expression has no (finite, exact) value here."""
+
+
+def exact_value(node: Node) -> Fraction | None:
+    """The exact rational value of ``node``, or None (irrational, symbolic, or too large)."""
+    try:
+        return _exact(node)
+    except (_Undefined, ZeroDivisionError, OverflowError, ValueError):
+        return None
+
+
+def _check(value: Fraction) -> Fraction:
+    if max(value.numerator.bit_length(), value.denominator.bit_length()) > MAX_EXACT_BITS:
+        raise _Undefined
+    return value
+
+
+def _exact(node: Node) -> Fraction:
+    kind = node[0]
+    if kind == "num":
+        return _check(node[1])
+    if kind == "neg":
+        return -_exact(node[1])
+    if kind == "add":
+        total = Fraction(0)
+        for term in node[1]:
+            total = _check(total + _exact(term))
+        return total
+    if kind == "mul":
+        product = Fraction(1)
+        for factor in node[1]:
+            product = _check(product * _exact(factor))
+        return product
+    if kind == "div":
+        return _check(_exact(node[1]) / _exact(node[2]))
+    if kind == "pow":
+        return _exact_power(_exact(node[1]), _exact(node[2]))
+    if kind == "fact":
+        return Fraction(math.factorial(_small_natural(_exact(node[1]), MAX_FACTORIAL)))
+    if kind == "fn":
+        return _exact_function(node[1], [_exact(arg) for arg in node[2]])
+    raise _Undefined
+
+
+def _small_natural(value: Fraction, limit: int) -> int:
+    if value.denominator != 1 or not 0 <= value.numerator <= limit:
+        raise _Undefined
+    return value.numerator
+
+
+def _exact_power(base: Fraction, exponent: Fraction) -> Fraction:
+    if exponent.denominator == 1:
+        bits = max(base.numerator.bit_length(), base.denominator.bit_length())
+        if bits * abs(exponent.numerator) > MAX_EXACT_BITS:
+            raise _Undefined
+        return base**exponent.numerator
+    if base < 0 or exponent.denominator > 12:
+        raise _Undefined
+    root = _exact_root(base, exponent.denominator)
+    return _exact_power(root, Fraction(exponent.numerator))
+
+
+def _exact_root(value: Fraction, degree: int) -> Fraction:
+    if value < 0:
+        if degree % 2 == 0:
+            raise _Undefined
+        return -_exact_root(-value, degree)
+    numerator = _integer_root(value.numerator, degree)
+    return Fraction(numerator, _integer_root(value.denominator, degree))
+
+
+def _integer_root(value: int, degree: int) -> int:
+    """The exact integer ``degree``-th root of ``value``; raises when it is not a perfect power."""
+    if value < 2:
+        return value
+    guess = 1 << ((value.bit_length() + degree - 1) // degree)
+    while True:
+        better = ((degree - 1) * guess + value // guess ** (degree - 1)) // degree
+        if better >= guess:
+            break
+        guess = better
+    if guess**degree != value:
+        raise _Undefined
+    return guess
+
+
+def _exact_function(name: str, args: list[Fraction]) -> Fraction:
+    if name == "sqrt":
+        return _exact_root(_nonnegative(args[0]), 2)
+    if name == "root":
+        degree = _small_natural(args[1], 12)
+        if degree == 0:
+            raise _Undefined
+        return _exact_root(args[0], degree)
+    if name == "abs":
+        return abs(args[0])
+    if name in ("floor", "ceil"):
+        return Fraction(math.floor(args[0]) if name == "floor" else math.ceil(args[0]))
+    if name == "binom":
+        return Fraction(math.comb(_small_natural(args[0], 10_000), _small_natural(args[1], 10_000)))
+    if name in ("gcd", "lcm") and all(a.denominator == 1 for a in args):
+        integers = [a.numerator for a in args]
+        return Fraction(math.gcd(*integers) if name == "gcd" else math.lcm(*integers))
+    if name in ("max", "min"):
+        return max(args) if name == "max" else min(args)
+    raise _Undefined
+
+
+def _nonnegative(value: Fraction) -> Fraction:
+    if value < 0:
+        raise _Undefined
+    return value
+
+
+_COMPLEX_FUNCTIONS: dict[str, Callable[[complex], complex]] = {
+    "sin": cmath.sin, "cos": cmath.cos, "tan": cmath.tan,
+    "cot": lambda z: 1 / cmath.tan(z), "sec": lambda z: 1 / cmath.cos(z),
+    "csc": lambda z: 1 / cmath.sin(z), "arcsin": cmath.asin, "arccos": cmath.acos,
+    "arctan": cmath.atan, "sinh": cmath.sinh, "cosh": cmath.cosh, "tanh": cmath.tanh,
+    "ln": cmath.log, "log": cmath.log, "exp": cmath.exp, "sqrt": cmath.sqrt,
+    "abs": lambda z: complex(abs(z)),
+}
+_CONSTANTS = {"pi": complex(math.pi), "e": complex(math.e), "i": 1j}
+
+
+def numeric_value(node: Node, env: dict[str, complex]) -> complex:
+    """The complex float value of ``node`` with variables taken from ``env``.
+
+    Raises:
+        _Undefined: on division by zero, overflow, a domain error or infinity.
+    """
+    try:
+        value = _numeric(node, env)
+    except (ZeroDivisionError, OverflowError, ValueError, TypeError) as err:
+        raise _Undefined from err
+    if not cmath.isfinite(value):
+        raise _Undefined
+    return value
+
+
+def _numeric(node: Node, env: dict[str, complex]) -> complex:
+    kind = node[0]
+    if kind == "num":
+        return complex(float(node[1]))
+    if kind == "sym":
+        return env[node[1]]
+    if kind == "const":
+        if node[1] == "oo":
+            raise _Undefined
+        return _CONSTANTS[node[1]]
+    if kind == "neg":
+        return -_numeric(node[1], env)
+    if kind == "add":
+        return sum((_numeric(term, env) for term in node[1]), 0j)
+    if kind == "mul":
+        product = 1 + 0j
+        for factor in node[1]:
+            product *= _numeric(factor, env)
+        return product
+    if kind == "div":
+        return _numeric(node[1], env) / _numeric(node[2], env)
+    if kind == "pow":
+        return _complex_power(_numeric(node[1], env), _numeric(node[2], env))
+    if kind == "fact":
+        return complex(math.factorial(_near_natural(_numeric(node[1], env), 170)))
+    if kind == "fn":
+        return _numeric_function(node[1], [_numeric(arg, env) for arg in node[2]])
+    raise _Undefined
+
+
+def _complex_power(base: complex, exponent: complex) -> complex:
+    if exponent.imag == 0 and exponent.real.is_integer() and abs(exponent.real) <= 4096:
+        if base == 0 and exponent.real < 0:
+            raise _Undefined
+        return base ** int(exponent.real)
+    if base == 0:
+        return 0j if exponent.real > 0 else _raise_undefined()
+    return base**exponent
+
+
+def _raise_undefined() -> complex:
+    raise _Undefined
+
+
+def _near_natural(value: complex, limit: int) -> int:
+    rounded = round(value.real)
+    if abs(value - rounded) > 1e-9 or not 0 <= rounded <= limit:
+        raise _Undefined
+    return int(rounded)
+
+
+def _real(value: complex) -> float:
+    if abs(value.imag) > 1e-9 * max(1.0, abs(value.real)):
+        raise _Undefined
+    return value.real
+
+
+def _numeric_function(name: str, args: list[complex]) -> complex:
+    if name in _COMPLEX_FUNCTIONS and len(args) == 1:
+        return _COMPLEX_FUNCTIONS[name](args[0])
+    if name == "root":
+        degree = _near_natural(args[1], 64)
+        if degree == 0:
+            raise _Undefined
+        value = args[0]
+        if degree % 2 == 1 and value.imag == 0 and value.real < 0:
+            return complex(-((-value.real) ** (1 / degree)))
+        return _complex_power(value, complex(1 / degree))
+    if name in ("floor", "ceil"):
+        real = _real(args[0])
+        return complex(math.floor(real) if name == "floor" else math.ceil(real))
+    if name == "binom":
+        return complex(math.comb(_near_natural(args[0], 10_000), _near_natural(args[1], 10_000)))
+    if name in ("gcd", "lcm"):
+        integers = [_near_natural(a, 10**15) for a in args]
+        return complex(math.gcd(*integers) if name == "gcd" else math.lcm(*integers))
+    if name in ("max", "min"):
+        reals = [_real(a) for a in args]
+        return complex(max(reals) if name == "max" else min(reals))
+    raise _Undefined
+
+
+def _children(node: Node) -> tuple[Node, ...]:
+    kind = node[0]
+    if kind in ("add", "mul"):
+        return tuple(node[1])
+    if kind in ("neg", "fact"):
+        return (node[1],)
+    if kind in ("div", "pow"):
+        return (node[1], node[2])
+    if kind in ("fn", "rel"):
+        return tuple(node[2])
+    return ()
+
+
+def free_symbols(node: Node) -> set[str]:
+    """Names of the variables in ``node``."""
+    found: set[str] = set()
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if item[0] == "sym":
+            found.add(item[1])
+        stack.extend(_children(item))
+    return found
+
+
+def has_approx(node: Node) -> bool:
+    """Whether ``node`` contains a literal written with a decimal point."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if item[0] == "num" and item[2]:
+            return True
+        stack.extend(_children(item))
+    return False
+
+
+def infinity_sign(node: Node) -> int:
+    r"""+1 for ``\infty``, -1 for ``-\infty``, 0 for anything else."""
+    sign = 1
+    while node[0] == "neg":
+        sign, node = -sign, node[1]
+    return sign if node == ("const", "oo") else 0
+
+
+def scalar_equal(a: Node, b: Node) -> bool | None:
+    """Whether two expressions are equal: True, False, or None when undecided (see module)."""
+    approx = has_approx(a) or has_approx(b)
+    exact_a, exact_b = exact_value(a), exact_value(b)
+    if exact_a is not None and exact_b is not None:
+        if exact_a == exact_b:
+            return True
+        return approx and abs(exact_a - exact_b) <= REL_TOL_APPROX * max(abs(exact_a), abs(exact_b))
+    inf_a, inf_b = infinity_sign(a), infinity_sign(b)
+    if inf_a or inf_b:
+        return inf_a == inf_b
+    symbols = sorted(free_symbols(a) | free_symbols(b))
+    if len(symbols) > MAX_SYMBOLS:
+        return None
+    tolerance = REL_TOL_APPROX if approx else REL_TOL_EXACT
+    agreeing = 0
+    for point in SAMPLE_POINTS[: N_POINTS if symbols else 1]:
+        env = {name: complex(point[j]) for j, name in enumerate(symbols)}
+        try:
+            value_a, value_b = numeric_value(a, env), numeric_value(b, env)
+        except _Undefined:
+            continue
+        if not close(value_a, value_b, tolerance):
+            return False
+        agreeing += 1
+    if agreeing >= (MIN_AGREEING_POINTS if symbols else 1):
+        return True
+    return None
+
+
+def close(a: complex, b: complex, rel_tol: float) -> bool:
+    """Whether ``a`` and ``b`` agree to ``rel_tol`` (relative), or both are within 1e-12 of 0."""
+    difference = abs(a - b)
+    return difference <= rel_tol * max(abs(a), abs(b)) or difference <= ABS_TOL
