@@ -12,7 +12,9 @@ __all__ = [
     "AgentError",
     "ChatTemplateError",
     "EngineClosedError",
+    "EngineAbortedError",
     "EngineError",
+    "EnvContractError",
     "MissingDependencyError",
     "RequestError",
     "RunnerConfigError",
@@ -47,6 +49,10 @@ class EngineClosedError(EngineError):
     """``generate`` or ``update_weights`` was called after ``close()``."""
 
 
+class EngineAbortedError(EngineError):
+    """The engine aborted one request; the runner ends that episode with reason "error"."""
+
+
 class SGLangError(EngineError):
     """An SGLang server rejected a request, failed to start, or answered malformed JSON."""
 
@@ -61,6 +67,13 @@ class MissingDependencyError(AgentError, ImportError):
 
 class ChatTemplateError(AgentError, ValueError):
     """The tokenizer's chat template is not prefix-stable, so token deltas would drift."""
+
+
+class EnvContractError(AgentError, ValueError):
+    """An env broke the TextEnv contract (a malformed reward span, a non-finite reward).
+
+    The runner ends that episode with reason "error", like an env exception.
+    """
 
 
 class TokenMismatchError(AgentError, AssertionError):

@@ -1,0 +1,452 @@
+"""The episode runner: many multi-turn env episodes at once on one engine, token-exact.
+
+Every episode is a coroutine; all of them run concurrently on one asyncio loop, so the engine
+sees their generation requests together and batches them. Each turn:
+
+1. the engine is given the episode's whole token sequence so far (``prompt_ids + response_ids``),
+   never a re-rendering of the messages;
+2. its tokens are appended exactly as generated (``response_mask`` 1, including the end-of-turn
+   token it generated) and decoded into the action text;
+3. ``env.step(action)`` runs in a thread pool with a timeout (a slow sandbox never stalls the
+   loop); the turn's reward goes on the turn's last model token, reward spans on the tokens
+   covering their last character;
+4. the env's messages are appended as the chat template's token delta (``agents.chat``), with
+   ``response_mask`` 0, right before the next turn.
+
+Why an episode ends (``Trajectory.finish_reason``):
+
+* "stop": the env terminated (the task was decided);
+* "truncated": the env truncated (its own turn/budget limit);
+* "max_turns": ``RunnerConfig.max_turns`` turns were played without the env deciding;
+* "length": a token budget ran out: the model hit ``max_tokens_per_turn`` without ending its turn
+  (the env is NOT stepped with a cut-off action, and the turn earns no reward), or the episode's
+  ``max_response_tokens`` leaves no room for the next env delta plus one model token;
+* "error": the env raised or timed out (make, reset or step), or broke the TextEnv contract. The
+  episode keeps the tokens it had, all its scores are set to 0, the error is logged with the task
+  id and stored in ``metadata["error"]``; the other episodes go on. When even ``reset`` failed,
+  ``prompt_ids`` is ``[pad_token_id]`` and the response is empty; trainers may drop
+  ``finish_reason == "error"`` rows.
+
+Env messages returned with the final step (or when the turn budget ends the episode) are kept in
+``metadata["messages"]`` but not appended as tokens: the sequence always ends with a model token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from agents.chat import ChatRenderer
+from agents.engine import Engine, SamplingParams
+from agents.episode import EpisodeRecord, jsonable
+from agents.errors import AgentError, EngineAbortedError, EnvContractError, RunnerConfigError
+from envs.base import Message, TextEnv
+from rlvr.data import Trajectory
+
+logger = logging.getLogger(__name__)
+
+TOOL_CALL_END = "</tool_call>"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunnerConfig:
+    """Limits and checks of the episode runner (validated on construction).
+
+    Attributes:
+        max_turns: model turns per episode (``>= 1``).
+        max_tokens_per_turn: the most tokens the model may generate in one turn (``>= 1``).
+        max_response_tokens: the most response tokens (model AND env) per episode (``>= 1``).
+        env_step_timeout_s: wall-clock limit of one env call (make, reset, step), ``> 0``. The
+            thread running a timed-out call cannot be killed; envs should enforce their own
+            limits (sandboxes do), this is the backstop.
+        env_workers: threads running env calls (``>= 1``).
+        check_token_exact: verify every episode with ``EpisodeRecord.check`` (on in tests;
+            costs one copy of each turn's context).
+        stop_at_tool_call: when the env offers tools, also stop generation at the end of a tool
+            call (the ``</tool_call>`` token, or the string if it is several tokens), so the env
+            runs the call before the model goes on.
+        sampling: temperature, top_p, top_k and extra stops; its ``max_new_tokens`` and ``seed``
+            are replaced per turn (the turn budget and the derived seed).
+        seed: base of the per-turn sampling seeds (see ``turn_seed``); None = unseeded.
+    """
+
+    max_turns: int = 4
+    max_tokens_per_turn: int = 256
+    max_response_tokens: int = 1024
+    env_step_timeout_s: float = 60.0
+    env_workers: int = 8
+    check_token_exact: bool = False
+    stop_at_tool_call: bool = True
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    seed: int | None = 0
+
+    def __post_init__(self) -> None:
+        """Validate every field (``RunnerConfigError`` names the field)."""
+        for name in ("max_turns", "max_tokens_per_turn", "max_response_tokens", "env_workers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise RunnerConfigError(f"RunnerConfig.{name} must be an int >= 1; got {value!r}")
+        if not (isinstance(self.env_step_timeout_s, int | float) and self.env_step_timeout_s > 0):
+            raise RunnerConfigError(
+                f"RunnerConfig.env_step_timeout_s must be > 0; got {self.env_step_timeout_s!r}"
+            )
+        if not isinstance(self.sampling, SamplingParams):
+            raise RunnerConfigError(
+                "RunnerConfig.sampling must be a SamplingParams; got "
+                f"{type(self.sampling).__name__}"
+            )
+        if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
+            raise RunnerConfigError(f"RunnerConfig.seed must be None or an int >= 0; got "
+                                    f"{self.seed!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpisodeSpec:
+    """One episode to play.
+
+    Attributes:
+        env_id: a registered gymnasium id (e.g. "rlvr/Math-v0"); exclusive with ``env_factory``.
+        env_kwargs: keyword arguments for ``make(env_id, ...)``.
+        env_factory: a zero-argument callable returning a fresh ``TextEnv``.
+        seed: the ``reset`` seed (picks the task in most envs).
+        options: the ``reset`` options.
+        group_id: episodes of the same task in one step share it (GRPO's uid); ``group_specs``
+            and ``run(..., group_size=G)`` fill it with the task's index when None.
+    """
+
+    env_id: str | None = None
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    env_factory: Callable[[], TextEnv] | None = None
+    seed: int | None = None
+    options: dict[str, Any] | None = None
+    group_id: Any = None
+
+    def __post_init__(self) -> None:
+        """Require exactly one of ``env_id`` and ``env_factory``."""
+        if (self.env_id is None) == (self.env_factory is None):
+            raise RunnerConfigError(
+                "EpisodeSpec needs exactly one of env_id (a registered id) and env_factory; got "
+                f"env_id={self.env_id!r}, env_factory={self.env_factory!r}"
+            )
+        if self.env_factory is not None and self.env_kwargs:
+            raise RunnerConfigError("EpisodeSpec.env_kwargs only applies with env_id")
+
+    def make_env(self) -> Any:
+        """A fresh env for this spec (``envs.make``/``gymnasium.make`` or the factory)."""
+        if self.env_factory is not None:
+            return self.env_factory()
+        import gymnasium
+
+        import envs
+
+        make: Callable[..., Any] = getattr(envs, "make", None) or gymnasium.make
+        return make(self.env_id, **self.env_kwargs)
+
+
+def group_specs(specs: Sequence[EpisodeSpec], group_size: int) -> list[EpisodeSpec]:
+    """Each spec repeated ``group_size`` times in a row (task-major), sharing a group id.
+
+    A spec without ``group_id`` gets its index in ``specs``.
+    """
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
+        raise RunnerConfigError(f"group_size must be an int >= 1; got {group_size!r}")
+    out: list[EpisodeSpec] = []
+    for i, spec in enumerate(specs):
+        gid = spec.group_id if spec.group_id is not None else i
+        out.extend(replace(spec, group_id=gid) for _ in range(group_size))
+    return out
+
+
+def turn_seed(base: int, episode: int, turn: int) -> int:
+    """The sampling seed of ``turn`` of episode number ``episode`` in a run seeded ``base``."""
+    digest = hashlib.blake2b(f"{base}/{episode}/{turn}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+class EpisodeRunner:
+    """Plays episodes on an engine and returns token-exact trajectories.
+
+    Args:
+        engine: any ``agents.engine.Engine``.
+        tokenizer: the policy's tokenizer (its chat template renders prompts and env deltas).
+        config: limits, checks and sampling; ``RunnerConfig()`` by default.
+
+    Raises:
+        ChatTemplateError: the tokenizer's chat template is not prefix-stable.
+    """
+
+    def __init__(self, engine: Engine, tokenizer: Any, config: RunnerConfig | None = None) -> None:
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.config = config or RunnerConfig()
+        self.renderer = ChatRenderer(tokenizer)
+        ids = tokenizer.encode(TOOL_CALL_END, add_special_tokens=False)
+        self._tool_stop_id: int | None = ids[0] if len(ids) == 1 else None
+        eos = getattr(tokenizer, "eos_token_id", None)
+        self._end_ids = {self.renderer.end_of_turn_id} | ({eos} if isinstance(eos, int) else set())
+        pad = getattr(tokenizer, "pad_token_id", None)
+        self._pad_id = pad if isinstance(pad, int) else self.renderer.end_of_turn_id
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+    # ------------------------------------------------------------------ public API
+    def run(
+        self, specs: Sequence[EpisodeSpec], *, group_size: int = 1, seed: int | None = None
+    ) -> list[Trajectory]:
+        """Synchronous ``arun`` (works inside a running event loop too, via a helper thread)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.arun(specs, group_size=group_size, seed=seed))
+        with concurrent.futures.ThreadPoolExecutor(1) as helper:
+            coro = self.arun(specs, group_size=group_size, seed=seed)
+            return helper.submit(asyncio.run, coro).result()
+
+    async def arun(
+        self, specs: Sequence[EpisodeSpec], *, group_size: int = 1, seed: int | None = None
+    ) -> list[Trajectory]:
+        """Play every spec (``group_size`` times each) concurrently.
+
+        Args:
+            specs: the episodes (or tasks, with ``group_size > 1``).
+            group_size: episodes per spec; they share a ``group_id`` (see ``group_specs``).
+            seed: base sampling seed for this run (default ``config.seed``); a trainer passes a
+                different one per step. Episode ``i``'s turn ``t`` samples with
+                ``turn_seed(seed, i, t)``, so a run is reproducible.
+
+        Returns:
+            One ``Trajectory`` per episode, in order (task-major when grouped).
+        """
+        if group_size != 1 or any(s.group_id is None for s in specs):
+            specs = group_specs(specs, group_size)
+        base = self.config.seed if seed is None else seed
+        tasks = [asyncio.ensure_future(self._play(i, s, base)) for i, s in enumerate(specs)]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            raise
+
+    def close(self) -> None:
+        """Shut the env thread pool down (threads stuck in timed-out env calls are abandoned)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    # ------------------------------------------------------------------ one episode
+    async def _env_call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(
+                self.config.env_workers, thread_name_prefix="env"
+            )
+        loop = asyncio.get_running_loop()
+        call = loop.run_in_executor(self._pool, lambda: fn(*args, **kwargs))
+        try:
+            return await asyncio.wait_for(call, self.config.env_step_timeout_s)
+        except asyncio.TimeoutError:
+            raise TimeoutError(
+                f"{getattr(fn, '__name__', 'env call')} took longer than "
+                f"env_step_timeout_s={self.config.env_step_timeout_s}"
+            ) from None
+
+    async def _play(self, index: int, spec: EpisodeSpec, base_seed: int | None) -> Trajectory:
+        state = _EpisodeState(spec=spec, env_id=spec.env_id or "")
+        try:
+            state.env = await self._env_call(spec.make_env)
+            if not spec.env_id:
+                env_spec = getattr(state.env, "spec", None)
+                state.env_id = getattr(env_spec, "id", None) or type(state.env).__name__
+            messages, info = await self._env_call(
+                state.env.reset, seed=spec.seed, options=spec.options
+            )
+            state.task_id = str(info.get("task_id", ""))
+            state.tools = info.get("tools") or None
+            state.messages = [dict(m) for m in messages]
+            state.record = EpisodeRecord(
+                self.renderer.prompt_ids(messages, state.tools),
+                keep_contexts=self.config.check_token_exact,
+            )
+            state.finish_reason = await self._turns(index, state, base_seed)
+        except Exception as exc:
+            if isinstance(exc, EnvContractError) or _raised_by_env(exc):
+                state.fail(exc)
+                logger.warning(
+                    "episode %d (env %s, task %s) ended with an error: %r",
+                    index, state.env_id, state.task_id or "?", exc,
+                )
+            else:
+                raise
+        finally:
+            if state.env is not None and not isinstance(state.exc, TimeoutError):
+                await self._close_env(state.env)
+        if state.record is not None and self.config.check_token_exact:
+            state.record.check()
+        return state.to_trajectory(self._pad_id)
+
+    async def _turns(self, index: int, state: _EpisodeState, base_seed: int | None) -> str:
+        """Play turns until the episode ends; returns the finish reason."""
+        cfg = self.config
+        record = state.record
+        if record is None:  # pragma: no cover - set by _play before calling
+            raise RuntimeError("_turns called before reset")
+        pending: list[int] = []
+        for turn in range(cfg.max_turns):
+            record.add_env_tokens(pending)
+            room = cfg.max_response_tokens - len(record.response_ids)
+            budget = min(cfg.max_tokens_per_turn, room)
+            sampling = self._sampling(state, budget, base_seed, index, turn)
+            context = record.context()
+            out = await self.engine.generate(context, sampling)
+            start = record.add_model_turn(context, out.token_ids, out.logprobs)
+            state.turns += 1
+            if out.finish_reason == "abort":
+                raise EngineAbortedError(f"the engine aborted turn {turn}")
+            if out.finish_reason == "length" or not out.token_ids:
+                return "length"
+            action_tokens = out.token_ids
+            if action_tokens[-1] in self._end_ids:
+                action_tokens = action_tokens[:-1]
+            action = self.renderer.decode(action_tokens)
+            state.messages.append({"role": "assistant", "content": action})
+            obs, reward, terminated, truncated, info = await self._env_call(state.env.step, action)
+            record.add_turn_rewards(
+                self.renderer, start, action_tokens, action, reward, info.get("reward_spans")
+            )
+            state.note_step(action, obs, info)
+            if terminated:
+                return "stop"
+            if truncated:
+                return "truncated"
+            pending = self.renderer.turn_close(out.token_ids) + self.renderer.env_delta(
+                obs, state.tools
+            )
+            if len(record.response_ids) + len(pending) + 1 > cfg.max_response_tokens:
+                return "length"
+        return "max_turns"
+
+    def _sampling(
+        self, state: _EpisodeState, budget: int, base_seed: int | None, index: int, turn: int
+    ) -> SamplingParams:
+        base = self.config.sampling
+        stop_ids = {*base.stop_token_ids, self.renderer.end_of_turn_id}
+        stops = list(base.stop)
+        if state.tools and self.config.stop_at_tool_call:
+            if self._tool_stop_id is not None:
+                stop_ids.add(self._tool_stop_id)
+            elif TOOL_CALL_END not in stops:
+                stops.append(TOOL_CALL_END)
+        return base.replace(
+            max_new_tokens=budget,
+            stop_token_ids=tuple(sorted(stop_ids)),
+            stop=tuple(stops),
+            seed=None if base_seed is None else turn_seed(base_seed, index, turn),
+        )
+
+    async def _close_env(self, env: Any) -> None:
+        try:
+            await self._env_call(env.close)
+        except Exception as exc:  # closing is best effort
+            logger.warning("env.close() failed: %r", exc)
+
+
+def _raised_by_env(exc: BaseException) -> bool:
+    """Whether ``exc`` ends only its episode (else it stops the run).
+
+    Env errors and aborted requests end their episode; the agent's own errors (engine failures,
+    template and token-exactness checks) stop the run.
+    """
+    return isinstance(exc, EngineAbortedError) or not isinstance(exc, AgentError)
+
+
+@dataclass
+class _EpisodeState:
+    """Everything one episode accumulates besides its tokens."""
+
+    spec: EpisodeSpec
+    env_id: str
+    env: Any = None
+    task_id: str = ""
+    tools: list[dict[str, Any]] | None = None
+    messages: list[Message] = field(default_factory=list)
+    record: EpisodeRecord | None = None
+    finish_reason: str = "error"
+    turns: int = 0
+    tool_calls_seen: int = 0
+    info_tool_calls: int | None = None
+    tool_errors: int | None = None
+    verdict: dict[str, Any] | None = None
+    answer: Any = None
+    error: str | None = None
+    exc: BaseException | None = None
+
+    def note_step(self, action: str, obs: Sequence[Message], info: dict[str, Any]) -> None:
+        """Update the per-episode stats after one env step."""
+        self.tool_calls_seen += action.count("<tool_call>")
+        if isinstance(info.get("tool_calls"), int):
+            self.info_tool_calls = info["tool_calls"]
+        errors = info.get("tool_errors")
+        if isinstance(errors, int):
+            self.tool_errors = errors
+        elif isinstance(errors, list | tuple):
+            self.tool_errors = (self.tool_errors or 0) + len(errors)
+        verdict = info.get("verdict")
+        if verdict is not None:
+            self.verdict = {
+                k: jsonable(getattr(verdict, k, None)) for k in ("score", "passed", "reason")
+            }
+        if "answer" in info:
+            self.answer = jsonable(info["answer"])
+        self.messages.extend(dict(m) for m in obs)
+
+    def fail(self, exc: BaseException) -> None:
+        self.finish_reason = "error"
+        self.exc = exc
+        self.error = f"{type(exc).__name__}: {exc}"
+        if self.record is not None:
+            self.record.zero_scores()
+
+    def to_trajectory(self, pad_id: int) -> Trajectory:
+        record = self.record or EpisodeRecord([pad_id])
+        metadata = {
+            "turns": self.turns,
+            "tool_calls": (
+                self.info_tool_calls if self.info_tool_calls is not None else self.tool_calls_seen
+            ),
+            "tool_errors": self.tool_errors,
+            "n_model_tokens": record.n_model_tokens,
+            "n_env_tokens": record.n_env_tokens,
+            "verdict": self.verdict,
+            "answer": self.answer,
+            "error": self.error,
+            "reset_seed": self.spec.seed,
+            "messages": jsonable(self.messages),
+        }
+        return record.to_trajectory(
+            group_id=self.spec.group_id,
+            env_id=self.env_id,
+            task_id=self.task_id,
+            finish_reason=self.finish_reason,
+            metadata=metadata,
+        )
+
+
+def run_episodes(
+    engine: Engine,
+    tokenizer: Any,
+    specs: Sequence[EpisodeSpec],
+    config: RunnerConfig | None = None,
+    *,
+    group_size: int = 1,
+    seed: int | None = None,
+) -> list[Trajectory]:
+    """Play ``specs`` synchronously with a throw-away ``EpisodeRunner`` (see its ``run``)."""
+    runner = EpisodeRunner(engine, tokenizer, config)
+    try:
+        return runner.run(specs, group_size=group_size, seed=seed)
+    finally:
+        runner.close()
