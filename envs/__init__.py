@@ -1,5 +1,97 @@
-"""Gymnasium text environments over chat messages, registered under the ``rlvr/`` namespace."""
+"""Gymnasium text environments over chat messages, registered under the ``rlvr/`` namespace.
+
+Importing this package registers the built-in ids (``rlvr/Math-v0``, ``rlvr/Code-v0``,
+``rlvr/ToolUse-v0``) with gymnasium; :func:`make` builds one by id with helpful errors.
+"""
 
 from envs.base import Message, TextEnv
+from envs.checker import check_env
+from envs.code_env import CodeEnv
+from envs.errors import (
+    EnvArgumentError,
+    EnvCheckError,
+    EnvError,
+    EpisodeOverError,
+    MissingDependencyError,
+    PluginImportError,
+    ResetNeededError,
+    SuiteError,
+    TaskSourceError,
+    ToolSchemaError,
+    UnknownEnvError,
+)
+from envs.math_env import MathEnv
+from envs.registration import (
+    BUILTIN_ENVS,
+    NAMESPACE,
+    import_plugins,
+    list_envs,
+    make,
+    register_builtins,
+)
+from envs.spaces import ChatMessages, FreeText
+from envs.suites import Suite, SuiteEntry, list_suites, load_suite
+from envs.task_env import TaskEnv
+from envs.tasks import (
+    ArithmeticSource,
+    BundledCodeSource,
+    DatasetSource,
+    FactTaskSource,
+    HumanEvalSource,
+    ListSource,
+    Task,
+    TaskSource,
+    resolve_source,
+)
+from envs.tool_env import ToolUseEnv
+from envs.tools import Tool, Toolset, function_schema
+from envs.verifier_env import Verifier, VerifierEnv
 
-__all__ = ["Message", "TextEnv"]
+register_builtins()
+
+__all__ = [
+    "BUILTIN_ENVS",
+    "NAMESPACE",
+    "ArithmeticSource",
+    "BundledCodeSource",
+    "ChatMessages",
+    "CodeEnv",
+    "DatasetSource",
+    "EnvArgumentError",
+    "EnvCheckError",
+    "EnvError",
+    "EpisodeOverError",
+    "FactTaskSource",
+    "FreeText",
+    "HumanEvalSource",
+    "ListSource",
+    "MathEnv",
+    "Message",
+    "MissingDependencyError",
+    "PluginImportError",
+    "ResetNeededError",
+    "Suite",
+    "SuiteEntry",
+    "SuiteError",
+    "Task",
+    "TaskEnv",
+    "TaskSource",
+    "TaskSourceError",
+    "TextEnv",
+    "Tool",
+    "ToolSchemaError",
+    "ToolUseEnv",
+    "Toolset",
+    "UnknownEnvError",
+    "Verifier",
+    "VerifierEnv",
+    "check_env",
+    "function_schema",
+    "import_plugins",
+    "list_envs",
+    "list_suites",
+    "load_suite",
+    "make",
+    "register_builtins",
+    "resolve_source",
+]

@@ -1,0 +1,186 @@
+r"""rlvr/Math-v0: math questions graded by ``verifiers.math``, single-turn or with retries.
+
+Answer formats (``answer_format``):
+
+- ``"boxed"``: the answer is the content of the last ``\boxed{...}``; none -> ``no_answer``.
+- ``"plain"``: the answer is the last number in the response (the CPU quickstart's tiny model
+  answers ``"19"`` after ``"12+7="``); none -> ``no_answer``.
+- ``"auto"``: ``verifiers.math.verify`` with its own extraction chain (``\boxed{}``, ``####``,
+  "The answer is", "Answer:", last number).
+
+Gold answers that are whole solutions (a ``\boxed{}`` or a GSM8K ``#### 42`` inside) are reduced
+to their final answer with ``verifiers.math.extract_answer`` first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from envs.errors import EnvArgumentError
+from envs.tasks import SourceSpec, Task
+from envs.verifier_env import VerifierEnv
+from verifiers import Verdict
+from verifiers.math import extract_answer, is_equivalent, verify
+
+ANSWER_FORMATS = ("boxed", "plain", "auto")
+
+FORMAT_DEFAULT = "<format default>"
+"""Sentinel for ``system_prompt``: use the answer format's default system message."""
+
+DEFAULT_SYSTEM_PROMPTS: dict[str, str | None] = {
+    "boxed": "Solve the problem step by step. Put the final answer in \\boxed{}.",
+    "plain": None,
+    "auto": "Solve the problem. End your response with 'Answer: <final answer>'.",
+}
+
+DEFAULT_MATH_FEEDBACK = "Your answer {answer} is not correct. Please try again."
+
+_NUMBER = re.compile(r"(?<![\d)\].])-?(?:\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?|\.\d+)")
+
+
+class MathEnv(VerifierEnv):
+    r"""Math questions with a gold answer, graded by ``verifiers.math``.
+
+    Args:
+        split: ``"train"`` or ``"test"`` (or a dataset split).
+        source: task source or spec; default the offline arithmetic generator. Tasks need
+            ``question`` and ``answer``.
+        source_kwargs: arguments for the source (e.g. ``{"n_tasks": 500, "max_digits": 3}``
+            for arithmetic, ``{"columns": {"question": "problem", "answer": "solution"}}`` for
+            a dataset).
+        answer_format: one of :data:`ANSWER_FORMATS`.
+        system_prompt: the system message; default depends on ``answer_format`` (none for
+            ``"plain"``); None for no system message.
+        prompt_template: the user message, formatted with the task's fields.
+        max_attempts: answers allowed; after a wrong one the model sees ``feedback_template``.
+        attempt_decay: reward weight of retry k is ``attempt_decay**k``.
+        attempt_rewards: explicit per-attempt weights (overrides ``attempt_decay``).
+        format_reward: reward span value over the answer when it has the requested form
+            (the ``\boxed{...}``, the last number, or the extracted answer).
+        feedback_template: the retry message; ``{answer}`` is what was extracted (or "missing")
+            and ``{reason}`` the verdict's reason.
+
+    Step reward: 1.0 times the attempt weight when correct on the final turn, else 0.0.
+    ``terminated`` is True when the answer is right or the last attempt was graded.
+    """
+
+    def __init__(
+        self,
+        split: str = "train",
+        *,
+        source: SourceSpec = "arithmetic",
+        source_kwargs: Mapping[str, Any] | None = None,
+        answer_format: str = "boxed",
+        system_prompt: str | None = FORMAT_DEFAULT,
+        prompt_template: str = "{question}",
+        max_attempts: int = 1,
+        attempt_decay: float = 1.0,
+        attempt_rewards: Sequence[float] | None = None,
+        format_reward: float = 0.0,
+        feedback_template: str = DEFAULT_MATH_FEEDBACK,
+    ) -> None:
+        if answer_format not in ANSWER_FORMATS:
+            raise EnvArgumentError(
+                f"answer_format must be one of {list(ANSWER_FORMATS)}, got {answer_format!r}"
+            )
+        self.answer_format = answer_format
+        self.feedback_template = feedback_template
+        if system_prompt == FORMAT_DEFAULT:
+            system_prompt = DEFAULT_SYSTEM_PROMPTS[answer_format]
+        super().__init__(
+            source,
+            self._verify,
+            split=split,
+            source_kwargs=source_kwargs,
+            system_prompt=system_prompt,
+            prompt_template=prompt_template,
+            max_attempts=max_attempts,
+            attempt_decay=attempt_decay,
+            attempt_rewards=attempt_rewards,
+            feedback=self._feedback,
+            format_reward=format_reward,
+            answer_span=self._answer_span,
+            required_fields=("question", "answer"),
+        )
+
+    def _verify(self, response: str, task: Task) -> Verdict:
+        gold = gold_answer(str(task["answer"]))
+        if self.answer_format == "auto":
+            return verify(response, gold)
+        found = last_boxed(response) if self.answer_format == "boxed" else last_number(response)
+        if found is None:
+            return Verdict(0.0, False, "no_answer", {"format": self.answer_format})
+        answer = found[2]
+        correct = is_equivalent(answer, gold)
+        return Verdict(
+            float(correct),
+            correct,
+            "correct" if correct else "wrong_answer",
+            {"extracted": answer, "format": self.answer_format},
+        )
+
+    def _answer_span(self, response: str) -> tuple[int, int] | None:
+        if self.answer_format == "boxed":
+            found = last_boxed(response)
+        elif self.answer_format == "plain":
+            found = last_number(response)
+        else:
+            extracted = extract_answer(response)
+            start = response.rfind(extracted) if extracted else -1
+            return (start, start + len(extracted)) if extracted and start >= 0 else None
+        return (found[0], found[1]) if found else None
+
+    def _feedback(self, verdict: Verdict, task: Task) -> str:
+        answer = verdict.details.get("extracted") or verdict.details.get("answer") or "missing"
+        return self.feedback_template.format(answer=answer, reason=verdict.reason)
+
+
+def gold_answer(gold: str) -> str:
+    r"""The final answer inside a gold solution (``\boxed{}``, ``#### 42``), else ``gold``."""
+    if "\\boxed" in gold or "\\fbox" in gold or "####" in gold:
+        extracted = extract_answer(gold)
+        if extracted:
+            return extracted
+    return gold.strip()
+
+
+def last_boxed(text: str) -> tuple[int, int, str] | None:
+    r"""Find the last ``\boxed{...}`` (nested braces allowed).
+
+    Returns:
+        ``(start, end, content)`` with ``text[start:end] == "\boxed{content}"``, or None.
+    """
+    search_end = len(text)
+    while True:
+        start = text.rfind("\\boxed", 0, search_end)
+        if start < 0:
+            return None
+        brace = start + len("\\boxed")
+        while brace < len(text) and text[brace] == " ":
+            brace += 1
+        if brace < len(text) and text[brace] == "{":
+            depth = 0
+            for position in range(brace, len(text)):
+                if text[position] == "{":
+                    depth += 1
+                elif text[position] == "}":
+                    depth -= 1
+                    if depth == 0:
+                        return start, position + 1, text[brace + 1 : position].strip()
+        search_end = start
+
+
+def last_number(text: str) -> tuple[int, int, str] | None:
+    """Find the last number (``-12``, ``1,234``, ``3.5``, ``7/2``) in ``text``.
+
+    Returns:
+        ``(start, end, number)`` or None when the text has no number.
+    """
+    found = None
+    for match in _NUMBER.finditer(text):
+        found = match
+    if found is None:
+        return None
+    return found.start(), found.end(), found.group()

@@ -1,0 +1,170 @@
+"""Tasks from the ``datasets`` library: local JSON-lines/JSON/parquet files, or a hub name."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from envs.errors import TaskSourceError
+from envs.tasks.base import DATA_DIR, Task, check_index, check_split
+
+_LOCAL_FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
+
+
+class DatasetSource:
+    """Tasks read through ``datasets``, renamed with a column mapping.
+
+    Args:
+        path: a local ``.jsonl``/``.json``/``.parquet`` file, or a hub dataset name (needs
+            network access and, for a hub name, ``hub_split``/``hub_config`` as needed).
+        split: the split label; for a hub dataset also the split loaded unless ``hub_split``
+            says otherwise.
+        columns: task field -> dataset column, e.g. ``{"question": "problem", "answer":
+            "solution"}``. Fields not mapped keep their column name.
+        required: task fields every row must have, non-null (the env using the source sets it).
+        id_column: the column holding a task id; default ``"{stem}/{split}/{row}"``.
+        json_fields: task fields whose value may be a JSON string to decode (e.g. ``tests``).
+        split_column: keep only rows whose value in this column equals ``split`` (one file
+            holding several splits).
+        hub_split: the hub split to load when it differs from ``split``.
+        hub_config: the hub configuration name, if any.
+
+    A row that lacks a required field (or whose JSON field does not decode) raises
+    :class:`~envs.errors.TaskSourceError` naming the file and the row, when it is read.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        split: str = "train",
+        columns: Mapping[str, str] | None = None,
+        required: Sequence[str] = (),
+        id_column: str | None = None,
+        json_fields: Sequence[str] = (),
+        split_column: str | None = None,
+        hub_split: str | None = None,
+        hub_config: str | None = None,
+    ) -> None:
+        self.path = str(path)
+        self.split = split
+        self.columns = dict(columns or {})
+        self.required = tuple(required)
+        self.id_column = id_column
+        self.json_fields = tuple(json_fields)
+        self._rows = _load(self.path, hub_split or split, hub_config)
+        available = list(self._rows.column_names)
+        wanted = [self.columns.get(field, field) for field in self.required]
+        wanted += [c for c in (id_column, split_column) if c is not None]
+        missing = [column for column in wanted if column not in available]
+        if missing:
+            raise TaskSourceError(
+                f"{self.path}: column(s) {missing} not found; the file has columns {available}. "
+                "Map task fields to columns with columns={'question': '<column>', ...}"
+            )
+        if split_column is not None:
+            keep = [i for i, value in enumerate(self._rows[split_column]) if value == split]
+            if not keep:
+                found = sorted({str(v) for v in self._rows[split_column]})
+                raise TaskSourceError(
+                    f"{self.path}: no row has {split_column}={split!r}; values found: {found}"
+                )
+            self._rows = self._rows.select(keep)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, index: int) -> Task:
+        index = check_index(self, index)
+        row: dict[str, Any] = dict(self._rows[index])
+        renamed = {column: field for field, column in self.columns.items()}
+        task: Task = {renamed.get(key, key): value for key, value in row.items()}
+        for field in self.required:
+            if task.get(field) is None:
+                column = self.columns.get(field, field)
+                raise TaskSourceError(
+                    f"{self.path}: row {index}: field {field!r} (column {column!r}) is missing "
+                    "or null"
+                )
+        for field in self.json_fields:
+            value = task.get(field)
+            if isinstance(value, str):
+                try:
+                    task[field] = json.loads(value)
+                except ValueError as exc:
+                    raise TaskSourceError(
+                        f"{self.path}: row {index}: field {field!r} is not valid JSON ({exc})"
+                    ) from exc
+        if self.id_column is not None:
+            task["task_id"] = str(row[self.id_column])
+        elif not isinstance(task.get("task_id"), str):
+            task["task_id"] = f"{Path(self.path).stem}/{self.split}/{index}"
+        return task
+
+    def __repr__(self) -> str:
+        return f"DatasetSource({self.path!r}, split={self.split!r}, n={len(self)})"
+
+
+def _load(path: str, split: str, config: str | None) -> Any:
+    try:
+        import datasets
+    except ImportError as exc:  # pragma: no cover - datasets is a core dependency
+        raise TaskSourceError("DatasetSource needs the 'datasets' package") from exc
+    local = Path(path)
+    suffix = local.suffix.lower()
+    if suffix in _LOCAL_FORMATS or local.exists():
+        if not local.is_file():
+            raise TaskSourceError(f"task file not found: {path}")
+        builder = _LOCAL_FORMATS.get(suffix)
+        if builder is None:
+            raise TaskSourceError(
+                f"{path}: unsupported file type {suffix!r}; use one of {sorted(_LOCAL_FORMATS)}"
+            )
+        try:
+            return datasets.load_dataset(builder, data_files=str(local), split="train")
+        except Exception as exc:  # datasets raises many types for a broken file
+            raise TaskSourceError(f"{path}: {_locate_bad_line(local) or exc}") from exc
+    try:
+        return datasets.load_dataset(path, config, split=split)
+    except Exception as exc:
+        raise TaskSourceError(
+            f"cannot load hub dataset {path!r} (config={config!r}, split={split!r}): {exc}. "
+            "Offline? Pass a local .jsonl or .parquet path instead."
+        ) from exc
+
+
+def _locate_bad_line(path: Path) -> str | None:
+    if path.suffix.lower() != ".jsonl":
+        return None
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except ValueError as exc:
+                return f"line {line_number}: invalid JSON ({exc})"
+            if not isinstance(value, dict):
+                return f"line {line_number}: expected a JSON object"
+    return None
+
+
+WORD_PROBLEMS_FILE = DATA_DIR / "word_problems.jsonl"
+
+
+def word_problems(split: str = "train") -> DatasetSource:
+    """The bundled grade-school word problems (GSM8K style: the gold solution ends in ``#### N``).
+
+    Args:
+        split: ``"train"`` (16 problems) or ``"test"`` (8).
+    """
+    return DatasetSource(
+        WORD_PROBLEMS_FILE,
+        split=check_split(split),
+        columns={"question": "problem", "answer": "solution"},
+        required=("question", "answer"),
+        id_column="id",
+        split_column="split",
+    )

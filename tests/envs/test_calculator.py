@@ -1,0 +1,67 @@
+from fractions import Fraction
+
+import pytest
+
+from envs.calculator import CalculatorError, evaluate, format_number
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ("12+7", "19"),
+        ("(43645 + 20972) * 2", "129234"),
+        ("7/2", "3.5"),
+        ("1/3", "0.333333333333"),
+        ("2**10", "1024"),
+        ("2^10", "1024"),
+        ("-3 - -4", "1"),
+        ("17 // 5 + 17 % 5", "5"),
+        ("sqrt(16) + abs(-2)", "6"),
+        ("max(3, 9, 4) - min(2, 8)", "7"),
+        ("round(2.6)", "3"),
+        ("1.5 * 4", "6"),
+        ("2 ** -2", "0.25"),
+    ],
+)
+def test_results(expression, expected):
+    assert format_number(evaluate(expression)) == expected
+
+
+def test_integers_stay_exact():
+    assert evaluate("10**20 + 1 - 10**20") == Fraction(1)
+    assert evaluate("1/3 + 2/3") == Fraction(1)
+
+
+@pytest.mark.parametrize(
+    ("expression", "needle"),
+    [
+        ("__import__('os').system('true')", "unknown function|not allowed"),
+        ("().__class__", "not allowed"),
+        ("open('/etc/passwd')", "unknown function"),
+        ("x + 1", "unknown name 'x'"),
+        ("'a' * 3", "only numbers"),
+        ("True + 1", "only numbers"),
+        ("[1, 2]", "not allowed"),
+        ("lambda: 1", "not allowed"),
+        ("9**9**9", "exponent|too large"),
+        ("2**100000", "exponent"),
+        ("10**1000 * 10**1000 * 10**1000 * 10**1000 * 10**1000", "too large"),
+        ("1e308 * 10", "too large"),
+        ("1/0", "division by zero"),
+        ("(-8) ** 0.5", "not real"),
+        ("(" * 400 + "1" + ")" * 400, "valid expression|deeper"),
+        ("1+" * 600 + "1", "longer than"),
+        ("", "empty"),
+        ("1 +", "valid expression"),
+        ("sqrt(-1)", "sqrt"),
+        ("0 ** -1", "division by zero"),
+    ],
+)
+def test_refusals(expression, needle):
+    with pytest.raises(CalculatorError, match=needle):
+        evaluate(expression)
+
+
+def test_nesting_guard():
+    with pytest.raises(CalculatorError, match="deeper"):
+        evaluate("-" * 200 + "1")
