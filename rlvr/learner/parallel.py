@@ -158,7 +158,7 @@ def apply_fsdp(
 def enable_activation_checkpointing(model: nn.Module) -> None:
     """Recompute decoder-layer activations in the backward pass (non-reentrant).
 
-    Uses the model's own HF ``gradient_checkpointing_enable`` so parameter names (and thus
+    Uses the model's own HF ``activation_checkpointing_enable`` so parameter names (and thus
     checkpoints and exports) are unchanged. Call before ``apply_fsdp``. It is active only in
     ``train()`` mode.
 
@@ -166,13 +166,16 @@ def enable_activation_checkpointing(model: nn.Module) -> None:
         ConfigError: the model (or its ``backbone``) is not an HF model supporting it.
     """
     target = getattr(model, "backbone", model)
-    enable = getattr(target, "gradient_checkpointing_enable", None)
-    if enable is None or not getattr(target, "supports_gradient_checkpointing", False):
+    if not getattr(target, "supports_gradient_checkpointing", False):
         raise ConfigError(
             f"learner.activation_checkpointing=true but {type(target).__name__} does not "
             "support gradient checkpointing; set it to false"
         )
-    enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    kwargs = {"use_reentrant": False}
+    if hasattr(target, "activation_checkpointing_enable"):  # transformers >= 5.x
+        target.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        target.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
 def all_reduce_sum(values: torch.Tensor) -> torch.Tensor:

@@ -198,8 +198,9 @@ class TrainedModel(ShardedModel, Stateful):
             prefix: metric name prefix, ``actor`` or ``critic``.
 
         Returns:
-            Metrics averaged over the optimizer steps (token-weighted within a mini-batch, over
-            all ranks): ``{prefix}/<loss metric>``, ``{prefix}/grad_norm`` (before clipping),
+            Metrics averaged over the optimizer steps; within a mini-batch (over all ranks)
+            ``*_loss`` metrics combine like the loss (so they equal the mini-batch loss) and
+            the others are token-weighted means: ``{prefix}/<loss metric>``, ``{prefix}/grad_norm`` (before clipping),
             ``{prefix}/lr`` (used in this step), ``{prefix}/skipped_steps`` (non-finite
             gradient norms; those steps are skipped).
         """
@@ -241,7 +242,9 @@ class TrainedModel(ShardedModel, Stateful):
             for name, value in metrics.items():
                 if name == "valid_tokens":
                     continue
-                acc = value.detach().double().to(self.dist.device) * metric_w[i]
+                # Losses combine like the loss itself; other metrics are token means.
+                w = loss_w[i] / self.dist.world_size if name.endswith("_loss") else metric_w[i]
+                acc = value.detach().double().to(self.dist.device) * w
                 sums[name] = sums[name] + acc if name in sums else acc
         return self._clip_and_step()
 

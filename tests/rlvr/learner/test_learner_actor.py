@@ -1,0 +1,143 @@
+from __future__ import annotations
+
+import pytest
+import torch
+from learner_helpers import make_batch, max_rel_diff, params, with_advantages
+from transformers import AutoModelForCausalLM
+
+from rlvr.errors import BatchError
+from rlvr.learner import Actor, LearnerConfig, OptimConfig, Reference
+
+
+def prepared(actor, rows=8, seed=0):
+    """A batch with old logprobs perturbed away from the current ones (so clipping engages)."""
+    batch = with_advantages(make_batch(rows, seed=seed), seed=seed)
+    g = torch.Generator().manual_seed(seed + 100)
+    old = actor.compute_logprobs(batch) + 0.3 * torch.randn(batch.response_mask.shape, generator=g)
+    batch.set("old_logprobs", old * batch.response_mask)
+    return batch
+
+
+@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean", "token-sum"])
+def test_micro_batch_accumulation_equals_one_big_batch(tiny_model_path, dist_info, agg):
+    # eps=1 makes Adam's first step ~ lr * grad (no sign-like amplification of rounding noise),
+    # so the parameter change compares the accumulated gradients themselves.
+    common = dict(optim=OptimConfig(lr=1.0, eps=1.0, grad_clip=0.0), loss_agg=agg,
+                  entropy_coef=0.01)
+    small = Actor.from_pretrained(tiny_model_path, LearnerConfig(micro_batch_size=3, **common),
+                                  dist_info)
+    big = Actor.from_pretrained(tiny_model_path, LearnerConfig(micro_batch_size=64, **common),
+                                dist_info)
+    batch = prepared(small)
+    start = params(small.module)
+    m_small, m_big = small.update(batch), big.update(batch)
+    assert m_small["actor/pg_clipfrac"] > 0
+    for key in ("actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/entropy",
+                "actor/grad_norm"):
+        assert m_small[key] == pytest.approx(m_big[key], rel=1e-5, abs=1e-7), key
+    delta_small = {k: v - start[k] for k, v in params(small.module).items()}
+    delta_big = {k: v - start[k] for k, v in params(big.module).items()}
+    assert max(float(d.abs().max()) for d in delta_big.values()) > 1e-3
+    assert max_rel_diff(delta_small, delta_big) < 1e-4
+
+
+def test_update_metrics_and_lr_warmup(tiny_model_path, dist_info):
+    cfg = LearnerConfig(optim=OptimConfig(lr=1e-3, warmup_steps=1), micro_batch_size=4,
+                        mini_batch_size=4, epochs=2)
+    actor = Actor.from_pretrained(tiny_model_path, cfg, dist_info)
+    batch = prepared(actor)
+    m1 = actor.update(batch)
+    m2 = actor.update(batch)
+    expected = {"actor/pg_loss", "actor/pg_clipfrac", "actor/pg_clipfrac_lower", "actor/ppo_kl",
+                "actor/entropy", "actor/grad_norm", "actor/lr", "actor/skipped_steps"}
+    assert expected <= set(m1)
+    assert m1["actor/lr"] == pytest.approx(5e-4) and m2["actor/lr"] == pytest.approx(1e-3)
+    assert actor.updates == 2 and not actor.module.training
+
+
+def test_positive_advantages_raise_the_logprobs(tiny_model_path, dist_info):
+    cfg = LearnerConfig(optim=OptimConfig(lr=3e-3), micro_batch_size=8)
+    actor = Actor.from_pretrained(tiny_model_path, cfg, dist_info)
+    batch = make_batch(8, seed=4)
+    batch.set("advantages", batch.response_mask.clone())
+    before = actor.compute_logprobs(batch)
+    for _ in range(3):
+        batch.set("old_logprobs", actor.compute_logprobs(batch))
+        actor.update(batch)
+    after = actor.compute_logprobs(batch)
+    mask = batch.response_mask.bool()
+    assert after[mask].mean() > before[mask].mean() + 0.1
+
+
+def test_kl_loss_entropy_bonus_and_tis_paths(tiny_model_path, dist_info):
+    cfg = LearnerConfig(optim=OptimConfig(lr=1e-3), micro_batch_size=4, kl_loss_coef=0.1,
+                        kl_loss_estimator="low_var_kl", entropy_coef=0.01, tis_cap=2.0)
+    actor = Actor.from_pretrained(tiny_model_path, cfg, dist_info)
+    ref = Reference.from_pretrained(tiny_model_path, cfg, dist_info)
+    batch = prepared(actor)
+    with pytest.raises(BatchError, match="ref_logprobs is not set"):
+        actor.update(batch)
+    batch.set("ref_logprobs", ref.compute_logprobs(batch))
+    m1 = actor.update(batch)
+    assert m1["actor/kl_loss"] == pytest.approx(0.0, abs=1e-6)  # still equal to the reference
+    assert 0 < m1["actor/tis_weight_mean"] <= 2.0
+    m2 = actor.update(batch)
+    assert m2["actor/kl_loss"] > 1e-6
+    assert all(torch.isfinite(torch.tensor(v)) for v in m2.values())
+
+
+def test_update_requires_old_logprobs_and_advantages(tiny_model_path, dist_info):
+    actor = Actor.from_pretrained(tiny_model_path, LearnerConfig(), dist_info)
+    batch = make_batch(4)
+    with pytest.raises(BatchError, match="old_logprobs is not set"):
+        actor.update(batch)
+    batch.set("old_logprobs", actor.compute_logprobs(batch))
+    with pytest.raises(BatchError, match="advantages is not set"):
+        actor.update(batch)
+
+
+def test_reference_is_frozen_and_matches_the_initial_policy(tiny_model_path, dist_info):
+    cfg = LearnerConfig(micro_batch_size=4)
+    ref = Reference.from_pretrained(tiny_model_path, cfg, dist_info)
+    actor = Actor.from_pretrained(tiny_model_path, cfg, dist_info)
+    assert all(not p.requires_grad for p in ref.module.parameters())
+    assert not hasattr(ref, "optimizer")
+    batch = make_batch(5, seed=5)
+    out = ref.compute_logprobs(batch)
+    assert out.grad_fn is None and not out.requires_grad
+    torch.testing.assert_close(out, actor.compute_logprobs(batch), atol=0, rtol=0)
+
+
+def test_activation_checkpointing_gives_the_same_update(tiny_model_path, dist_info):
+    common = dict(optim=OptimConfig(lr=1e-3), micro_batch_size=4)
+    plain = Actor.from_pretrained(tiny_model_path, LearnerConfig(**common), dist_info)
+    ckpt = Actor.from_pretrained(
+        tiny_model_path, LearnerConfig(activation_checkpointing=True, **common), dist_info
+    )
+    batch = prepared(plain)
+    calls = {"plain": 0, "ckpt": 0}
+    for name, actor in (("plain", plain), ("ckpt", ckpt)):
+        def count(*_, name=name):
+            calls[name] += 1
+        actor.module.model.layers[0].self_attn.register_forward_pre_hook(count)
+    assert plain.update(batch)["actor/grad_norm"] == pytest.approx(
+        ckpt.update(batch)["actor/grad_norm"], rel=1e-6)
+    assert calls["ckpt"] == 2 * calls["plain"] > 0  # the backward recomputed each layer
+    assert max_rel_diff(params(plain.module), params(ckpt.module)) < 1e-6
+
+
+def test_sharded_module_generates_like_plain_transformers(tiny_model_path, dist_info):
+    actor = Actor.from_pretrained(tiny_model_path, LearnerConfig(), dist_info)
+    plain = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32).eval()
+    ids = torch.tensor([[0, 0, 5, 17, 42], [3, 9, 27, 81, 243]])
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    with torch.no_grad():
+        ours = actor.module.generate(input_ids=ids, attention_mask=mask, max_new_tokens=6,
+                                     do_sample=False, pad_token_id=0)
+        theirs = plain.generate(input_ids=ids, attention_mask=mask, max_new_tokens=6,
+                                do_sample=False, pad_token_id=0)
+    assert torch.equal(ours, theirs)
+    full = dict(actor.named_full_tensors())
+    reference = plain.state_dict()
+    assert set(full) == set(reference)
+    assert all(torch.equal(full[k], reference[k]) for k in reference)

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import pytest
+import torch
+from learner_helpers import make_batch
+from transformers import AutoModelForCausalLM
+
+from rlvr.learner import Actor, LearnerConfig
+
+
+@pytest.fixture(scope="module")
+def plain_model(tiny_model_path):
+    return AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32).eval()
+
+
+@pytest.fixture(scope="module")
+def actor(tiny_model_path, dist_info):
+    return Actor.from_pretrained(tiny_model_path, LearnerConfig(micro_batch_size=3), dist_info)
+
+
+def naive(model, batch, temperature):
+    """Per row, unpadded, full logits over the whole sequence, log_softmax: the textbook way."""
+    b, r = batch.response_mask.shape
+    p = batch.prompt_len
+    logp = torch.zeros(b, r)
+    ent = torch.zeros(b, r)
+    with torch.no_grad():
+        for i in range(b):
+            keep = batch.attention_mask[i].bool()
+            ids = batch.input_ids[i][keep][None]
+            n_prompt = int(batch.attention_mask[i, :p].sum())
+            n_resp = int(batch.attention_mask[i, p:].sum())
+            logits = model(ids).logits[0].float() / temperature
+            lsm = torch.log_softmax(logits, dim=-1)
+            for j in range(n_resp):
+                pos = n_prompt + j - 1  # logits at t predict token t + 1
+                logp[i, j] = lsm[pos, batch.responses[i, j]]
+                ent[i, j] = -(lsm[pos].exp() * lsm[pos]).sum()
+    mask = batch.response_mask
+    return logp * mask, ent * mask
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_logprobs_and_entropy_equal_full_logits_reference(actor, plain_model, temperature):
+    batch = make_batch(7, seed=1)
+    assert batch.attention_mask[:, 0].min() == 0  # some prompts are left-padded
+    logp, ent = actor.compute_logprobs_and_entropy(batch, temperature)
+    ref_logp, ref_ent = naive(plain_model, batch, temperature)
+    assert logp.shape == ent.shape == batch.response_mask.shape
+    torch.testing.assert_close(logp, ref_logp, atol=2e-5, rtol=1e-5)
+    torch.testing.assert_close(ent, ref_ent, atol=2e-5, rtol=1e-5)
+    assert torch.equal(logp[batch.response_mask == 0], torch.zeros_like(logp[batch.response_mask == 0]))
+    assert torch.equal(actor.compute_logprobs(batch, temperature), logp)
+
+
+def test_only_the_response_span_is_projected_to_the_vocabulary(actor):
+    batch = make_batch(6, seed=2)
+    seen = []
+    lm_head = actor.module.lm_head
+    handle = lm_head.register_forward_hook(lambda m, args, out: seen.append(tuple(out.shape)))
+    try:
+        actor.compute_logprobs(batch)
+    finally:
+        handle.remove()
+    assert len(seen) == 2  # micro_batch_size 3 -> two micro-batches
+    widest_response = int(batch.attention_mask[:, batch.prompt_len:].sum(dim=-1).max())
+    assert all(rows <= 3 and cols <= batch.response_len for rows, cols, _ in seen)
+    assert max(cols for _, cols, _ in seen) == widest_response
+
+
+def test_micro_batch_size_does_not_change_logprobs(tiny_model_path, dist_info, actor):
+    batch = make_batch(6, seed=3)
+    one = Actor.from_pretrained(tiny_model_path, LearnerConfig(micro_batch_size=1), dist_info)
+    torch.testing.assert_close(one.compute_logprobs(batch), actor.compute_logprobs(batch),
+                               atol=1e-5, rtol=1e-5)
+    assert not torch.equal(actor.compute_logprobs(batch, 0.5), actor.compute_logprobs(batch))
