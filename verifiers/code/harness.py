@@ -47,6 +47,7 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 MAX_PROGRAM_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 64
 ZYGOTE_MARKER = "rlvr-sandbox-zygote"
+_exit = os._exit  # saved: a program may patch os._exit in its own process
 _PRELOAD = (
     "math", "re", "collections", "itertools", "functools", "heapq", "bisect", "string", "json",
     "hashlib", "random", "typing", "copy", "fractions", "decimal", "statistics", "operator",
@@ -371,7 +372,7 @@ def _in_child(fds: list[int], target: Any, mode: str, limits: dict[str, Any]) ->
     except BaseException:  # noqa: BLE001 - nothing may escape a forked child
         code = 71
     finally:
-        os._exit(code)
+        _exit(code)
 
 
 def _set_limits(limits: dict[str, Any], memory: bool = True) -> None:
@@ -503,8 +504,12 @@ class _Remote:
             reply = recv_msg(self._rpc)
         except OSError:
             reply = None
+        except EncodeError as exc:
+            raise _RemoteDied(f"the program garbled its replies ({exc})") from None
         if reply is None:
             raise _RemoteDied("the program exited before the test finished")
+        if not isinstance(reply, dict):
+            raise _RemoteDied("the program garbled its replies")
         if "ok" in reply:
             return decode(reply["ok"])
         if "bad" in reply:
@@ -550,7 +555,12 @@ def _run_tester(mode: str, limits: dict[str, Any]) -> int:
     test_code, entry_point = spec["test_code"], spec["entry_point"]
     plan = split_check(test_code)
     n_tests = 1 if plan is None else sum(1 for t, _ in plan[1] if t)
-    ready = recv_msg(rpc)
+    try:
+        ready = recv_msg(rpc)
+    except (EncodeError, OSError):
+        ready = {"exc": "ProtocolError", "msg": "the program garbled its channel"}
+    if not isinstance(ready, dict):
+        ready = {"exc": "ProtocolError", "msg": "the program garbled its channel"}
     if not ready or not ready.get("ready"):
         why = "the program exited before its functions could be called"
         status = "runtime_error"

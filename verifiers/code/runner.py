@@ -297,7 +297,7 @@ def run_assert(worker: Worker, program: str, spec: AssertTests, deadline: float,
         status = ch.exits.get("user")
         refined = _status_for_exit(status, ch.text("stderr"))
         for o in outcomes:
-            if "program exited" in o.message:
+            if "program exited" in o.message and status is not None:
                 o.status, o.message = refined, f"{o.message} ({describe_exit(status)})"
     return outcomes, ch
 

@@ -113,9 +113,10 @@ def resolve_backend(requested: str) -> str:
         raise SandboxUnavailableError("backend 'bwrap' requested but bwrap is not installed")
     if not shutil.which("unshare"):
         raise SandboxUnavailableError("neither bwrap nor unshare is installed; cannot sandbox")
+    why = "bubblewrap is not installed" if requested == "auto" else "backend 'unshare' requested"
     message = (
-        "verifiers.code: bubblewrap is not available, falling back to `unshare` + rlimits: the "
-        "host filesystem is visible to the program (read access by uid 65534 permissions)"
+        f"verifiers.code: {why}; using the weaker `unshare` + rlimits sandbox: the host "
+        "filesystem is visible to programs (limited only by uid 65534 file permissions)"
     )
     warnings.warn(message, RuntimeWarning, stacklevel=3)
     logger.warning(message)
@@ -125,7 +126,7 @@ def resolve_backend(requested: str) -> str:
 def _bwrap_argv(config: SandboxConfig, ctl_fd: int) -> list[str]:
     argv = [
         "bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
-        "--unshare-cgroup-try", "--die-with-parent", "--new-session",
+        "--unshare-cgroup-try", "--as-pid-1", "--die-with-parent", "--new-session",
         "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
         "--ro-bind", "/usr", "/usr",
     ]
