@@ -160,6 +160,7 @@ class TransformersEngine:
         self._closed = False
         self._thread: threading.Thread | None = None
         self._saved_training: bool | None = None
+        self._done: list[_Request] = []
         self.steps = 0
         """Decode forward passes run so far (prefills excluded); useful in tests and benches."""
 
@@ -258,6 +259,7 @@ class TransformersEngine:
             for req in self._pending:
                 self._finish(req, "abort")
             self._pending.clear()
+            self._deliver()
 
     def __enter__(self) -> TransformersEngine:
         return self
@@ -291,16 +293,24 @@ class TransformersEngine:
             self._thread.start()
 
     def _finish(self, req: _Request, reason: FinishReason) -> None:
-        """Resolve ``req``'s future on its own event loop (thread-safe)."""
+        """Mark ``req`` done; its future is resolved by ``_deliver`` after the step."""
         req.finish_reason = reason
-        completion = Completion(list(req.token_ids), list(req.logprobs), reason)
+        self._done.append(req)
 
-        def resolve() -> None:
-            if not req.future.done():
-                req.future.set_result(completion)
+    def _deliver(self) -> None:
+        """Resolve the futures of finished requests on their own event loops (thread-safe)."""
+        done, self._done = self._done, []
+        for req in done:
+            completion = Completion(list(req.token_ids), list(req.logprobs), req.finish_reason
+                                    or "abort")
 
-        with contextlib.suppress(RuntimeError):  # the caller's loop is already closed
-            req.loop.call_soon_threadsafe(resolve)
+            def resolve(fut: asyncio.Future[Completion] = req.future, c: Completion = completion
+                        ) -> None:
+                if not fut.done():
+                    fut.set_result(c)
+
+            with contextlib.suppress(RuntimeError):  # the caller's loop is already closed
+                req.loop.call_soon_threadsafe(resolve)
 
     def _fail(self, req: _Request, exc: BaseException) -> None:
         def reject() -> None:
@@ -337,9 +347,11 @@ class TransformersEngine:
                 batch = None
             if batch is None:
                 self._restore_mode()
+            self._deliver()  # after the mode is restored: callers may train right away
         for req in batch.rows if batch else []:
             self._finish(req, "abort")
         self._restore_mode()
+        self._deliver()
 
     @contextlib.contextmanager
     def _eval_mode(self) -> Iterator[None]:

@@ -48,7 +48,8 @@ def _assert_text_matches_template(tok, traj, tools):
     assert expected[len(got):] in ("<|im_end|>\n", "\n")
 
 
-def test_multi_turn_masks_alignment_and_logprobs(engine, tiny_model, tiny_tokenizer, frequent_stops):
+def test_multi_turn_masks_alignment_and_logprobs(engine, tiny_model, tiny_tokenizer,
+                                                 frequent_stops):
     runner = EpisodeRunner(engine, tiny_tokenizer, _config(frequent_stops))
     trajs = runner.run(_specs(6, n_turns=3))
     runner.close()
