@@ -264,3 +264,10 @@ def test_sandbox_survives_the_thread_that_started_it():
 
 def test_module_level_run_tests():
     assert run_tests(SQUARE, CallTests("sq", [((5,), 25)])).passed
+
+
+def test_broken_test_module_is_a_sandbox_error(pool):
+    spec = AssertTests("import no_such_module\ndef check(c):\n    assert c(1)\n", "sq")
+    verdict = pool.run_tests(SQUARE, spec)
+    assert verdict.reason == "sandbox_error"
+    assert "ModuleNotFoundError" in verdict.details["tests"][0]["message"]

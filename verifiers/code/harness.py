@@ -577,7 +577,14 @@ def _run_tester(mode: str, limits: dict[str, Any]) -> int:
         if isinstance(name, str):
             ns[name] = _Remote(rpc, name, bdict)
     candidate = _Remote(rpc, entry_point, bdict)
-    exec(compile(test_code, "<tests>", "exec"), ns)
+    try:
+        exec(compile(test_code, "<tests>", "exec"), ns)
+    except Exception as exc:  # noqa: BLE001 - a broken test module fails every test
+        for i in range(n_tests):
+            send_msg(host, {"i": i, "status": "sandbox_error",
+                            "msg": f"the test code failed to load: {type(exc).__name__}: {exc}"})
+        send_msg(host, {"done": True})
+        return 0
     if plan is None:
         try:
             ns["check"](candidate)
