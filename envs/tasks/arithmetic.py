@@ -8,6 +8,7 @@ expression, whatever the seed or the number of tasks.
 
 from __future__ import annotations
 
+import functools
 import random
 from fractions import Fraction
 
@@ -60,7 +61,16 @@ class ArithmeticSource:
         self.test_fraction = test_fraction
         self.allow_negative = allow_negative
         self.template = template
-        self._problems = self._generate(n_tasks)
+        self._problems = generate(
+            self.split,
+            n_tasks,
+            n_operands,
+            self.digits,
+            operators,
+            seed,
+            test_fraction,
+            allow_negative,
+        )
 
     def __len__(self) -> int:
         return len(self._problems)
@@ -81,45 +91,66 @@ class ArithmeticSource:
 
     def in_test_split(self, expression: str) -> bool:
         """Whether ``expression`` (e.g. ``"12+7"``) belongs to the test split."""
-        return stable_fraction(f"arith:{expression}") < self.test_fraction
+        return in_test_split(expression, self.test_fraction)
 
-    def _generate(self, n_tasks: int) -> list[tuple[str, int]]:
-        rng = random.Random(f"arithmetic:{self.seed}:{self.split}")
-        want_test = self.split == "test"
-        seen: set[str] = set()
-        problems: list[tuple[str, int]] = []
-        attempts = 0
-        max_attempts = 200 * n_tasks + 10_000
-        while len(problems) < n_tasks and attempts < max_attempts:
-            attempts += 1
-            expression = self._draw(rng)
-            if expression in seen or self.in_test_split(expression) != want_test:
-                continue
-            seen.add(expression)
-            value = evaluate(expression)
-            if not isinstance(value, Fraction) or value.denominator != 1:
-                continue
-            if value < 0 and not self.allow_negative:
-                continue
-            problems.append((expression, value.numerator))
-        if len(problems) < n_tasks:
-            raise TaskSourceError(
-                f"ArithmeticSource: only {len(problems)} distinct {self.split} problems exist for "
-                f"n_operands={self.n_operands}, digits={self.digits}, operators="
-                f"{self.operators!r}; lower n_tasks (asked {n_tasks}) or raise the difficulty"
-            )
-        return problems
 
-    def _draw(self, rng: random.Random) -> str:
-        low_digits, high_digits = self.digits
-        parts: list[str] = []
-        for position in range(self.n_operands):
-            digits = rng.randint(low_digits, high_digits)
-            low = 0 if digits == 1 else 10 ** (digits - 1)
-            parts.append(str(rng.randint(low, 10**digits - 1)))
-            if position < self.n_operands - 1:
-                parts.append(rng.choice(self.operators))
-        return "".join(parts)
+def in_test_split(expression: str, test_fraction: float) -> bool:
+    """Whether ``expression`` belongs to the test split (a stable hash below the fraction)."""
+    return stable_fraction(f"arith:{expression}") < test_fraction
+
+
+@functools.lru_cache(maxsize=32)
+def generate(
+    split: str,
+    n_tasks: int,
+    n_operands: int,
+    digits: tuple[int, int],
+    operators: str,
+    seed: int,
+    test_fraction: float,
+    allow_negative: bool,
+) -> tuple[tuple[str, int], ...]:
+    """The ``(expression, answer)`` pairs of one configuration, memoised per process.
+
+    Deterministic in its arguments, so the rollout code can build a fresh env per episode
+    cheaply; ``generate.cache_clear()`` empties the memo.
+    """
+    rng = random.Random(f"arithmetic:{seed}:{split}")
+    want_test = split == "test"
+    seen: set[str] = set()
+    problems: list[tuple[str, int]] = []
+    attempts = 0
+    max_attempts = 200 * n_tasks + 10_000
+    while len(problems) < n_tasks and attempts < max_attempts:
+        attempts += 1
+        expression = _draw(rng, n_operands, digits, operators)
+        if expression in seen or in_test_split(expression, test_fraction) != want_test:
+            continue
+        seen.add(expression)
+        value = evaluate(expression)
+        if not isinstance(value, Fraction) or value.denominator != 1:
+            continue
+        if value < 0 and not allow_negative:
+            continue
+        problems.append((expression, value.numerator))
+    if len(problems) < n_tasks:
+        raise TaskSourceError(
+            f"ArithmeticSource: only {len(problems)} distinct {split} problems exist for "
+            f"n_operands={n_operands}, digits={digits}, operators={operators!r}; lower "
+            f"n_tasks (asked {n_tasks}) or raise the difficulty"
+        )
+    return tuple(problems)
+
+
+def _draw(rng: random.Random, n_operands: int, digits: tuple[int, int], operators: str) -> str:
+    parts: list[str] = []
+    for position in range(n_operands):
+        count = rng.randint(*digits)
+        low = 0 if count == 1 else 10 ** (count - 1)
+        parts.append(str(rng.randint(low, 10**count - 1)))
+        if position < n_operands - 1:
+            parts.append(rng.choice(operators))
+    return "".join(parts)
 
 
 def _validate(

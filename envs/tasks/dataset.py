@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -54,7 +55,7 @@ class DatasetSource:
         self.required = tuple(required)
         self.id_column = id_column
         self.json_fields = tuple(json_fields)
-        self._rows = _load(self.path, hub_split or split, hub_config)
+        self._rows = _load(self.path, hub_split or split, hub_config, _mtime(self.path))
         available = list(self._rows.column_names)
         wanted = [self.columns.get(field, field) for field in self.required]
         wanted += [c for c in (id_column, split_column) if c is not None]
@@ -107,7 +108,16 @@ class DatasetSource:
         return f"DatasetSource({self.path!r}, split={self.split!r}, n={len(self)})"
 
 
-def _load(path: str, split: str, config: str | None) -> Any:
+def _mtime(path: str) -> float | None:
+    try:
+        return Path(path).stat().st_mtime
+    except OSError:
+        return None
+
+
+@functools.lru_cache(maxsize=16)
+def _load(path: str, split: str, config: str | None, mtime: float | None) -> Any:
+    """Load once per process per (file version, split); ``_load.cache_clear()`` empties it."""
     try:
         import datasets
     except ImportError as exc:  # pragma: no cover - datasets is a core dependency
