@@ -29,6 +29,13 @@ class TextEnv(gymnasium.Env[list[Message], str]):
         truncated: a turn or budget limit ended the episode before the task was decided.
         info: ``info["verdict"]`` holds the Verdict when one was made; ``info["reward_spans"]``
             may hold dense rewards as ``(char_start, char_end, value)`` inside ``action``.
+
+    Conventions the built-in envs follow (and :func:`envs.check_env` checks): the action space is
+    a ``gymnasium.spaces.Text`` (``envs.spaces.FreeText``), the observation space
+    ``envs.spaces.ChatMessages``; the same ``reset`` seed gives the same episode;
+    ``reset(options={"task_index": i})`` or ``{"task_id": ...}`` picks a task; ``info["task_id"]``
+    is a string; every call returns fresh lists and dicts; rewards lie in ``self.reward_range``;
+    ``step`` after the episode ended raises ``envs.errors.EpisodeOverError``.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}

@@ -1,0 +1,1 @@
+"""Bundled task files (JSON lines): code tasks with tests, fictional facts, word problems."""
