@@ -1,0 +1,55 @@
+"""Real SGLang on the tiny model: runs only where CUDA and sglang are present."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+
+import pytest
+import torch
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
+    pytest.mark.skipif(importlib.util.find_spec("sglang") is None, reason="needs sglang"),
+]
+
+
+def test_real_sglang_matches_the_logprob_convention(tiny_model_path, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from agents.engine import SamplingParams
+    from agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
+    from agents.sglang_engine import SGLangEngine
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_path)
+    engine = SGLangEngine.launch(tiny_model_path, mem_fraction_static=0.3,
+                                 extra_args=["--dtype", "float32", "--disable-cuda-graph"],
+                                 log_path=tmp_path / "sglang.log", startup_timeout_s=600)
+    try:
+        prompt = tok.apply_chat_template([{"role": "user", "content": "1+1="}],
+                                         add_generation_prompt=True, tokenize=True)["input_ids"]
+        sp = SamplingParams(temperature=0.8, max_new_tokens=16, seed=3)
+        out = asyncio.run(engine.generate(list(prompt), sp))
+        assert 0 < len(out.token_ids) == len(out.logprobs) <= 16
+        model = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32)
+        ids = torch.tensor([list(prompt) + out.token_ids])
+        with torch.no_grad():
+            logits = model(ids).logits[0, len(prompt) - 1 : -1] / 0.8
+        mine = torch.log_softmax(logits, -1).gather(1, torch.tensor(out.token_ids)[:, None])[:, 0]
+        assert (mine - torch.tensor(out.logprobs)).abs().max().item() < 2e-2
+        if out.finish_reason == "stop":  # the stop token is part of the completion
+            assert out.token_ids[-1] == tok.eos_token_id
+        again = asyncio.run(engine.generate(list(prompt), sp))
+        assert again.token_ids == out.token_ids  # sampling_seed makes it reproducible
+        engine.update_weights(str(tiny_model_path))
+        engine.release_memory()
+        engine.resume_memory()
+        env_mod = pytest.importorskip("envs.tool_env")
+        runner = EpisodeRunner(engine, tok, RunnerConfig(max_turns=2, max_tokens_per_turn=16,
+                                                         check_token_exact=True))
+        trajs = runner.run([EpisodeSpec(env_factory=env_mod.ToolUseEnv, seed=i)
+                            for i in range(4)], group_size=2)
+        assert len(trajs) == 8
+    finally:
+        engine.close()
