@@ -23,6 +23,7 @@ A = AssertTests(
 S = StdioTests([("1\n", "2\n")])
 EMPTY = CallTests("f", [((), [])])  # "f() lists what it managed to do": [] = isolation held
 HOST_MARK = f"/tmp/rlvr-hostile-{uuid.uuid4().hex}"
+SHM_MARK = f"/dev/shm/rlvr-hostile-{uuid.uuid4().hex}"
 SECRET = f"S3CR3T-{uuid.uuid4().hex}"
 
 
@@ -196,15 +197,16 @@ CONTAINED: dict[str, tuple[str, object]] = {
         def f():
             done = []
             for path in ("/root/x", "/etc/x", "/usr/x", "/x", "/proc/sys/kernel/hostname",
-                         "/dev/x", "/work/main/x", "/var/tmp/x", "/dev/shm/x", "/home/x"):
+                         "/dev/x", "/work/main/x", "/var/tmp/x", "/home/x"):
                 try:
                     with open(path, "w") as fh:
                         fh.write("pwned")
                     done.append(path)
                 except OSError:
                     pass
-            with open("{HOST_MARK}", "w") as fh:  # the private /tmp: fine inside, absent outside
-                fh.write("x")
+            for private in ("{HOST_MARK}", "{SHM_MARK}"):  # private tmpfs: fine inside only
+                with open(private, "w") as fh:
+                    fh.write("x")
             return done
         """), EMPTY),
     "read_secrets": (p("""
@@ -275,6 +277,7 @@ def test_hostile_program_is_contained(pool, name):
     assert verdict.passed, verdict.details
     assert verdict.reason == "correct"
     assert not os.path.exists(HOST_MARK)
+    assert not os.path.exists(SHM_MARK)
     assert not os.path.exists("/work/main/x")
 
 
@@ -450,10 +453,11 @@ def test_disk_filler_hits_the_caps(pool):
 
 def test_files_do_not_persist_between_programs():
     with SandboxPool(size=1) as pool:  # one worker, so both programs run in the same sandbox
-        writer = "def f():\n    open('/tmp/leak', 'w').write('x')\n    open('x', 'w').write('x')\n"
+        writer = "def f():\n    for p in ('/tmp/a', '/dev/shm/b', 'c'):\n        open(p, 'w')\n"
         assert pool.run_tests(writer, CallTests("f", [((), None)])).passed
-        reader = "import os\ndef f():\n    return os.listdir('/tmp'), os.listdir('.')\n"
-        assert pool.run_tests(reader, CallTests("f", [((), (["work"], []))])).passed
+        reader = ("import os\ndef f():\n    "
+                  "    return [os.listdir(d) for d in ('/tmp', '/dev/shm', '.')]")
+        assert pool.run_tests(reader, CallTests("f", [((), [["work"], [], []])])).passed
 
 
 @pytest.mark.parametrize("name", ["fork_bomb", "infinite_loop", "fake_success_markers"])

@@ -468,7 +468,9 @@ def _serve_calls(rpc: socket.socket, namespace: dict[str, Any]) -> None:
         if request is None:
             return
         try:
-            fn = namespace[request["name"]]
+            fn = namespace.get(request["name"])
+            if not callable(fn):
+                raise NameError(f"the program defines no function {request['name']!r}")
             args = decode(request["args"])
             kwargs = decode(request["kwargs"])
             result = fn(*args, **kwargs)

@@ -382,7 +382,7 @@ def run_stdio(worker: Worker, program: str, spec: StdioTests, deadline: float,
         ch = _Channels(worker, worker.spawn("stdio", limits, deadline - time.monotonic()),
                        worker.config.output_limit_bytes)
         ch.queue("setup", program.encode("utf-8", errors="replace"), close=True)
-        ch.queue("stdin", stdin.encode("utf-8"), close=True)
+        ch.queue("stdin", stdin.encode("utf-8", errors="replace"), close=True)
         exited = ch.pump(lambda c=ch: "user" in c.exits, deadline)
         if exited:  # drain what is already in the pipes; a leftover daemon may hold them open
             ch.pump(lambda c=ch: {"stdout", "stderr"} <= c.eof, time.monotonic() + 0.05)

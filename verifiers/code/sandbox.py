@@ -58,7 +58,8 @@ class SandboxConfig:
     Attributes:
         backend: "bwrap", "unshare" (weaker fallback, warns) or "auto" (bwrap when installed).
         python: interpreter run inside; it must be readable by uid 65534 (not under /root).
-        tmp_mb: size of the private writable tmpfs (``/tmp``; the program's cwd is /tmp/work).
+        tmp_mb: size of each private writable tmpfs (``/tmp``, where the program's cwd is
+            /tmp/work, and ``/dev/shm``); both are emptied between programs.
         nproc: RLIMIT_NPROC of the program. It counts every process and thread of uid 65534 on
             the host, so it also bounds a fork bomb across all sandboxes.
         max_file_mb: RLIMIT_FSIZE of the program.
@@ -138,6 +139,7 @@ def _bwrap_argv(config: SandboxConfig, ctl_fd: int) -> list[str]:
     argv += [
         "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
         "--proc", "/proc", "--dev", "/dev",
+        "--perms", "01777", "--size", str(config.tmp_mb << 20), "--tmpfs", "/dev/shm",
         "--perms", "0777", "--size", str(config.tmp_mb << 20), "--tmpfs", "/tmp",
         "--remount-ro", "/", "--chdir", "/tmp", "--clearenv",
         "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8",
