@@ -455,7 +455,7 @@ def test_files_do_not_persist_between_programs():
     with SandboxPool(size=1) as pool:  # one worker, so both programs run in the same sandbox
         writer = "def f():\n    for p in ('/tmp/a', '/dev/shm/b', 'c'):\n        open(p, 'w')\n"
         assert pool.run_tests(writer, CallTests("f", [((), None)])).passed
-        reader = ("import os\ndef f():\n    "
+        reader = ("import os\ndef f():\n"
                   "    return [os.listdir(d) for d in ('/tmp', '/dev/shm', '.')]")
         assert pool.run_tests(reader, CallTests("f", [((), [["work"], [], []])])).passed
 
