@@ -16,6 +16,7 @@ worker's memory limit).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -23,12 +24,12 @@ from verifiers.errors import AnswerParseError, InvalidArgumentError, VerifierTim
 from verifiers.math.compare import answers_equal
 from verifiers.math.extract import extract_answer
 from verifiers.math.normalize import NormalizedAnswer, normalize_answer
-from verifiers.math.numeric import scalar_equal
+from verifiers.math.numeric import check_size, scalar_equal
 from verifiers.math.parse import Answer, choice_letter, parse_answer
 from verifiers.math.worker import default_pool
 from verifiers.verdict import Verdict
 
-__all__ = ["DEFAULT_TIMEOUT_S", "Grade", "grade", "is_equivalent", "verify"]
+__all__ = ["DEFAULT_TIMEOUT_S", "Grade", "gold_answer", "grade", "is_equivalent", "verify"]
 
 DEFAULT_TIMEOUT_S = 5.0
 """Default wall-clock limit of one check, in seconds."""
@@ -83,7 +84,8 @@ def grade(pred: str, gold: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Grad
 
     Args:
         pred: the model's answer, e.g. ``"\frac{1}{2}"``.
-        gold: the reference answer.
+        gold: the reference answer (a whole solution with ``\boxed{}``/``####`` is reduced to its
+            final answer first).
         timeout_s: hard wall-clock limit for the sympy stage.
 
     Returns:
@@ -93,6 +95,7 @@ def grade(pred: str, gold: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Grad
         InvalidArgumentError: when an argument has the wrong type or ``timeout_s <= 0``.
     """
     _check_arguments(pred, gold, timeout_s)
+    gold = gold_answer(gold)
     try:
         pred_prepared = _prepare(pred)
     except AnswerParseError as err:
@@ -128,6 +131,11 @@ def _compare(pred: _Prepared, gold: _Prepared, timeout_s: float) -> Grade:
         return Grade(False, "parse_error", "fast", "answer nested too deeply")
     if fast is not None:
         return Grade(fast, "correct" if fast else "wrong_answer", "fast")
+    try:
+        for prepared in (pred, gold):
+            _check_answer_size(prepared.answer)
+    except AnswerParseError as err:
+        return Grade(False, "parse_error", "guard", str(err))
     payload = {
         "op": "compare",
         "pred": pred.normalized.text,
@@ -146,6 +154,19 @@ def _compare(pred: _Prepared, gold: _Prepared, timeout_s: float) -> Grade:
     return Grade(equal, "correct" if equal else "wrong_answer", "sympy")
 
 
+def _check_answer_size(answer: Answer | None) -> None:
+    """Apply ``check_size`` to every expression of an answer (before sympy sees it)."""
+    stack: list[object] = [answer]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, tuple) and item and isinstance(item[0], str):
+            check_size(item)
+        elif isinstance(item, tuple):
+            stack.extend(item)
+        elif dataclasses.is_dataclass(item):
+            stack.extend(vars(item).values())
+
+
 def _check_arguments(pred: object, gold: object, timeout_s: float) -> None:
     if not isinstance(pred, str):
         raise InvalidArgumentError(f"pred/response must be a str, got {type(pred).__name__}")
@@ -153,6 +174,13 @@ def _check_arguments(pred: object, gold: object, timeout_s: float) -> None:
         raise InvalidArgumentError(f"gold must be a str, got {type(gold).__name__}")
     if not timeout_s > 0:
         raise InvalidArgumentError(f"timeout_s must be > 0 seconds, got {timeout_s!r}")
+
+
+def gold_answer(gold: str) -> str:
+    r"""The final answer of a gold string that is a whole solution (``\boxed{}``, ``####``)."""
+    if "\\boxed" in gold or "\\fbox" in gold or "####" in gold:
+        return extract_answer(gold, last_number_fallback=False) or gold
+    return gold
 
 
 def is_equivalent(pred: str, gold: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
@@ -182,22 +210,21 @@ def verify(
 
     Returns:
         ``Verdict(score=1.0 or 0.0, passed, reason, details)`` with reason "correct",
-        "wrong_answer", "no_answer", "parse_error" or "timeout"; ``details`` has
-        ``extracted_answer``, ``gold_answer``, ``method`` and, for errors, ``message``.
+        "wrong_answer", "no_answer", "parse_error" or "timeout"; ``details`` has ``extracted``
+        (the answer found, or None), ``gold`` (the gold answer compared against), ``method``
+        (what decided) and, for errors, ``message``.
         Never raises because of the response's content.
 
     Raises:
         InvalidArgumentError: when an argument has the wrong type or ``timeout_s <= 0``.
     """
     _check_arguments(response, gold, timeout_s)
-    gold_answer = gold
-    if "\\boxed" in gold or "\\fbox" in gold or "####" in gold:
-        gold_answer = extract_answer(gold, last_number_fallback=False) or gold
+    gold = gold_answer(gold)
     extracted = extract_answer(response, last_number_fallback=last_number_fallback)
-    details: dict[str, object] = {"extracted_answer": extracted, "gold_answer": gold_answer}
+    details: dict[str, object] = {"extracted": extracted, "gold": gold}
     if extracted is None:
         return Verdict(0.0, False, "no_answer", {**details, "method": "extract"})
-    result = grade(extracted, gold_answer, timeout_s=timeout_s)
+    result = grade(extracted, gold, timeout_s=timeout_s)
     details["method"] = result.method
     if result.message:
         details["message"] = result.message

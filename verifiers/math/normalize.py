@@ -86,6 +86,7 @@ _ATTACHED_UNIT = re.compile(r"^(?P<value>.*\d)(?P<unit>[a-zA-Z]{2,})$")
 _PLAIN_NUMBER = re.compile(r"^[-+]?[\d.,]+$")
 _REPEATING = re.compile(r"(-?)(\d*)\.(\d*)\\overline\s*\{(\d+)\}")
 _WHITESPACE = re.compile(r"\s+")
+_WRAPPERS = ("{", "\\boxed{", "\\fbox{")
 
 
 @dataclass(frozen=True)
@@ -176,14 +177,16 @@ def _is_words(text: str) -> bool:
 
 
 def _strip_edges(text: str) -> str:
-    r"""Remove a leading "x \in"/"="/"\approx", trailing punctuation, units, outer braces."""
+    r"""Remove a leading "x \in"/"="/"\approx", trailing punctuation, units, outer braces/boxes."""
     text = _MEMBERSHIP.sub("", text)
     text = _LEADING.sub("", text)
     text = text.rstrip(" .;")
     text = _strip_trailing_units(text)
-    while text.startswith("{") and _matching_brace(text, 0) == len(text) - 1:
-        text = text[1:-1].strip()
-    return text
+    while True:
+        opening = next((p for p in _WRAPPERS if text.startswith(p)), None)
+        if opening is None or _matching_brace(text, len(opening) - 1) != len(text) - 1:
+            return text
+        text = text[len(opening) : -1].strip()
 
 
 def _strip_trailing_units(text: str) -> str:

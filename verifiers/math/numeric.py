@@ -24,12 +24,15 @@ import random
 from collections.abc import Callable
 from fractions import Fraction
 
+from verifiers.errors import AnswerParseError
 from verifiers.math.parse import Node
 
 __all__ = [
+    "MAX_SYMBOLIC_BITS",
     "REL_TOL_APPROX",
     "REL_TOL_EXACT",
     "SAMPLE_POINTS",
+    "check_size",
     "exact_value",
     "free_symbols",
     "has_approx",
@@ -44,6 +47,8 @@ ABS_TOL = 1e-12
 MAX_EXACT_BITS = 8192
 MAX_FACTORIAL = 1000
 MAX_SYMBOLS = 16
+MAX_SYMBOLIC_BITS = 1_000_000
+MAX_SYMBOLIC_FACTORIAL = 20_000
 N_POINTS = 6
 MIN_AGREEING_POINTS = 3
 
@@ -207,7 +212,7 @@ def _numeric(node: Node, env: dict[str, complex]) -> complex:
             raise _Undefined
         return _CONSTANTS[node[1]]
     if kind == "neg":
-        return -_numeric(node[1], env)
+        return -_numeric(node[1], env) + 0j  # + 0j turns -0.0 into 0.0 (branch cuts)
     if kind == "add":
         return sum((_numeric(term, env) for term in node[1]), 0j)
     if kind == "mul":
@@ -222,7 +227,7 @@ def _numeric(node: Node, env: dict[str, complex]) -> complex:
     if kind == "fact":
         return complex(math.factorial(_near_natural(_numeric(node[1], env), 170)))
     if kind == "fn":
-        return _numeric_function(node[1], [_numeric(arg, env) for arg in node[2]])
+        return _numeric_function(node[1], [_numeric(arg, env) + 0j for arg in node[2]])
     raise _Undefined
 
 
@@ -320,6 +325,55 @@ def infinity_sign(node: Node) -> int:
     while node[0] == "neg":
         sign, node = -sign, node[1]
     return sign if node == ("const", "oo") else 0
+
+
+def check_size(node: Node) -> None:
+    """Refuse expressions whose exact value is astronomically large (before sympy sees them).
+
+    A power of a rational number may have at most ``MAX_SYMBOLIC_BITS`` bits, and its exponent
+    must have a float value (``10^{10^{10^{10}}}`` is refused; ``e^{e^{e^9}}`` stays symbolic);
+    factorials are limited to ``MAX_SYMBOLIC_FACTORIAL``.
+
+    Raises:
+        AnswerParseError: naming what is too large.
+    """
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if item[0] == "pow":
+            _check_power(item[1], item[2])
+        elif item[0] == "fact":
+            value = exact_value(item[1])
+            if value is None and not free_symbols(item[1]):
+                raise AnswerParseError("factorial of a number too large to evaluate")
+            if value is not None and abs(value) > MAX_SYMBOLIC_FACTORIAL:
+                raise AnswerParseError(f"factorial of {value} is too large to evaluate")
+        stack.extend(_children(item))
+
+
+def _check_power(base: Node, exponent: Node) -> None:
+    exponent_value = exact_value(exponent)
+    base_value = exact_value(base)
+    if exponent_value is None:
+        if base_value is None or base_value in (0, 1, -1) or not _exceeds(exponent):
+            return  # symbolic or moderate: sympy keeps it unevaluated (and runs under a deadline)
+        raise AnswerParseError("exponent too large to evaluate")
+    if base_value is None or base_value in (0, 1, -1):
+        if abs(exponent_value) > MAX_SYMBOLIC_BITS and not free_symbols(base):
+            raise AnswerParseError("exponent too large to evaluate")
+        return
+    bits = max(base_value.numerator.bit_length(), base_value.denominator.bit_length())
+    if bits * abs(exponent_value) > MAX_SYMBOLIC_BITS:
+        raise AnswerParseError("power too large to evaluate")
+
+
+def _exceeds(node: Node) -> bool:
+    """Whether a constant expression is too large even for a float (or has no value)."""
+    try:
+        numeric_value(node, {})
+    except _Undefined:
+        return True
+    return False
 
 
 def scalar_equal(a: Node, b: Node) -> bool | None:

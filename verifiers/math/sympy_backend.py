@@ -1,9 +1,9 @@
 """The slow path: compare answers with sympy (runs inside the worker process only).
 
-Expression trees become sympy expressions under size guards (an integer power or factorial
-whose result would exceed ``MAX_SYMPY_BITS`` bits is refused with ``AnswerParseError``), then
-``simplify(a - b) == 0`` decides, with high-precision numeric checks for what ``simplify`` leaves
-(relative ``REL_TOL_APPROX`` when a decimal was written, otherwise 1e-20). The caller (the
+Expression trees become sympy expressions under size guards (``numeric.check_size``: an integer
+power or factorial whose result would be astronomically large is refused), then
+``simplify(a - b) == 0`` decides, with 40-digit numeric checks of what ``simplify`` leaves (see
+``_zero_at``). The caller (the
 worker pool) enforces the wall-clock and memory limits by killing this process.
 """
 
@@ -21,8 +21,7 @@ from verifiers.math.numeric import (
     N_POINTS,
     REL_TOL_APPROX,
     SAMPLE_POINTS,
-    exact_value,
-    free_symbols,
+    check_size,
     has_approx,
     scalar_equal,
 )
@@ -30,10 +29,9 @@ from verifiers.math.parse import Node, parse_answer
 
 __all__ = ["compare_texts", "sympy_scalar_equal", "to_sympy"]
 
-MAX_SYMPY_BITS = 1_000_000
-MAX_SYMPY_FACTORIAL = 100_000
 _PRECISION = 40
 _EXACT_TOL = sympy.Float("1e-20")
+_ABSOLUTE_ZERO = sympy.Float("1e-30")
 
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "sin": sympy.sin, "cos": sympy.cos, "tan": sympy.tan, "cot": sympy.cot, "sec": sympy.sec,
@@ -64,6 +62,11 @@ def to_sympy(node: Node) -> sympy.Expr:
     Raises:
         AnswerParseError: for relations or powers/factorials beyond the size guards.
     """
+    check_size(node)
+    return _convert(node)
+
+
+def _convert(node: Node) -> sympy.Expr:
     kind = node[0]
     if kind == "num":
         return sympy.Rational(node[1].numerator, node[1].denominator)
@@ -72,40 +75,20 @@ def to_sympy(node: Node) -> sympy.Expr:
     if kind == "const":
         return _CONSTANTS[node[1]]
     if kind == "neg":
-        return -to_sympy(node[1])
+        return -_convert(node[1])
     if kind == "add":
-        return sympy.Add(*[to_sympy(term) for term in node[1]])
+        return sympy.Add(*[_convert(term) for term in node[1]])
     if kind == "mul":
-        return sympy.Mul(*[to_sympy(factor) for factor in node[1]])
+        return sympy.Mul(*[_convert(factor) for factor in node[1]])
     if kind == "div":
-        return to_sympy(node[1]) / to_sympy(node[2])
+        return _convert(node[1]) / _convert(node[2])
     if kind == "pow":
-        _guard_power(node[1], node[2])
-        return sympy.Pow(to_sympy(node[1]), to_sympy(node[2]))
+        return sympy.Pow(_convert(node[1]), _convert(node[2]))
     if kind == "fact":
-        value = exact_value(node[1])
-        if value is None or abs(value) > MAX_SYMPY_FACTORIAL:
-            raise AnswerParseError("factorial argument too large or not a small integer")
-        return sympy.factorial(to_sympy(node[1]))
+        return sympy.factorial(_convert(node[1]))
     if kind == "fn":
-        return _function(node[1], [to_sympy(arg) for arg in node[2]])
+        return _function(node[1], [_convert(arg) for arg in node[2]])
     raise AnswerParseError(f"cannot compare {kind!r} as a number")
-
-
-def _guard_power(base: Node, exponent: Node) -> None:
-    exponent_value = exact_value(exponent)
-    if exponent_value is None:
-        if free_symbols(exponent) or free_symbols(base):
-            return
-        raise AnswerParseError("exponent too large to evaluate")
-    base_value = exact_value(base)
-    magnitude = abs(exponent_value)
-    if base_value is not None and base_value not in (0, 1, -1):
-        bits = max(base_value.numerator.bit_length(), base_value.denominator.bit_length())
-        if bits * magnitude > MAX_SYMPY_BITS:
-            raise AnswerParseError("power too large to evaluate")
-    elif base_value is None and magnitude > MAX_SYMPY_BITS:
-        raise AnswerParseError("exponent too large to evaluate")
 
 
 def _function(name: str, args: list[sympy.Expr]) -> sympy.Expr:
@@ -129,44 +112,62 @@ def sympy_scalar_equal(a: Node, b: Node) -> bool | None:
     left, right = to_sympy(a), to_sympy(b)
     if left == right:
         return True
-    if left.has(sympy.oo, -sympy.oo, sympy.zoo, sympy.nan) or right.has(
-        sympy.oo, -sympy.oo, sympy.zoo, sympy.nan
-    ):
+    if any(side.has(sympy.oo, -sympy.oo, sympy.zoo, sympy.nan) for side in (left, right)):
         return False
-    tolerance = sympy.Float(REL_TOL_APPROX) if has_approx(a) or has_approx(b) else _EXACT_TOL
     difference = sympy.simplify(left - right)
     if difference == 0:
         return True
-    if difference.is_number:
-        return _numerically_zero(difference, left, right, tolerance)
-    return _agree_at_points(left, right, tolerance)
-
-
-def _numerically_zero(
-    difference: sympy.Expr, left: sympy.Expr, right: sympy.Expr, tolerance: sympy.Float
-) -> bool | None:
-    value = sympy.N(difference, _PRECISION)
-    scale = max(abs(sympy.N(left, _PRECISION)), abs(sympy.N(right, _PRECISION)))
-    if not (value.is_number and scale.is_number):
-        return None
-    return bool(abs(value) <= tolerance * scale)
-
-
-def _agree_at_points(
-    left: sympy.Expr, right: sympy.Expr, tolerance: sympy.Float
-) -> bool | None:
+    approx = has_approx(a) or has_approx(b)
     symbols = sorted(left.free_symbols | right.free_symbols, key=lambda s: s.name)
+    points = SAMPLE_POINTS[:N_POINTS] if symbols else [[]]
     agreeing = 0
-    for point in SAMPLE_POINTS[:N_POINTS]:
+    for point in points:
         values = {s: sympy.Float(point[j], _PRECISION) for j, s in enumerate(symbols)}
-        value_left = sympy.N(left.subs(values), _PRECISION)
-        value_right = sympy.N(right.subs(values), _PRECISION)
-        if not (value_left.is_number and value_right.is_number):
-            continue
-        if value_left.has(sympy.zoo, sympy.nan) or value_right.has(sympy.zoo, sympy.nan):
-            continue
-        gap = abs(value_left - value_right)
-        if gap > tolerance * max(abs(value_left), abs(value_right)) and gap > _EXACT_TOL:
+        zero = _zero_at(difference, left, right, values, approx)
+        if zero is False:
             return False
-        agreeing += 1
-    return True if agreeing >= math.ceil(N_POINTS / 2) else None
+        agreeing += zero is True
+    return True if agreeing >= (math.ceil(N_POINTS / 2) if symbols else 1) else None
+
+
+def _zero_at(
+    difference: sympy.Expr,
+    left: sympy.Expr,
+    right: sympy.Expr,
+    values: dict[sympy.Symbol, sympy.Float],
+    approx: bool,
+) -> bool | None:
+    """Whether the simplified ``difference`` vanishes at the point ``values`` (None: no value).
+
+    Exact answers must cancel to ``_EXACT_TOL`` relative to the largest term of the simplified
+    difference itself (never relative to ``left``/``right``: a huge common term that simplify
+    cancelled would hide any difference). Answers with a decimal may differ by
+    ``REL_TOL_APPROX`` relative to their values.
+    """
+    value = _evaluate(difference, values)
+    if value is None:
+        return None
+    if value <= _ABSOLUTE_ZERO:
+        return True
+    terms = difference.args if difference.is_Add else (difference,)
+    term_values = [v for v in (_evaluate(t, values) for t in terms) if v is not None]
+    if term_values and value <= _EXACT_TOL * max(term_values):
+        return True
+    if approx:
+        left_value, right_value = _evaluate(left, values), _evaluate(right, values)
+        if left_value is None or right_value is None:
+            return None
+        return bool(value <= sympy.Float(REL_TOL_APPROX) * max(left_value, right_value))
+    return False
+
+
+def _evaluate(expr: sympy.Expr, values: dict[sympy.Symbol, sympy.Float]) -> sympy.Float | None:
+    """``|expr|`` at the point, to ``_PRECISION`` digits; None when it has no finite value."""
+    try:
+        value = sympy.N(expr.subs(values) if values else expr, _PRECISION)
+        if value.free_symbols or value.has(sympy.zoo, sympy.nan, sympy.oo, -sympy.oo):
+            return None
+        magnitude = sympy.N(abs(value), _PRECISION)
+        return magnitude if magnitude.is_real and magnitude.is_finite else None
+    except (TypeError, ValueError, ArithmeticError):
+        return None
