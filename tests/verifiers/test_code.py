@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -271,3 +272,21 @@ def test_broken_test_module_is_a_sandbox_error(pool):
     verdict = pool.run_tests(SQUARE, spec)
     assert verdict.reason == "sandbox_error"
     assert "ModuleNotFoundError" in verdict.details["tests"][0]["message"]
+
+
+def test_works_when_the_host_has_more_than_1024_open_files():
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard < 2100:
+        pytest.skip("needs RLIMIT_NOFILE >= 2100")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2100), hard))
+    hogs = [open(os.devnull) for _ in range(1100)]
+    try:
+        with SandboxPool(size=1) as pool:
+            assert pool.run_tests(SQUARE, CallTests("sq", [((3,), 9)])).passed
+            assert pool.run_tests("print(1)", StdioTests([("", "1")])).passed
+    finally:
+        for fh in hogs:
+            fh.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -625,8 +625,11 @@ def _zygote_loop(ctl: socket.socket) -> None:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
+    poller = select.poll()
+    poller.register(ctl.fileno(), select.POLLIN)
+    poller.register(wake_r, select.POLLIN)
     while True:
-        readable, _, _ = select.select([ctl.fileno(), wake_r], [], [])
+        readable = [fd for fd, _ in poller.poll()]
         if wake_r in readable:
             os.read(wake_r, 4096)
             _reap(roles, ctl, block=False)

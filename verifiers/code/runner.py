@@ -111,14 +111,16 @@ class _Channels:
                 if name in self.fds and name not in self.eof:
                     readers[self.fds[name]] = name
             writers = {self._fileno(n): n for n, buf in self.pending.items() if buf}
-            try:
-                r, w, _ = select.select(list(readers), list(writers), [], remaining)
-            except ValueError:
-                return False
-            for fd in w:
-                self._write(writers[fd])
-            for fd in r:
-                self._read(readers[fd])
+            poller = select.poll()  # not select(): host fds may be numbered above 1024
+            for fd in readers:
+                poller.register(fd, select.POLLIN)
+            for fd in writers:
+                poller.register(fd, select.POLLOUT | (select.POLLIN if fd in readers else 0))
+            for fd, mask in poller.poll(remaining * 1000):
+                if fd in writers and mask & (select.POLLOUT | select.POLLERR | select.POLLHUP):
+                    self._write(writers[fd])
+                if fd in readers and mask & (select.POLLIN | select.POLLERR | select.POLLHUP):
+                    self._read(readers[fd])
 
     def _fileno(self, name: str) -> int:
         return self.socks[name].fileno() if name in self.socks else self.fds[name]

@@ -209,8 +209,9 @@ class Worker:
 
     def _recv(self, timeout: float) -> tuple[dict[str, Any], list[int]] | None:
         """One message from the zygote, or None after ``timeout``. Raises WorkerDied on EOF."""
-        ready, _, _ = select.select([self.ctl], [], [], max(timeout, 0.0))
-        if not ready:
+        poller = select.poll()  # not select(): host fds may be numbered above 1024
+        poller.register(self.ctl, select.POLLIN)
+        if not poller.poll(max(timeout, 0.0) * 1000):
             return None
         try:
             data, fds, _, _ = socket.recv_fds(self.ctl, 65536, 16)
@@ -221,7 +222,7 @@ class Worker:
         return json.loads(data), fds
 
     def fileno(self) -> int:
-        """The control socket, for ``select`` (readable = an event is waiting)."""
+        """The control socket, for ``poll`` (readable = an event is waiting)."""
         return self.ctl.fileno()
 
     def read_event(self) -> None:
