@@ -8,8 +8,9 @@ recomputed from the file alone:
 - outcome: ``reward`` (sum of token-level scores), ``score`` / ``passed`` / ``verdict_reason``
   (the final verdict; score falls back to the reward clipped to [0, 1] when there is none),
   ``answer`` (the normalised extracted final answer, or None), ``finish_reason``;
-- stats: ``turns``, ``tool_calls``, ``tool_call_errors``, ``model_tokens`` (tokens the model
-  generated, i.e. the sum of ``response_mask``);
+- stats: ``turns``, ``tool_calls``, ``tool_call_errors`` (malformed or failed calls),
+  ``model_tokens`` (tokens the model generated, i.e. the sum of ``response_mask``), ``error``
+  (why an episode ended with finish reason "error", else None);
 - content: ``messages`` (the chat as the env and agent saw it), ``prompt_ids``,
   ``response_ids``, ``response_mask``, ``token_level_scores``, ``turn_rewards`` (the sum of the
   scores of each contiguous run of model tokens) and ``segments``, the decoded text as
@@ -151,8 +152,8 @@ def episode_record(
 
     Args:
         traj: the episode as the runner returned it; ``traj.metadata`` may carry ``verdict``
-            (a Verdict or its dict), ``answer``, ``turns``, ``tool_calls``,
-            ``tool_call_errors`` and ``messages``.
+            (a Verdict or its dict), ``answer``, ``turns``, ``tool_calls``, ``tool_errors``
+            (or ``tool_call_errors``), ``error`` and ``messages``.
         model: the checkpoint label.
         env: the suite entry key the episode belongs to.
         sample: the sample index within its task.
@@ -186,7 +187,8 @@ def episode_record(
             "finish_reason": traj.finish_reason,
             "turns": int(meta.get("turns", len(turn_rewards))),
             "tool_calls": int(meta.get("tool_calls", 0)),
-            "tool_call_errors": int(meta.get("tool_call_errors", 0)),
+            "tool_call_errors": int(meta.get("tool_errors") or meta.get("tool_call_errors") or 0),
+            "error": meta.get("error"),
             "model_tokens": int(sum(traj.response_mask)),
             "messages": meta.get("messages", []),
             "prompt_ids": traj.prompt_ids,

@@ -1,0 +1,149 @@
+"""Play the planned evaluation episodes on an engine (the one part of rlvr.eval wired to agents).
+
+Episodes run concurrently on one asyncio loop, each as its own ``EpisodeRunner.arun`` call
+seeded with the episode's planned seed, so the engine batches them while every episode's
+sampling depends only on its own seed (not on its position in a batch). A tqdm bar advances as
+episodes finish.
+
+The final answer for maj@k: envs report it as ``info["verdict"].details["extracted"]`` (the
+answer the verifier graded). ``AnswerInfo`` copies it into ``info["answer"]``, which the runner
+keeps in ``Trajectory.metadata["answer"]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium
+
+from rlvr.data import Trajectory
+from rlvr.eval.episodes import episode_record
+from rlvr.eval.plan import PlannedEpisode
+
+__all__ = ["AnswerInfo", "make_runner", "play"]
+
+
+class AnswerInfo(gymnasium.Wrapper):  # type: ignore[type-arg]
+    """Adds ``info["answer"]`` (the verdict's extracted answer) to every step that has one."""
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        """``env.step``, with ``info["answer"]`` set from ``info["verdict"].details``."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        verdict = info.get("verdict")
+        details = getattr(verdict, "details", None)
+        if details is None and isinstance(verdict, dict):
+            details = verdict.get("details")
+        extracted = (details or {}).get("extracted")
+        if "answer" not in info and extracted is not None:
+            info = {**info, "answer": extracted}
+        return obs, reward, bool(terminated), bool(truncated), info
+
+
+def make_runner(
+    engine: Any,
+    tokenizer: Any,
+    *,
+    temperature: float,
+    top_p: float,
+    max_new_tokens: int,
+    max_turns: int | None,
+    max_response_tokens: int | None,
+    stop: Sequence[str] = (),
+) -> Any:
+    """An ``agents.EpisodeRunner`` with the evaluation's sampling and limits.
+
+    ``None`` limits keep the runner's defaults. ``max_new_tokens`` is the per-turn budget.
+    """
+    from agents.engine import SamplingParams
+    from agents.runner import EpisodeRunner, RunnerConfig
+
+    options: dict[str, Any] = {
+        "sampling": SamplingParams(temperature=temperature, top_p=top_p, stop=tuple(stop)),
+        "max_tokens_per_turn": max_new_tokens,
+    }
+    if max_turns is not None:
+        options["max_turns"] = max_turns
+    if max_response_tokens is not None:
+        options["max_response_tokens"] = max_response_tokens
+    return EpisodeRunner(engine, tokenizer, RunnerConfig(**options))
+
+
+def _spec(p: PlannedEpisode) -> Any:
+    from agents.runner import EpisodeSpec
+
+    def factory() -> Any:
+        import envs
+
+        return AnswerInfo(envs.make(p.entry.env_id, **p.entry.kwargs))
+
+    return EpisodeSpec(
+        env_factory=factory,
+        seed=p.seed,
+        options={"task_index": p.task_index},
+        group_id=f"{p.entry.key}/{p.task_index}",
+    )
+
+
+async def _play_all(
+    runner: Any, planned: Sequence[PlannedEpisode], bar: Any, concurrency: int
+) -> list[Trajectory]:
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(p: PlannedEpisode) -> Trajectory:
+        async with gate:
+            [traj] = await runner.arun([_spec(p)], seed=p.seed)
+        bar.update(1)
+        return traj
+
+    return list(await asyncio.gather(*(one(p) for p in planned)))
+
+
+def _run_coroutine(coro: Any) -> Any:
+    """``asyncio.run(coro)``, in a helper thread when this thread already runs a loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1) as helper:
+        return helper.submit(asyncio.run, coro).result()
+
+
+def play(
+    runner: Any,
+    tokenizer: Any,
+    planned: Sequence[PlannedEpisode],
+    *,
+    label: str,
+    concurrency: int = 64,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """Play every planned episode and return their episodes.jsonl records, in plan order.
+
+    Args:
+        runner: an ``agents.EpisodeRunner`` (see ``make_runner``).
+        tokenizer: decodes tokens for the records' text segments (special tokens kept).
+        planned: the episodes (``rlvr.eval.plan.plan_episodes``).
+        label: the checkpoint label written into each record (and shown on the bar).
+        concurrency: episodes in flight at once.
+        progress: show a tqdm progress bar (stderr).
+
+    Returns:
+        One record per planned episode (``rlvr.eval.episodes.episode_record``).
+    """
+    from tqdm.auto import tqdm
+
+    def decode(ids: Sequence[int]) -> str:
+        return str(tokenizer.decode(list(ids), skip_special_tokens=False))
+
+    with tqdm(total=len(planned), desc=f"eval {label}", unit="ep", disable=not progress) as bar:
+        trajectories = _run_coroutine(_play_all(runner, planned, bar, concurrency))
+    records = []
+    for p, traj in zip(planned, trajectories, strict=True):
+        traj.env_id = p.entry.env_id
+        records.append(
+            episode_record(traj, model=label, env=p.entry.key, sample=p.sample, decode=decode)
+        )
+    return records
