@@ -17,7 +17,7 @@ from verifiers.code import (
     SandboxConfig,
     SandboxPool,
     StdioTests,
-    harness,
+    protocol,
     run_tests,
     values_equal,
 )
@@ -104,7 +104,7 @@ plain = st.recursive(
 def test_codec_round_trips_plain_data(value):
     import json
 
-    back = harness.decode(json.loads(json.dumps(harness.encode(value))))
+    back = protocol.decode(json.loads(json.dumps(protocol.encode(value))))
     assert back == value
     assert type(back) is type(value)
 
@@ -114,15 +114,15 @@ def test_codec_refuses_anything_but_exact_builtin_types():
         pass
 
     for bad in (MyInt(1), object(), [1, MyInt(2)], {"a": lambda: 1}, range(3)):
-        with pytest.raises(harness.EncodeError, match="not plain data"):
-            harness.encode(bad)
-    with pytest.raises(harness.EncodeError, match="unexpected encoded value"):
-        harness.decode({"a": 1, "b": 2})
+        with pytest.raises(protocol.EncodeError, match="not plain data"):
+            protocol.encode(bad)
+    with pytest.raises(protocol.EncodeError, match="unexpected encoded value"):
+        protocol.decode({"a": 1, "b": 2})
     deep: list = []
     for _ in range(200):
         deep = [deep]
-    with pytest.raises(harness.EncodeError, match="nested too deeply"):
-        harness.encode(deep)
+    with pytest.raises(protocol.EncodeError, match="nested too deeply"):
+        protocol.encode(deep)
 
 
 def test_split_check_marks_statements_that_use_the_candidate():
@@ -130,12 +130,12 @@ def test_split_check_marks_statements_that_use_the_candidate():
         "def check(c):\n    import math\n    x = 3\n    assert c(x) == 9\n"
         "    for i in range(3):\n        assert c(i) == i * i\n    assert True\n"
     )
-    param, statements = harness.split_check(code)
+    param, statements = protocol.split_check(code)
     assert param == "c"
     assert [t for t, _ in statements] == [False, False, True, True, False]
-    assert harness.test_labels(code) == ["assert c(x) == 9", "for i in range(3):"]
-    assert harness.split_check("def check(c):\n    return c(1) == 1\n") is None
-    assert harness.test_labels("def check(c):\n    return\n") == ["check"]
+    assert protocol.test_labels(code) == ["assert c(x) == 9", "for i in range(3):"]
+    assert protocol.split_check("def check(c):\n    return c(1) == 1\n") is None
+    assert protocol.test_labels("def check(c):\n    return\n") == ["check"]
 
 
 # ----------------------------------------------------------------------------- honest programs

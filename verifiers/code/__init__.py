@@ -4,7 +4,8 @@ r"""Run untrusted Python programs against tests in a sandbox that cannot be fool
 >>> run_tests("def add(a, b):\n    return a + b", CallTests("add", [((1, 2), 3)])).passed
 True
 
-See :mod:`verifiers.code.harness` for why results cannot be forged, and
+See :mod:`verifiers.code.harness` for why results cannot be forged, :mod:`verifiers.code.protocol`
+for the plain-data codec, and
 :mod:`verifiers.code.sandbox` for the isolation.
 """
 

@@ -1,8 +1,8 @@
 """The code that runs inside the sandbox: a warm "zygote" that forks one fresh process per program.
 
 This module is stdlib-only and is run by the system interpreter (``/usr/bin/python3 -I -B -c``)
-inside bubblewrap; the host also imports it for the value codec and the check-body splitter, so
-both sides share one definition.
+inside bubblewrap, together with :mod:`verifiers.code.protocol` (the value codec, framing and
+check-body splitter that the host uses too, so both sides share one definition).
 
 Processes inside one sandbox (one PID namespace, one private ``/tmp``)::
 
@@ -25,6 +25,9 @@ Why this cannot be fooled:
   T reports; killing T only loses the "done" record, which counts as a failure.
 * Values cross from U as tagged JSON of exact builtin types, so an object with a rigged
   ``__eq__`` never reaches the comparison.
+* No nonce is needed: a forged record could only come from a process that holds T's or the
+  zygote's descriptors, and U holds neither (what U itself sends is treated as data, never as a
+  verdict).
 
 Between programs the zygote SIGKILLs every other process of its uid in the namespace
 (``kill(-1)``), reaps them, and empties ``/tmp``.
@@ -32,20 +35,28 @@ Between programs the zygote SIGKILLs every other process of its uid in the names
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import select
 import signal
 import socket
-import struct
 import sys
 from typing import Any
 
+if "rlvr_protocol" in sys.modules:  # inside the sandbox (see sandbox.BOOTSTRAP)
+    from rlvr_protocol import EncodeError, decode, encode, recv_msg, send_msg, split_check
+else:
+    from verifiers.code.protocol import (
+        EncodeError,
+        decode,
+        encode,
+        recv_msg,
+        send_msg,
+        split_check,
+    )
+
 SANDBOX_UID = 65534
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 MAX_PROGRAM_BYTES = 4 * 1024 * 1024
-MAX_DEPTH = 64
 ZYGOTE_MARKER = "rlvr-sandbox-zygote"
 _exit = os._exit  # saved: a program may patch os._exit in its own process
 _PRELOAD = (
@@ -53,169 +64,6 @@ _PRELOAD = (
     "hashlib", "random", "typing", "copy", "fractions", "decimal", "statistics", "operator",
     "traceback", "types", "io", "dataclasses", "array", "datetime",
 )
-
-
-# ---------------------------------------------------------------------------- value codec
-
-
-class EncodeError(Exception):
-    """A value is not plain data (exact builtin types only), or is too deep or too large."""
-
-
-def encode(value: Any, _depth: int = 0) -> Any:
-    """Turns plain data into JSON-able tagged data; anything else raises :class:`EncodeError`.
-
-    Only exact builtin types pass (``type(x) is int``, not a subclass): None, bool, int, float,
-    str, list, tuple, dict, set, frozenset, bytes, complex. Tuples, dicts, sets, frozensets,
-    bytes and complex become one-key dicts (``{"t": [...]}`` ...), so plain JSON dicts never
-    appear and the tags are unambiguous.
-    """
-    if _depth > MAX_DEPTH:
-        raise EncodeError("value nested too deeply")
-    kind = type(value)
-    if value is None or kind is bool or kind is str or kind is float:
-        return value
-    if kind is int:
-        if value.bit_length() > 4000:
-            raise EncodeError("integer too large")
-        return value
-    nxt = _depth + 1
-    if kind is list:
-        return [encode(v, nxt) for v in value]
-    if kind is tuple:
-        return {"t": [encode(v, nxt) for v in value]}
-    if kind is dict:
-        return {"d": [[encode(k, nxt), encode(v, nxt)] for k, v in value.items()]}
-    if kind is set:
-        return {"s": [encode(v, nxt) for v in value]}
-    if kind is frozenset:
-        return {"fs": [encode(v, nxt) for v in value]}
-    if kind is bytes:
-        return {"b": value.hex()}
-    if kind is complex:
-        return {"c": [value.real, value.imag]}
-    raise EncodeError(f"values of type {kind.__name__!r} are not plain data")
-
-
-def decode(data: Any, _depth: int = 0) -> Any:
-    """Inverse of :func:`encode`; raises :class:`EncodeError` on anything it would not produce."""
-    if _depth > MAX_DEPTH + 1:
-        raise EncodeError("value nested too deeply")
-    kind = type(data)
-    if data is None or kind in (bool, int, float, str):
-        return data
-    nxt = _depth + 1
-    if kind is list:
-        return [decode(v, nxt) for v in data]
-    if kind is dict and len(data) == 1:
-        (tag, body), = data.items()
-        try:
-            if tag == "t":
-                return tuple(decode(v, nxt) for v in body)
-            if tag == "d":
-                return {decode(k, nxt): decode(v, nxt) for k, v in body}
-            if tag == "s":
-                return {decode(v, nxt) for v in body}
-            if tag == "fs":
-                return frozenset(decode(v, nxt) for v in body)
-            if tag == "b":
-                return bytes.fromhex(body)
-            if tag == "c":
-                return complex(float(body[0]), float(body[1]))
-        except (TypeError, ValueError) as exc:
-            raise EncodeError(f"malformed {tag!r} value: {exc}") from None
-    raise EncodeError(f"unexpected encoded value of type {kind.__name__}")
-
-
-# ---------------------------------------------------------------------------- framing
-
-
-def send_msg(sock: socket.socket, obj: Any) -> None:
-    """Sends one length-prefixed JSON message on a stream socket."""
-    body = json.dumps(obj, separators=(",", ":")).encode()
-    sock.sendall(struct.pack("!I", len(body)) + body)
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(min(n - len(buf), 1 << 20))
-        if not chunk:
-            return None
-        buf += chunk
-    return bytes(buf)
-
-
-def recv_msg(sock: socket.socket) -> Any:
-    """Receives one message sent by :func:`send_msg`; returns None at end of stream.
-
-    Raises:
-        EncodeError: the message is larger than ``MAX_MESSAGE_BYTES`` or is not JSON.
-    """
-    head = _recv_exact(sock, 4)
-    if head is None:
-        return None
-    (size,) = struct.unpack("!I", head)
-    if size > MAX_MESSAGE_BYTES:
-        raise EncodeError(f"message of {size} bytes is over the limit")
-    body = _recv_exact(sock, size)
-    if body is None:
-        return None
-    try:
-        return json.loads(body)
-    except (ValueError, RecursionError) as exc:
-        raise EncodeError(f"bad message: {exc}") from None
-
-
-# ---------------------------------------------------------------------------- check splitting
-
-
-def split_check(test_code: str) -> tuple[str, list[tuple[bool, str]]] | None:
-    """Splits the body of ``def check(param)`` into statements, marking which ones are tests.
-
-    A statement is a test when it mentions the parameter (the candidate); other statements are
-    set-up. Returns ``(param, [(is_test, source), ...])``, or None when the body cannot run as
-    separate statements (no one-parameter ``check``, a ``return``/``yield``/``nonlocal`` at its top
-    level, or no statement mentions the candidate); then the whole call is one test.
-    """
-    try:
-        tree = ast.parse(test_code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    checks = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
-    if len(checks) != 1 or len(checks[0].args.args) != 1:
-        return None
-    fn = checks[0]
-    param = fn.args.args[0].arg
-    out: list[tuple[bool, str]] = []
-    for stmt in fn.body:
-        for node in ast.walk(stmt):
-            if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom, ast.Nonlocal, ast.Global)):
-                if _scope_of(stmt, node) is stmt:
-                    return None
-        mentions = any(isinstance(n, ast.Name) and n.id == param for n in ast.walk(stmt))
-        out.append((mentions, ast.unparse(stmt)))
-    if not any(is_test for is_test, _ in out):
-        return None
-    return param, out
-
-
-def _scope_of(stmt: ast.AST, target: ast.AST) -> ast.AST:
-    """The innermost function/lambda/class in ``stmt`` that contains ``target`` (else ``stmt``)."""
-    scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-    for node in ast.walk(stmt):
-        if node is not stmt and isinstance(node, scopes):
-            if any(n is target for n in ast.walk(node)):
-                return node
-    return stmt
-
-
-def test_labels(test_code: str) -> list[str]:
-    """Names of the tests that :func:`split_check` finds (``["check"]`` when it cannot split)."""
-    plan = split_check(test_code)
-    if plan is None:
-        return ["check"]
-    return [src.splitlines()[0][:120] for is_test, src in plan[1] if is_test]
 
 
 # ---------------------------------------------------------------------------- zygote
@@ -667,5 +515,5 @@ def main(argv: list[str]) -> None:
     _zygote_loop(ctl)
 
 
-if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == ZYGOTE_MARKER:
-    main(sys.argv[2:])
+if __name__ == "__main__" and ZYGOTE_MARKER in sys.argv:
+    main(sys.argv[sys.argv.index(ZYGOTE_MARKER) + 1 :])

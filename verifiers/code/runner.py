@@ -21,7 +21,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from verifiers.code import harness
+from verifiers.code import protocol
 from verifiers.code.sandbox import Spawned, Worker, WorkerDied
 from verifiers.code.specs import (
     AssertTests,
@@ -85,7 +85,7 @@ class _Channels:
             self.close_after.add(name)
 
     def queue_frame(self, name: str, obj: Any) -> None:
-        """Sends one length-prefixed JSON message (see :func:`harness.send_msg`)."""
+        """Sends one length-prefixed JSON message (see :func:`protocol.send_msg`)."""
         import json
 
         body = json.dumps(obj, separators=(",", ":")).encode()
@@ -182,7 +182,7 @@ class _Channels:
         buf.extend(data)
         while len(buf) >= 4:
             (size,) = struct.unpack("!I", buf[:4])
-            if size > harness.MAX_MESSAGE_BYTES:
+            if size > protocol.MAX_MESSAGE_BYTES:
                 self.eof.add(name)
                 buf.clear()
                 return
@@ -271,7 +271,7 @@ def limits_for(timeout_s: float, memory_mb: int, config: Any) -> dict[str, Any]:
 def run_assert(worker: Worker, program: str, spec: AssertTests, deadline: float,
                limits: dict[str, Any]) -> tuple[list[TestOutcome], _Channels]:
     """AssertTests: U runs the program, T runs the test code and reports each test."""
-    labels = harness.test_labels(spec.test_code)
+    labels = protocol.test_labels(spec.test_code)
     ch = _Channels(worker, worker.spawn("assert", limits, deadline - time.monotonic()),
                    worker.config.output_limit_bytes)
     ch.queue("setup", program.encode("utf-8", errors="replace"), close=True)
@@ -310,10 +310,10 @@ def run_call(worker: Worker, program: str, spec: CallTests, deadline: float,
     requests = []
     for i, (args, expected) in enumerate(spec.cases):
         try:
-            requests.append({"name": spec.function, "args": harness.encode(list(args)),
+            requests.append({"name": spec.function, "args": protocol.encode(list(args)),
                              "kwargs": {"d": []}})
-            harness.encode(expected)
-        except harness.EncodeError as exc:
+            protocol.encode(expected)
+        except protocol.EncodeError as exc:
             raise InvalidArgumentError(f"CallTests.cases[{i}] is not plain data: {exc}") from None
     ch = _Channels(worker, worker.spawn("call", limits, deadline - time.monotonic()),
                    worker.config.output_limit_bytes)
@@ -353,8 +353,8 @@ def _judge_reply(reply: Any, expected: Any) -> tuple[str, str]:
         return "wrong_answer", "malformed reply"
     if "ok" in reply:
         try:
-            got = harness.decode(reply["ok"])
-        except (harness.EncodeError, RecursionError) as exc:
+            got = protocol.decode(reply["ok"])
+        except (protocol.EncodeError, RecursionError) as exc:
             return "wrong_answer", f"malformed result: {exc}"[:300]
         if values_equal(got, expected):
             return "passed", ""
@@ -447,7 +447,7 @@ def run_spec(worker: Worker, program: str, tests: TestSpec, timeout_s: float,
 
 def _count(tests: TestSpec) -> int:
     if isinstance(tests, AssertTests):
-        return len(harness.test_labels(tests.test_code))
+        return len(protocol.test_labels(tests.test_code))
     return len(tests.cases)
 
 

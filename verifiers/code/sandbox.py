@@ -39,13 +39,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verifiers.code import harness
+from verifiers.code import harness, protocol
 from verifiers.errors import InvalidArgumentError, SandboxUnavailableError
 
 logger = logging.getLogger(__name__)
 
 BACKENDS = ("auto", "bwrap", "unshare")
 _HARNESS_SOURCE = Path(harness.__file__).read_text()
+_PROTOCOL_SOURCE = Path(protocol.__file__).read_text()
+# Runs inside the sandbox: installs protocol.py as module `rlvr_protocol`, then runs harness.py.
+BOOTSTRAP = (
+    "import sys, types\n"
+    "m = types.ModuleType('rlvr_protocol')\n"
+    "exec(compile(sys.argv[1], 'rlvr_protocol', 'exec'), m.__dict__)\n"
+    "sys.modules['rlvr_protocol'] = m\n"
+    "exec(compile(sys.argv[2], 'rlvr_harness', 'exec'), {'__name__': '__main__'})\n"
+)
 # bwrap's --die-with-parent (PR_SET_PDEATHSIG) fires when the *thread* that forked it exits, so
 # every sandbox is started from this one long-lived thread, whatever thread asks for it.
 _launcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlvr-sandbox-launcher")
@@ -149,7 +158,8 @@ def _bwrap_argv(config: SandboxConfig, ctl_fd: int) -> list[str]:
 
 def _python_argv(config: SandboxConfig, ctl_fd: int, backend: str) -> list[str]:
     return [
-        config.python, "-I", "-B", "-c", _HARNESS_SOURCE, harness.ZYGOTE_MARKER,
+        config.python, "-I", "-B", "-c", BOOTSTRAP, _PROTOCOL_SOURCE, _HARNESS_SOURCE,
+        harness.ZYGOTE_MARKER,
         "--ctl-fd", str(ctl_fd), "--backend", backend, "--tmp-bytes", str(config.tmp_mb << 20),
     ]
 

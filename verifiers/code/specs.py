@@ -21,7 +21,7 @@ class AssertTests:
     ``return``), the whole ``check(candidate)`` call is one test. The test code runs in its own
     process; every call of the program's functions (``candidate`` and any other top-level
     function of the program the test code uses, such as HumanEval's ``poly``) is a round trip
-    whose arguments and result must be plain data (see :func:`~verifiers.code.harness.encode`).
+    whose arguments and result must be plain data (see :func:`~verifiers.code.protocol.encode`).
     """
 
     test_code: str
