@@ -71,7 +71,7 @@ def test_run_tests_argument_errors(pool):
     with pytest.raises(InvalidArgumentError, match="memory_mb must be an int >= 64"):
         pool.run_tests("x", spec, memory_mb=8)
     with pytest.raises(InvalidArgumentError, match=r"CallTests.cases\[0\] is not plain data"):
-        pool.run_tests("x", CallTests("f", [((object(),), 1)]))
+        CallTests("f", [((object(),), 1)])
 
 
 def test_values_equal_semantics():
@@ -290,3 +290,11 @@ def test_works_when_the_host_has_more_than_1024_open_files():
         for fh in hogs:
             fh.close()
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_unusable_interpreter_raises_sandbox_unavailable():
+    from verifiers.errors import SandboxUnavailableError
+
+    with SandboxPool(size=1, config=SandboxConfig(python="/nonexistent/python3")) as pool:
+        with pytest.raises(SandboxUnavailableError, match=r"sandbox \(bwrap\) failed to start"):
+            pool.run_tests(SQUARE, CallTests("sq", [((3,), 9)]))

@@ -199,7 +199,10 @@ class Worker:
             self.proc = _launcher.submit(_popen, argv, child.fileno()).result()
         finally:
             child.close()
-        hello = self._recv(config.start_timeout_s)
+        try:
+            hello = self._recv(config.start_timeout_s)
+        except WorkerDied:
+            hello = None
         if hello is None or hello[0].get("op") != "hello":
             err = self._stderr_text()
             self.close()

@@ -9,6 +9,7 @@ import ast
 from dataclasses import dataclass
 from typing import Any
 
+from verifiers.code.protocol import EncodeError, encode
 from verifiers.errors import InvalidArgumentError
 
 
@@ -92,6 +93,13 @@ class CallTests:
             if len(pair) != 2:
                 raise InvalidArgumentError(f"CallTests.cases[{i}] must be an (args, expected) pair")
             args = _as_tuple(pair[0], f"CallTests.cases[{i}] args")
+            try:
+                encode(list(args))
+                encode(pair[1])
+            except EncodeError as exc:
+                raise InvalidArgumentError(
+                    f"CallTests.cases[{i}] is not plain data: {exc}"
+                ) from None
             out.append((args, pair[1]))
         object.__setattr__(self, "cases", tuple(out))
 
