@@ -7,12 +7,12 @@ and close-match suggestions, a value of the wrong type names the key and the exp
 each component's ``__post_init__`` checks ranges and names the field.
 
 Component configs owned by other modules are composed, not copied: ``model.tiny`` is
-``rlvr.tiny.TinyModelSpec``, ``actor``/``critic`` are the learner's configs and
-``rollout.sampling``/``rollout.runner`` are the agent's.
+``rlvr.tiny.TinyModelSpec``, ``actor``/``critic`` are ``rlvr.learner.LearnerConfig`` and
+``rollout.runner`` is ``agents.RunnerConfig`` (with its ``sampling: SamplingParams``).
 
 Example::
 
-    cfg = load_config("configs/quickstart.yaml", ["trainer.steps=20", "rollout.group_size=4"])
+    cfg = load_config("configs/quickstart.yaml", ["trainer.steps=20", "actor.optim.lr=1e-4"])
 """
 
 from __future__ import annotations
@@ -28,15 +28,10 @@ from typing import Any, Literal
 
 import yaml
 
+from agents.runner import RunnerConfig
 from rlvr.errors import ConfigError
+from rlvr.learner.config import LearnerConfig, OptimConfig
 from rlvr.tiny import TinyModelSpec
-
-KLPlacement = Literal["reward", "loss", "off"]
-KLEstimator = Literal["k1", "abs", "k2", "k3", "k3+"]
-LossAgg = Literal[
-    "token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean",
-    "seq-mean-token-sum-norm",
-]
 
 
 def _positive(owner: str, **values: float | int) -> None:
@@ -128,14 +123,14 @@ class EnvConfig:
 
 @dataclass(kw_only=True)
 class KLConfig:
-    """The KL penalty toward the frozen reference policy.
+    """The KL penalty toward the frozen reference policy (the initial policy).
 
     Attributes:
         placement: ``reward`` subtracts ``coef * kl`` from the token rewards before the
             advantages (PPO/RLHF style); ``loss`` adds ``coef * agg(kl)`` to the policy loss
             (GRPO style); ``off`` loads no reference model at all.
-        estimator: ``k1`` (logp - ref), ``abs``, ``k2`` (0.5 d^2), ``k3`` (low-variance,
-            Schulman) or ``k3+`` (k3 value with the k2 gradient).
+        estimator: ``k1``, ``abs``, ``k2``, ``k3`` (low-variance, Schulman) or their verl
+            aliases, each optionally with ``+`` (that value, k2's gradient).
         coef: the KL coefficient (the initial one with the adaptive controller).
         controller: ``fixed`` keeps ``coef``; ``adaptive`` steers it toward ``target`` (only with
             ``placement: reward``).
@@ -143,14 +138,20 @@ class KLConfig:
         horizon: the adaptive controller's horizon in samples.
     """
 
-    placement: KLPlacement = "off"
-    estimator: KLEstimator = "k3"
+    placement: Literal["reward", "loss", "off"] = "off"
+    estimator: str = "k3"
     coef: float = 0.001
     controller: Literal["fixed", "adaptive"] = "fixed"
     target: float = 0.1
     horizon: int = 10000
 
     def __post_init__(self) -> None:
+        from rlvr.learner.config import KL_ESTIMATORS
+
+        if self.estimator not in KL_ESTIMATORS:
+            raise ConfigError(
+                _unknown_message("algorithm.kl.estimator", self.estimator, KL_ESTIMATORS)
+            )
         _non_negative("algorithm.kl", coef=self.coef)
         _positive("algorithm.kl", target=self.target, horizon=self.horizon)
         if self.controller == "adaptive" and self.placement != "reward":
@@ -167,59 +168,30 @@ class KLConfig:
 
 @dataclass(kw_only=True)
 class AlgorithmConfig:
-    """The RL algorithm: advantage estimator and the PPO-family loss.
+    """The RL algorithm: how trajectories become advantages.
+
+    The PPO loss itself (clip range, dual clip, loss aggregation, entropy bonus, epochs,
+    mini-batches, truncated IS) is configured on ``actor`` (``rlvr.learner.LearnerConfig``).
 
     Attributes:
         estimator: an advantage estimator registered in ``rlvr.advantages`` (``gae``, ``grpo``,
             ``drgrpo``, ``rloo``, ``reinforce_pp``, ``reinforce_pp_baseline``, ...). Whether a
-            critic is trained follows from the estimator.
+            critic is built follows from the registry (``needs_critic``), not from the name.
         gamma: discount factor (GAE, REINFORCE++).
         lam: GAE lambda.
-        epochs: passes over each step's batch (K in PPO).
-        mini_batch_size: sequences per optimizer step, over all ranks; must divide the step's
-            batch. None = the whole batch (one optimizer step per epoch).
-        clip_low: PPO ratio clip below 1 (``1 - clip_low``).
-        clip_high: PPO ratio clip above 1 (``1 + clip_high``); > clip_low is DAPO's clip-higher.
-        dual_clip: dual-clip constant c (> 1) bounding the loss of negative advantages; null off.
-        loss_agg: how per-token losses become a scalar (see reference/algorithms.md).
-        entropy_coef: weight of the entropy bonus (0 = off; entropy is still logged).
-        value_clip: clip range of the critic's value loss.
         kl: the KL penalty toward the reference policy.
-        tis: multiply the policy loss by truncated importance-sampling weights
-            ``min(exp(old_logp - rollout_logp), tis_cap)`` per token, correcting for a rollout
-            engine whose numerics differ from the learner's (verl's rollout_is_weights).
-        tis_cap: the truncation constant C of ``tis``.
     """
 
     estimator: str = "grpo"
     gamma: float = 1.0
     lam: float = 1.0
-    epochs: int = 1
-    mini_batch_size: int | None = None
-    clip_low: float = 0.2
-    clip_high: float = 0.2
-    dual_clip: float | None = 3.0
-    loss_agg: LossAgg = "token-mean"
-    entropy_coef: float = 0.0
-    value_clip: float = 0.5
     kl: KLConfig = field(default_factory=KLConfig)
-    tis: bool = False
-    tis_cap: float = 2.0
 
     def __post_init__(self) -> None:
-        if self.mini_batch_size is not None:
-            _positive("algorithm", mini_batch_size=self.mini_batch_size)
-        _positive("algorithm", epochs=self.epochs, clip_low=self.clip_low,
-                  clip_high=self.clip_high, value_clip=self.value_clip, tis_cap=self.tis_cap)
-        _non_negative("algorithm", entropy_coef=self.entropy_coef)
         for name in ("gamma", "lam"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ConfigError(f"algorithm.{name} must be in [0, 1]; got {value!r}")
-        if self.clip_low >= 1.0:
-            raise ConfigError(f"algorithm.clip_low must be < 1; got {self.clip_low!r}")
-        if self.dual_clip is not None and self.dual_clip <= 1.0:
-            raise ConfigError(f"algorithm.dual_clip must be > 1 or null; got {self.dual_clip!r}")
         from rlvr.advantages import ADVANTAGE_ESTIMATORS
 
         if self.estimator not in ADVANTAGE_ESTIMATORS:
@@ -230,46 +202,38 @@ class AlgorithmConfig:
 
 @dataclass(kw_only=True)
 class RolloutConfig:
-    """Stage A: how episodes are generated.
+    """Stage A: which episodes are played each step, and on which engine.
 
     Attributes:
-        engine: ``transformers`` (in-process, shares the actor's weights; CPU and small GPUs)
-            or ``sglang`` (a server per node, weights pushed after each step).
-        prompts_per_step: distinct tasks per training step, over all ranks.
+        engine: ``transformers`` (in-process; with one rank it shares the actor's weights) or
+            ``sglang`` (a server; weights pushed after each step).
+        prompts_per_step: distinct tasks per training step over all ranks; each rank plays
+            ``prompts_per_step / world_size`` of them.
         group_size: episodes sampled per task (GRPO's G).
-        max_response_len: the most response tokens of an episode (all turns, model and env
-            tokens); longer episodes end with finish reason ``length``.
-        temperature: sampling temperature of the rollout engine (the learner uses the same one
-            for logprobs).
-        top_p: nucleus sampling threshold.
-        max_new_tokens: the most tokens generated in one turn.
-        max_turns: the most assistant turns of an episode.
+        runner: the episode runner's limits and sampling (``agents.RunnerConfig``): turns,
+            tokens per turn, response tokens per episode (the max response length), and
+            ``sampling`` (temperature, top_p, top_k). Its ``seed`` is not used: the trainer
+            derives each group's sampling seed from ``trainer.seed``, the step and the task.
         dynamic_sampling: drop groups whose rewards are all equal (no learning signal) and
-            sample fresh tasks to refill the batch, DAPO style.
+            sample fresh tasks to refill, DAPO style.
         max_refill_rounds: the most extra sampling rounds per step for ``dynamic_sampling``;
-            after that the step trains on what it has.
-        sglang_url: the SGLang server's base URL (``engine: sglang``); null launches one.
+            after that the batch is topped up with dropped groups, so its size stays fixed.
+        sglang_url: the SGLang server's base URL (``engine: sglang``).
     """
 
     engine: Literal["transformers", "sglang"] = "transformers"
     prompts_per_step: int = 8
     group_size: int = 8
-    max_response_len: int = 64
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 32
-    max_turns: int = 1
+    runner: RunnerConfig = field(default_factory=RunnerConfig)
     dynamic_sampling: bool = False
     max_refill_rounds: int = 3
     sglang_url: str | None = None
 
     def __post_init__(self) -> None:
-        _positive("rollout", prompts_per_step=self.prompts_per_step, group_size=self.group_size,
-                  max_response_len=self.max_response_len, temperature=self.temperature,
-                  max_new_tokens=self.max_new_tokens, max_turns=self.max_turns)
+        _positive("rollout", prompts_per_step=self.prompts_per_step, group_size=self.group_size)
         _non_negative("rollout", max_refill_rounds=self.max_refill_rounds)
-        if not 0.0 < self.top_p <= 1.0:
-            raise ConfigError(f"rollout.top_p must be in (0, 1]; got {self.top_p!r}")
+        if self.engine == "sglang" and not self.sglang_url:
+            raise ConfigError("rollout.sglang_url must be set when rollout.engine is 'sglang'")
 
     @property
     def episodes_per_step(self) -> int:
@@ -278,51 +242,29 @@ class RolloutConfig:
 
 
 @dataclass(kw_only=True)
-class OptimConfig:
-    """Optimizer of one trained model (actor or critic).
-
-    Attributes:
-        lr: AdamW peak learning rate.
-        weight_decay: AdamW weight decay.
-        betas: AdamW betas.
-        warmup_steps: linear warm-up optimizer steps.
-        schedule: learning-rate schedule after warm-up.
-        grad_clip: clip the global gradient norm to this (0 = off).
-        micro_batch_size: sequences per forward/backward; gradients accumulate up to the
-            mini-batch.
-    """
-
-    lr: float = 1e-6
-    weight_decay: float = 0.0
-    betas: tuple[float, float] = (0.9, 0.999)
-    warmup_steps: int = 0
-    schedule: Literal["constant", "cosine", "linear"] = "constant"
-    grad_clip: float = 1.0
-    micro_batch_size: int = 16
-
-    def __post_init__(self) -> None:
-        _positive("optim", lr=self.lr, micro_batch_size=self.micro_batch_size)
-        _non_negative("optim", weight_decay=self.weight_decay, warmup_steps=self.warmup_steps,
-                      grad_clip=self.grad_clip)
-
-
-@dataclass(kw_only=True)
 class EvalConfig:
-    """Held-out greedy evaluation during training.
+    """Held-out evaluation during training (``rlvr.evaluate.Evaluator``).
 
     Attributes:
+        suite: a suite name (``configs/suites``) or YAML path; null builds one from ``env``:
+            the same id and kwargs merged with ``env.eval_kwargs``, ``tasks`` tasks of the test
+            split.
         every: evaluate every this many RL steps (0 = only before and after RL).
-        tasks: held-out tasks per evaluation.
-        max_new_tokens: generation budget per turn for evaluation.
+        tasks: held-out tasks when ``suite`` is null.
+        samples: episodes per task (greedy when 1).
+        max_new_tokens: generation budget per turn.
     """
 
+    suite: str | None = None
     every: int = 0
     tasks: int = 200
+    samples: int = 1
     max_new_tokens: int = 32
 
     def __post_init__(self) -> None:
         _non_negative("eval", every=self.every)
-        _positive("eval", tasks=self.tasks, max_new_tokens=self.max_new_tokens)
+        _positive("eval", tasks=self.tasks, samples=self.samples,
+                  max_new_tokens=self.max_new_tokens)
 
 
 @dataclass(kw_only=True)
@@ -331,15 +273,16 @@ class TrainerConfig:
 
     Attributes:
         steps: RL training steps.
-        seed: seeds the model init, the task stream, sampling and shuffles.
+        seed: seeds the task stream, sampling, mini-batch shuffles and the warm-up; it also
+            overrides ``actor.seed`` and ``critic.seed``.
         output_dir: where metrics, checkpoints and the exported model go.
         checkpoint_every: save a checkpoint every this many steps (0 = never).
         keep_checkpoints: how many most recent checkpoints to keep.
-        resume: continue from the latest checkpoint in ``output_dir`` if there is one.
+        resume: continue from the latest complete checkpoint in ``output_dir`` if there is one.
         export_at_end: write a HuggingFace model directory to ``output_dir/export`` at the end.
         tensorboard: also write TensorBoard event files.
         plot: write ``curves.png`` (reward and accuracy) at the end.
-        progress: show a progress bar.
+        progress: show progress bars.
         device: ``auto`` (CUDA when available), ``cpu`` or ``cuda``.
     """
 
@@ -357,7 +300,11 @@ class TrainerConfig:
 
     def __post_init__(self) -> None:
         _positive("trainer", steps=self.steps, keep_checkpoints=self.keep_checkpoints)
-        _non_negative("trainer", checkpoint_every=self.checkpoint_every)
+        _non_negative("trainer", checkpoint_every=self.checkpoint_every, seed=self.seed)
+
+
+def _critic_default() -> LearnerConfig:
+    return LearnerConfig(optim=OptimConfig(lr=1e-5))
 
 
 @dataclass(kw_only=True)
@@ -369,10 +316,12 @@ class TrainConfig:
         sft: the optional supervised warm-up on the task format.
         env: the environment trained on.
         rollout: stage A, episode generation.
-        algorithm: advantage estimator, policy/value losses and KL.
-        actor: the policy's optimizer and micro-batching.
-        critic: the critic's optimizer and micro-batching (used only by estimators that need
-            values, such as ``gae``).
+        algorithm: the advantage estimator and the KL penalty.
+        actor: the policy's learner (``rlvr.learner.LearnerConfig``): optimizer, micro- and
+            mini-batches, epochs, PPO clip/dual clip, loss aggregation, entropy bonus,
+            truncated IS (``tis_cap``). Its KL-loss fields are set from ``algorithm.kl``.
+        critic: the critic's learner config (optimizer, micro-batches, ``value_clip``); used
+            only by estimators that need values, such as ``gae``.
         eval: held-out evaluation during training.
         trainer: run length, seed, outputs and checkpoints.
     """
@@ -382,18 +331,40 @@ class TrainConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
-    actor: OptimConfig = field(default_factory=OptimConfig)
-    critic: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-5))
+    actor: LearnerConfig = field(default_factory=LearnerConfig)
+    critic: LearnerConfig = field(default_factory=_critic_default)
     eval: EvalConfig = field(default_factory=EvalConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
     def __post_init__(self) -> None:
         batch = self.rollout.episodes_per_step
-        if self.algorithm.mini_batch_size and batch % self.algorithm.mini_batch_size:
+        for owner in ("actor", "critic"):
+            learner = getattr(self, owner)
+            if learner.mini_batch_size and batch % learner.mini_batch_size:
+                raise ConfigError(
+                    f"{owner}.mini_batch_size ({learner.mini_batch_size}) must divide "
+                    f"rollout.prompts_per_step * rollout.group_size ({batch})"
+                )
+        if self.actor.kl_loss_coef != 0.0:
             raise ConfigError(
-                f"algorithm.mini_batch_size ({self.algorithm.mini_batch_size}) must divide "
-                f"rollout.prompts_per_step * rollout.group_size ({batch})"
+                "actor.kl_loss_coef is set from algorithm.kl; use algorithm.kl.placement=loss "
+                "and algorithm.kl.coef instead"
             )
+
+    def learner_configs(self) -> tuple[LearnerConfig, LearnerConfig]:
+        """The actor's and critic's learner configs as the learner gets them.
+
+        ``seed`` comes from ``trainer.seed`` and the actor's KL-loss fields from
+        ``algorithm.kl`` (placement ``loss``).
+        """
+        kl = self.algorithm.kl
+        kl_fields = (
+            {"kl_loss_coef": kl.coef, "kl_loss_estimator": kl.estimator}
+            if kl.placement == "loss" else {}
+        )
+
+        actor = dataclasses.replace(self.actor, seed=self.trainer.seed, **kl_fields)
+        return actor, dataclasses.replace(self.critic, seed=self.trainer.seed)
 
 
 # ---------------------------------------------------------------------------- loading
@@ -516,9 +487,9 @@ def from_dict(cls: type[Any], data: Mapping[str, Any], *, prefix: str = "") -> A
         kwargs[key] = _coerce(value, hints[key], dotted)
     try:
         return cls(**kwargs)
-    except ConfigError:
-        raise
     except (ValueError, TypeError) as err:
+        if isinstance(err, ConfigError) and (not prefix or str(err).startswith(prefix)):
+            raise
         where = f" in {prefix!r}" if prefix else ""
         raise ConfigError(f"invalid config{where}: {err}") from err
 

@@ -14,9 +14,14 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from rlvr.data import Trajectory
 
 #: Metrics shown in the progress bar's postfix, with their short labels.
 PROGRESS_KEYS = {
@@ -180,3 +185,40 @@ class MetricsLogger:
         if self._plot:
             return plot_curves(read_jsonl(self.jsonl_path), self.png_path)
         return None
+
+
+def all_reduce_sums(values: Sequence[float], device: torch.device) -> list[float]:
+    """Element-wise sums of ``values`` over all ranks."""
+    t = torch.tensor(list(values), dtype=torch.float64, device=device)
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(t)
+    return t.tolist()
+
+
+def _passed(traj: Trajectory) -> float:
+    """1.0 when the verifier's last verdict passed (else whether the reward is positive)."""
+    verdict = traj.metadata.get("verdict")
+    if isinstance(verdict, dict) and verdict.get("passed") is not None:
+        return float(bool(verdict["passed"]))
+    return float(traj.reward > 0)
+
+
+def rollout_metrics(trajs: Sequence[Trajectory], device: torch.device) -> dict[str, float]:
+    """Reward mean/std, accuracy, response length, turns and finish reasons over all ranks."""
+    rewards = [t.reward for t in trajs]
+    lengths = [float(sum(t.response_mask)) for t in trajs]
+    turns = [float(t.metadata.get("turns", 1)) for t in trajs]
+    sums = all_reduce_sums([
+        len(trajs), sum(rewards), sum(r * r for r in rewards), sum(_passed(t) for t in trajs),
+        sum(lengths), sum(turns), sum(t.finish_reason == "length" for t in trajs),
+        sum(t.finish_reason == "error" for t in trajs),
+    ], device)
+    n = max(sums[0], 1.0)
+    mean = sums[1] / n
+    var = max(sums[2] / n - mean * mean, 0.0) * (n / (n - 1) if n > 1 else 1.0)
+    return {
+        "reward/mean": mean, "reward/std": var**0.5, "reward/accuracy": sums[3] / n,
+        "response/length_mean": sums[4] / n, "response/turns_mean": sums[5] / n,
+        "response/clip_ratio": sums[6] / n, "response/error_ratio": sums[7] / n,
+        "perf/rollout_tokens": sums[4],
+    }

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import math
 import random
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -173,3 +175,45 @@ def supervised_warmup(
         steps=step, loss=loss_value, accuracy=accuracy, seconds=time.perf_counter() - t0,
         history=history,
     )
+
+
+class TaskExamples:
+    """Supervised examples from the env's own tasks: ``(opening messages, gold answer)``.
+
+    The env must keep its current task in ``env.unwrapped.task`` with an ``answer`` field (the
+    built-in task envs do).
+
+    Args:
+        env_id: a registered env id.
+        env_kwargs: its constructor arguments.
+    """
+
+    def __init__(self, env_id: str, env_kwargs: dict[str, Any]) -> None:
+        import envs
+
+        self.env = envs.make(env_id, **env_kwargs)
+        self.env_id = env_id
+
+    def __call__(self, rng: random.Random) -> Example:
+        """Reset the env with a seed drawn from ``rng``; return its messages and gold answer."""
+        messages, _ = self.env.reset(seed=rng.randrange(2**31))
+        task = getattr(self.env.unwrapped, "task", None)
+        if not isinstance(task, dict) or "answer" not in task:
+            raise ConfigError(
+                f"sft.enabled needs an env whose tasks carry an 'answer' (env.unwrapped.task); "
+                f"{self.env_id} does not; set sft.enabled=false"
+            )
+        from envs.math_env import gold_answer
+
+        return list(messages), gold_answer(str(task["answer"]))
+
+
+def save_model(model: torch.nn.Module, tokenizer: Any, target: Path) -> Path:
+    """Save a HF model and tokenizer to ``target`` atomically (a hidden sibling renamed)."""
+    tmp = target.parent / f".{target.name}.partial"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp, safe_serialization=True)  # type: ignore[operator]
+    tokenizer.save_pretrained(tmp)
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.rename(target)
+    return target

@@ -1,0 +1,96 @@
+"""The ``rlvr`` command: ``rlvr train CONFIG [key=value ...] [--import MODULE]`` and ``rlvr eval``.
+
+``rlvr train`` loads the YAML config, applies the dotted overrides, checks everything (an unknown
+key or a bad value stops here, before any work, with a message naming the key) and runs
+``rlvr.trainer.train``. ``rlvr eval ...`` hands its arguments to ``rlvr.evaluate.cli_main``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from rlvr.errors import RlvrError
+
+USAGE = """usage: rlvr {train,eval} ...
+
+  rlvr train CONFIG [key=value ...] [--import MODULE]   train with a YAML config
+  rlvr eval --model PATH --suite NAME [...]            evaluate checkpoints (rlvr eval -h)
+"""
+
+
+def _train_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rlvr train",
+        description="Train a policy with RL on verifiable rewards.",
+        epilog="Example: rlvr train configs/quickstart.yaml trainer.steps=50 "
+               "actor.optim.lr=3e-4",
+    )
+    parser.add_argument("config", help="a YAML config file (see configs/)")
+    parser.add_argument("overrides", nargs="*", metavar="key=value",
+                        help="dotted overrides, e.g. rollout.group_size=4")
+    parser.add_argument("--import", dest="imports", action="append", default=[],
+                        metavar="MODULE",
+                        help="import MODULE first so it can register its envs (repeatable)")
+    return parser
+
+
+def train_main(argv: Sequence[str]) -> int:
+    """``rlvr train``: returns the process exit code (2 for a config error)."""
+    args = _train_parser().parse_args(list(argv))
+    from rlvr.config import load_config
+
+    overrides = list(args.overrides)
+    try:
+        if args.imports:
+            import envs
+
+            envs.import_plugins(args.imports)
+        config = load_config(args.config, overrides)
+        config.env.imports = [*config.env.imports, *args.imports]
+    except (RlvrError, ValueError, ImportError) as err:
+        print(f"rlvr train: error: {err}", file=sys.stderr)
+        return 2
+    from rlvr.trainer import train
+
+    train(config)
+    return 0
+
+
+def eval_main(argv: Sequence[str]) -> int:
+    """``rlvr eval``: delegates to ``rlvr.evaluate.cli_main``."""
+    try:
+        from rlvr.evaluate import cli_main
+    except ImportError as err:
+        print(f"rlvr eval: error: the evaluation module is not available ({err})",
+              file=sys.stderr)
+        return 2
+    return int(cli_main(list(argv)) or 0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``rlvr`` console script.
+
+    Args:
+        argv: the arguments after the program name (default ``sys.argv[1:]``).
+
+    Returns:
+        The exit code: 0 on success, 2 on a usage or config error.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE, file=sys.stdout if args else sys.stderr)
+        return 0 if args else 2
+    command, rest = args[0], args[1:]
+    if command == "train":
+        return train_main(rest)
+    if command == "eval":
+        return eval_main(rest)
+    print(f"rlvr: error: unknown command {command!r}; allowed: train, eval\n{USAGE}",
+          file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

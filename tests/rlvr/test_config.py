@@ -1,0 +1,122 @@
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rlvr.config import (
+    TrainConfig,
+    dump_config,
+    from_dict,
+    load_config,
+    parse_overrides,
+    to_dict,
+)
+from rlvr.errors import ConfigError
+from rlvr.learner.config import LearnerConfig
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")) + sorted(CONFIGS.glob("gpu/*.yaml")),
+                         ids=lambda p: p.name)
+def test_every_shipped_config_loads(path):
+    config = load_config(path)
+    assert isinstance(config, TrainConfig)
+
+
+def test_defaults_round_trip_through_yaml(tmp_path):
+    config = load_config(None, ["algorithm.estimator=gae", "actor.optim.lr=3e-4"])
+    dump_config(config, tmp_path / "c.yaml")
+    again = load_config(tmp_path / "c.yaml")
+    assert again == config
+    assert again.actor.optim.lr == pytest.approx(3e-4)
+
+
+def test_dotted_overrides_reach_nested_component_configs():
+    config = load_config(CONFIGS / "quickstart.yaml", [
+        "rollout.runner.sampling.temperature=0.7",
+        "rollout.group_size=4",
+        "actor.optim.betas=[0.9, 0.95]",
+        "env.kwargs.source_kwargs.max_digits=1",
+        "model.tiny.num_hidden_layers=2",
+    ])
+    assert config.rollout.runner.sampling.temperature == 0.7
+    assert config.rollout.group_size == 4
+    assert config.actor.optim.betas == (0.9, 0.95)
+    assert config.env.kwargs["source_kwargs"] == {**load_config(CONFIGS / "quickstart.yaml")
+                                                  .env.kwargs["source_kwargs"], "max_digits": 1}
+    assert config.model.tiny.num_hidden_layers == 2
+    assert isinstance(config.actor, LearnerConfig)
+
+
+def test_yaml_reads_exponent_floats_that_yaml11_leaves_as_strings():
+    assert load_config(None, ["actor.optim.lr=1e-4"]).actor.optim.lr == pytest.approx(1e-4)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("algorithm.estimater=gae",
+     r"unknown config key 'algorithm.estimater'; allowed keys here: estimator, .*"
+     r"Did you mean 'estimator'\?"),
+    ("trainr.steps=3", r"unknown config key 'trainr'.*Did you mean 'trainer'\?"),
+    ("algorithm.estimator=grop",
+     r"algorithm.estimator: unknown value 'grop'; allowed: drgrpo, gae, grpo, reinforce_pp, "
+     r"reinforce_pp_baseline, rloo. Did you mean 'grpo'"),
+    ("algorithm.kl.placement=rewards",
+     r"algorithm.kl.placement: unknown value 'rewards'; allowed: loss, off, reward"),
+    ("algorithm.kl.estimator=k4", r"algorithm.kl.estimator: unknown value 'k4'; allowed: abs"),
+    ("rollout.group_size=2.5", r"rollout.group_size: expected an integer; got 2.5"),
+    ("trainer.resume=maybe", r"trainer.resume: expected true or false; got 'maybe'"),
+    ("trainer.steps=0", r"trainer.steps must be > 0; got 0"),
+    ("algorithm.gamma=1.5", r"algorithm.gamma must be in \[0, 1\]; got 1.5"),
+    ("actor.mini_batch_size=7",
+     r"actor.mini_batch_size \(7\) must divide rollout.prompts_per_step \* rollout.group_size"),
+    ("actor.optim.lr=0", r"actor.optim.*lr must be > 0"),
+    ("rollout.runner.max_turn=2",
+     r"unknown config key 'rollout.runner.max_turn'.*Did you mean 'max_turns'\?"),
+    ("rollout.runner.sampling.top_p=2", r"rollout.runner.sampling.*top_p must be in \(0, 1\]"),
+    ("actor.kl_loss_coef=0.1", r"actor.kl_loss_coef is set from algorithm.kl"),
+    ("algorithm.kl.controller=adaptive",
+     r"algorithm.kl.controller='adaptive' needs algorithm.kl.placement='reward'"),
+    ("model.tiny.hidden_size=33", r"model.tiny.*hidden_size \(33\) must be divisible"),
+    ("rollout.engine=vllm", r"rollout.engine: unknown value 'vllm'; allowed: sglang, transformers"),
+    ("sft.target_accuracy=2", r"sft.target_accuracy must be in \(0, 1\] or null"),
+    ("algorithm.kl=3", r"algorithm.kl: expected a mapping of KLConfig fields; got 3"),
+])
+def test_bad_keys_and_values_fail_naming_the_key(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(CONFIGS / "quickstart.yaml", [override])
+
+
+def test_malformed_override_and_file_errors(tmp_path):
+    with pytest.raises(ConfigError, match=r"override 'trainer.steps' must look like dotted.key=value"):
+        parse_overrides(["trainer.steps"])
+    with pytest.raises(ConfigError, match=r"does not exist"):
+        load_config(tmp_path / "missing.yaml")
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match=r"must hold a mapping at the top level"):
+        load_config(tmp_path / "list.yaml")
+
+
+def test_override_under_a_plain_value_is_rejected():
+    with pytest.raises(ConfigError, match=r"sets a key under 'steps', a plain value"):
+        parse_overrides(["trainer.steps=3", "trainer.steps.x=1"])
+
+
+def test_learner_configs_take_seed_and_kl_loss_from_one_place():
+    config = load_config(None, ["algorithm.kl.placement=loss", "algorithm.kl.coef=0.05",
+                                "algorithm.kl.estimator=k2", "trainer.seed=7"])
+    actor, critic = config.learner_configs()
+    assert (actor.kl_loss_coef, actor.kl_loss_estimator, actor.seed) == (0.05, "k2", 7)
+    assert critic.seed == 7 and critic.kl_loss_coef == 0.0
+    reward = load_config(None, ["algorithm.kl.placement=reward"]).learner_configs()[0]
+    assert reward.kl_loss_coef == 0.0
+
+
+def test_from_dict_accepts_component_instances_and_to_dict_is_plain_data():
+    config = from_dict(TrainConfig, {"actor": LearnerConfig(micro_batch_size=3)})
+    assert config.actor.micro_batch_size == 3
+    data = to_dict(config)
+    yaml.safe_dump(data)  # plain data only
+    assert from_dict(TrainConfig, data) == config
+    assert dataclasses.is_dataclass(config.rollout.runner.sampling)
