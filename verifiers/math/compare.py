@@ -8,7 +8,8 @@ r"""Structural comparison of two parsed answers (the gold answer decides the sem
 - ``\{a, b\}`` and bare lists ``a, b``: unordered, duplicates ignored;
 - unions of intervals: unordered;
 - matrices: same shape, entry by entry; a column or row vector also matches a tuple;
-- equations: the same sides, swapped sides, or the same ``lhs - rhs`` up to sign;
+- equations: the same sides, swapped sides, or the same ``lhs - rhs`` up to sign; ``x = 3``
+  compared with a non-equation stands for 3;
 
 Each comparison answers True, False or None (undecided by the scalar callback); None wins over
 False only where a True there could still make the whole answer equal.
@@ -60,6 +61,9 @@ def answers_equal(
 def _equal(pred: Answer, gold: Answer, scalar: ScalarEqual) -> bool | None:
     pred = _unwrap_singleton(pred)
     gold = _unwrap_singleton(gold)
+    if isinstance(gold, Relation) and isinstance(pred, Relation):
+        return _relations_equal(pred, gold, scalar)
+    pred, gold = _strip_assignment(pred), _strip_assignment(gold)
     if isinstance(gold, Expr):
         return scalar(pred.node, gold.node) if isinstance(pred, Expr) else False
     if isinstance(gold, Relation):
@@ -75,6 +79,15 @@ def _equal(pred: Answer, gold: Answer, scalar: ScalarEqual) -> bool | None:
     if isinstance(gold, Matrix):
         return _matrix_equal(pred, gold, scalar)
     return False
+
+
+def _strip_assignment(answer: Answer) -> Answer:
+    """``x = 3`` stands for 3 when compared with something that is not an equation."""
+    if isinstance(answer, Relation) and answer.ops == ("=",):
+        lhs, rhs = answer.sides
+        if lhs[0] == "sym" and rhs[0] != "sym":
+            return Expr(rhs)
+    return answer
 
 
 def _unwrap_singleton(answer: Answer) -> Answer:

@@ -76,7 +76,7 @@ _REPLACEMENTS = (
     (re.compile(r"\\(?:neq)(?![a-zA-Z])"), "\\\\ne"),
     (re.compile(r"\\(?:dots|ldots|cdots)(?![a-zA-Z])"), "\\\\ldots"),
 )
-_PERCENT = re.compile(r"\\%|%|\s*\bpercent\b")
+_PERCENT = re.compile(r"\\%|%|\bpercent\b")
 _CONNECTIVES = re.compile(r"\s+(?:or|and)\s+", re.IGNORECASE)
 _MEMBERSHIP = re.compile(r"^[a-zA-Z]\s*\\in\s*")
 _LEADING = re.compile(r"^(?:\\approx|\\sim|=|:)\s*")
@@ -84,7 +84,7 @@ _THOUSANDS = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _UNIT_POWER = re.compile(r"\s*\^\s*\{?\s*[23]\s*\}?")
 _ATTACHED_UNIT = re.compile(r"^(?P<value>.*\d)(?P<unit>[a-zA-Z]{2,})$")
 _PLAIN_NUMBER = re.compile(r"^[-+]?[\d.,]+$")
-_REPEATING = re.compile(r"(-?)(\d*)\.(\d*)\\overline\s*\{(\d+)\}")
+_REPEATING = re.compile(r"(?<![\d.])(-?)(\d*)\.(\d*)\\overline\s*\{(\d+)\}")
 _WHITESPACE = re.compile(r"\s+")
 _WRAPPERS = ("{", "\\boxed{", "\\fbox{")
 
@@ -116,8 +116,10 @@ def normalize_answer(answer: str) -> NormalizedAnswer:
     for char, replacement in _UNICODE.items():
         if char in text:
             text = text.replace(char, replacement)
+    text = _WHITESPACE.sub(" ", text)  # single spaces keep every later pattern linear
     for pattern, replacement in _REPLACEMENTS:
         text = pattern.sub(replacement, text)  # group references only in the thousands rules
+    text = _WHITESPACE.sub(" ", text)
     text = _unwrap_text_commands(text)
     text, percent_count = _PERCENT.subn("", text)
     text = _REPEATING.sub(_repeating_decimal, text)
@@ -195,12 +197,10 @@ def _strip_trailing_units(text: str) -> str:
     kept = len(words)
     while kept > 1:
         word = _UNIT_POWER.sub("", words[kept - 1]).strip(".").lower()
-        if word not in _UNITS:
+        before = words[kept - 2]
+        if word not in _UNITS or not before or before[-1] not in "0123456789})":
             break
-        rest = " ".join(words[: kept - 1]).rstrip()
-        if not rest or rest[-1] not in "0123456789})":
-            break
-        if len(word) == 1 and not _PLAIN_NUMBER.match(rest):
+        if len(word) == 1 and not (kept == 2 and _PLAIN_NUMBER.match(before)):
             break
         kept -= 1
     text = " ".join(words[:kept])

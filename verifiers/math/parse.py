@@ -280,12 +280,10 @@ def _is_symbol(node: Node) -> bool:
 
 
 def _from_relation(node: Node) -> Answer:
-    """Turn ``x = 3`` into 3 and ``a < x <= b`` / ``x > a`` into intervals."""
+    """Turn ``a < x <= b`` / ``x > a`` into intervals; other relations stay relations."""
     if node[0] != "rel":
         return Expr(node)
     ops, sides = node[1], node[2]
-    if ops == ("=",) and _is_symbol(sides[0]) and not _is_symbol(sides[1]):
-        return Expr(sides[1])
     if len(ops) == 2 and _is_symbol(sides[1]) and ops[0][0] == ops[1][0] and ops[0][0] in "<>":
         low, high = (sides[0], sides[2]) if ops[0][0] == "<" else (sides[2], sides[0])
         left, right = (ops[0], ops[1]) if ops[0][0] == "<" else (ops[1], ops[0])

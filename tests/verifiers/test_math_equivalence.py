@@ -1,0 +1,121 @@
+"""verifiers.math equivalence rules, verdict contract and argument errors."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from verifiers import Verdict
+from verifiers.errors import InvalidArgumentError
+from verifiers.math import REL_TOL_APPROX, grade, is_equivalent, verify, warm_up
+
+
+@pytest.mark.parametrize(
+    ("pred", "gold", "expected"),
+    [
+        (r"\frac{1}{2}", "0.5", True),
+        ("0.5", r"\frac{1}{2}", True),
+        ("[0,1)", "[0,1]", False),
+        ("(1,2)", "(2,1)", False),
+        ("1/3", "0.33", False),
+        ("2", "2.01", False),
+        (r"\{2, 1\}", r"\{1, 2\}", True),
+        (r"(-\infty, 2] \cup (3, \infty)", r"(3, \infty) \cup (-\infty, 2]", True),
+        (r"x \in [1, 2)", "[1, 2)", True),
+        (r"1 < x < 2", "(1, 2)", True),
+        (r"\frac{d}{1}", "d", True),
+        (r"x = \pm 3", "3, -3", True),
+        (r"\$1{,}200", "1200", True),
+        (r"10^{3}\,\text{m}", "1000", True),
+        ("3.5 hours", "3.5", True),
+        (r"\lfloor 3.7 \rfloor", "3", True),
+        (r"\lceil 3.2 \rceil", "3", False),
+        (r"|-4|", "4", True),
+        (r"\gcd(12, 18)", "6", True),
+        (r"\operatorname{lcm}(4, 6)", "12", True),
+        (r"\sin^{-1}(1)", r"\frac{\pi}{2}", True),
+        (r"\log_{10} 1000", "3", True),
+        (r"2^{-1}", "0.5", True),
+        (r"\sqrt[3]{-27}", "-3", True),
+        (r"i^2", "-1", True),
+        (r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", "(1, 2)", True),
+        ("y = 2x + 1", "y - 2x = 1", True),
+        ("y = 2x + 1", "y - 2x = 2", False),
+        ("x > 3", r"x \le 3", False),
+        ("Monday", r"\text{Monday}", True),
+        ("monday", "Tuesday", False),
+    ],
+)
+def test_equivalence_rules(pred, gold, expected):
+    assert is_equivalent(pred, gold) is expected
+
+
+def test_sympy_decides_what_floats_cannot():
+    warm_up()
+    result = grade("e^{1000}", "(e^{500})^2")
+    assert (result.equal, result.method) == (True, "sympy")
+    result = grade("(x+1)^{300} - e^{e^{e^{x+9}}}", "(x+2)^{300} - e^{e^{e^{x+9}}}")
+    assert (result.equal, result.reason) == (False, "wrong_answer")
+
+
+def test_verdict_reasons_and_details():
+    right = verify(r"so \boxed{42}", "42")
+    assert isinstance(right, Verdict)
+    assert (right.score, right.passed, right.reason) == (1.0, True, "correct")
+    assert right.details["extracted"] == "42" and right.details["gold"] == "42"
+    wrong = verify(r"\boxed{41}", "42")
+    assert (wrong.score, wrong.passed, wrong.reason) == (0.0, False, "wrong_answer")
+    none = verify("I cannot solve this.", "42")
+    assert (none.reason, none.details["extracted"]) == ("no_answer", None)
+    unreadable = verify(r"\boxed{\foo{3}}", "42")
+    assert unreadable.reason == "parse_error" and "foo" in unreadable.details["message"]
+    strict = verify("It is 42 apples", "42", last_number_fallback=False)
+    assert strict.reason == "no_answer"
+
+
+def test_gold_solutions_are_reduced_to_their_final_answer():
+    assert verify("Answer: 7", "3 + 4 = 7\n#### 7").passed
+    assert verify("Answer: 7", r"Adding, we get $\boxed{7}$.").passed
+    assert is_equivalent("7", r"we get \boxed{7}")
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: verify(None, "1"), "pred/response must be a str, got NoneType"),
+        (lambda: verify("1", 1), "gold must be a str, got int"),
+        (lambda: verify("1", "1", timeout_s=0), "timeout_s must be > 0 seconds, got 0"),
+        (lambda: is_equivalent("1", "1", timeout_s=-1.0), "timeout_s must be > 0"),
+    ],
+)
+def test_programmer_errors_raise_typed_errors(call, message):
+    with pytest.raises(InvalidArgumentError, match=message):
+        call()
+
+
+def test_invalid_argument_error_is_a_value_error():
+    with pytest.raises(ValueError, match="gold must be a str"):
+        grade("1", b"1")  # type: ignore[arg-type]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(-10**6, 10**6), st.integers(1, 999))
+def test_fractions_match_their_terminating_or_exact_forms(numerator, denominator):
+    fraction = rf"\frac{{{numerator}}}{{{denominator}}}"
+    assert is_equivalent(f"{numerator}/{denominator}", fraction)
+    assert is_equivalent(f"{numerator * 3}/{denominator * 3}", fraction)
+    assert not is_equivalent(f"{numerator + 1}/{denominator}", fraction)
+    value = numerator / denominator
+    assert is_equivalent(f"{value:.12g}", fraction)  # 12 digits: within the 1e-6 tolerance
+    rounded = f"{value:.2f}"
+    within = abs(float(rounded) - value) <= REL_TOL_APPROX * abs(value)
+    assert is_equivalent(rounded, fraction) is within
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(-10**9, 10**9), st.integers(-10**9, 10**9))
+def test_integers_with_separators(a, b):
+    formatted = f"{a:,}"
+    assert is_equivalent(formatted, str(a))
+    assert is_equivalent(formatted, str(b)) is (a == b)
