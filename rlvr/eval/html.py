@@ -9,6 +9,7 @@ block; there are no scripts, links, images or fonts to fetch.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
@@ -38,13 +39,23 @@ table.meta td { padding: 0 0.8em 0 0; }
 """
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _text(value: Any) -> str:
+    r"""HTML-escaped text with control characters (invalid in HTML) shown as ``\xNN``."""
+    if value is None:
+        return "n/a"
+    return escape(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value)))
+
+
 def _episode(record: Record) -> str:
     passed = bool(record.get("passed"))
     mark = '<span class="pass">pass</span>' if passed else '<span class="fail">fail</span>'
     summary = (
-        f"task {escape(str(record.get('task_id')))} · sample {record.get('sample')} · {mark} · "
+        f"task {_text(record.get('task_id'))} · sample {record.get('sample')} · {mark} · "
         f"reward {float(record.get('reward', 0.0)):.3f} · turns {record.get('turns')} · "
-        f"finish {escape(str(record.get('finish_reason')))}"
+        f"finish {_text(record.get('finish_reason'))}"
     )
     rewards = ", ".join(f"{r:.3f}" for r in record.get("turn_rewards", []))
     meta_rows = [
@@ -56,14 +67,13 @@ def _episode(record: Record) -> str:
         ("tool calls (errors)", f"{record.get('tool_calls')} ({record.get('tool_call_errors')})"),
     ]
     meta = "".join(
-        f"<tr><td>{escape(name)}</td><td>{escape(str(value))}</td></tr>"
-        for name, value in meta_rows
+        f"<tr><td>{escape(name)}</td><td>{_text(value)}</td></tr>" for name, value in meta_rows
     )
     parts = []
     for seg in record.get("segments", []):
         kind = seg.get("kind", "env")
         kind = kind if kind in ("prompt", "model", "env") else "env"
-        parts.append(f'<span class="tok {kind}">{escape(str(seg.get("text", "")))}</span>')
+        parts.append(f'<span class="tok {kind}">{_text(seg.get("text", ""))}</span>')
         if kind == "model" and seg.get("reward") is not None:
             parts.append(f'<span class="badge">r={float(seg["reward"]):.3f}</span>')
     return (

@@ -122,11 +122,17 @@ def aggregate(
             defaults to the envs present, in order of first appearance.
 
     Returns:
-        ``{env: summarize(...), ..., "overall": summarize(all records)}``.
+        ``{env: summarize(...), ..., "overall": summarize(all records)}``; the overall maj@k
+        pools only the envs whose answers can be compared (those with a maj@k).
     """
     order = list(envs) if envs is not None else list(dict.fromkeys(r["env"] for r in records))
     out = {env: summarize([r for r in records if r["env"] == env], samples) for env in order}
     out[OVERALL] = summarize(records, samples)
+    maj = f"maj@{samples}"
+    comparable = {env for env in order if out[env][maj] is not None}
+    if comparable and len(comparable) < len(order):
+        pooled = summarize([r for r in records if r["env"] in comparable], samples)
+        out[OVERALL][maj] = pooled[maj]
     return out
 
 

@@ -59,7 +59,13 @@ def _draw(
         top = max([1.0] + [float(m.get(n) or 0.0) for m in series for n in names])
         ax.set_ylim(0.0, top * 1.15)
         ax.set_title(title)
-        ax.legend(fontsize=8, loc="upper right")
+        ax.legend(
+            fontsize=8,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.1),
+            ncol=min(len(labels), 4),
+            frameon=False,
+        )
         fig.tight_layout()
         fig.savefig(path, format="png")
     finally:

@@ -182,7 +182,7 @@ class _Checker(HTMLParser):
 
 def test_html_well_formed_and_self_contained(tmp_path: Path) -> None:
     recs = records_for("base", BASE)
-    recs[0]["segments"][1]["text"] = "<script>alert('x')</script> & </details>"
+    recs[0]["segments"][1]["text"] = "<script>alert('x')</script> & </details> \x05"
     path = write_html(recs, tmp_path / "episodes.html")
     text = path.read_text(encoding="utf-8")
     checker = _Checker()
@@ -193,6 +193,7 @@ def test_html_well_formed_and_self_contained(tmp_path: Path) -> None:
     assert "http://" not in text and "https://" not in text
     assert {"prompt", "model", "env", "badge"} <= checker.classes
     assert "<script>" not in text  # model text is escaped
+    assert "\x05" not in text and "\\x05" in text  # control characters are shown, not emitted
     assert text.count("<details><summary>task ") == len(recs)
     assert "r=1.000" in text and "r=0.250" in text
 
@@ -204,3 +205,17 @@ def test_episodes_jsonl_round_trip(tmp_path: Path) -> None:
     assert back == recs
     assert summarize(back, 3) == summarize(recs, 3)
     assert "<html" in render_html(back)
+
+
+def test_overall_maj_pools_only_envs_with_answers() -> None:
+    recs = records_for("m", BASE)  # maj@3 = 0.5 on env "math"
+    for task in ("c0", "c1"):
+        for s in range(3):
+            rec = episode_record(
+                make_traj(task, True, None), model="m", env="code", sample=s, decode=decode
+            )
+            recs.append(rec)
+    metrics = aggregate(recs, 3)
+    assert metrics["code"]["maj@3"] is None
+    assert metrics["overall"]["maj@3"] == pytest.approx(0.5)
+    assert metrics["overall"]["tasks"] == 4
