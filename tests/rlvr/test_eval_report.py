@@ -35,7 +35,7 @@ def make_traj(task: str, passed: bool, answer: str | None, *, finish: str = "sto
         metadata={
             "turns": 2,
             "tool_calls": 2,
-            "tool_call_errors": 1,
+            "tool_errors": 1,
             "verdict": {
                 "score": 1.0 if passed else 0.0,
                 "passed": passed,
