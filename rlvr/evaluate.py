@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.metadata
+import json
 import platform
 import sys
 import time
@@ -225,7 +226,7 @@ def _evaluate_model(
 
 # ----------------------------------------------------------------------------------- outputs
 def versions() -> dict[str, str]:
-    """Versions of Python and the packages that shape the numbers (None where missing)."""
+    """Versions of Python and of the packages that shape the numbers ("not installed" if absent)."""
     out = {"python": platform.python_version()}
     for name in ("rlvr", "torch", "transformers", "gymnasium", "sglang"):
         try:
@@ -249,9 +250,10 @@ def _results_header(config: EvalConfig, entries: Sequence[SuiteEntry]) -> dict[s
 def write_outputs(
     results: dict[str, Any], records: Sequence[Mapping[str, Any]], out_dir: Path
 ) -> None:
-    """Write results.json, report.md, plots/*.png, episodes.jsonl and episodes.html."""
-    import json
+    """Write results.json, report.md, plots/*.png, episodes.jsonl and episodes.html.
 
+    Adds ``results["plots"]`` (env key -> PNG path relative to ``out_dir``) before writing.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     results["plots"] = write_plots(results, out_dir)
     write_episodes(records, out_dir / "episodes.jsonl")
