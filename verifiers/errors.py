@@ -11,6 +11,7 @@ from __future__ import annotations
 __all__ = [
     "AnswerParseError",
     "InvalidArgumentError",
+    "SandboxUnavailableError",
     "VerifierError",
     "VerifierTimeout",
 ]

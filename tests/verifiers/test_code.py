@@ -218,6 +218,43 @@ def test_stdio_large_input_not_read_and_exit_codes(pool):
     assert pool.run_tests("import sys\nprint('hi')\nsys.exit(0)\n", spec).passed
 
 
+def test_empty_stdin_gets_end_of_file_at_once(pool):
+    # An empty payload used to leave the write end open: the program blocked until the timeout.
+    program = "import sys\nprint(len(sys.stdin.read()))\n"
+    verdict = pool.run_tests(program, StdioTests([("", "0")]), timeout_s=3)
+    assert verdict.reason == "correct"
+    assert verdict.details["elapsed_s"] < 1.5
+    verdict = pool.run_tests("input()\n", StdioTests([("", "")]), timeout_s=3)
+    assert verdict.reason == "runtime_error"
+    assert "EOFError" in verdict.details["stderr"]
+    assert verdict.details["elapsed_s"] < 1.5
+
+
+def test_multi_line_stdin_is_read_to_the_end(pool):
+    program = "import sys\nprint(sum(int(x) for x in sys.stdin.read().split()))\n"
+    spec = StdioTests([("1\n2\n3\n", "6"), ("4\n5", "9"), ("\n".join(["7"] * 20000), "140000")])
+    verdict = pool.run_tests(program, spec, timeout_s=5)
+    assert [t["status"] for t in verdict.details["tests"]] == ["passed"] * 3
+
+
+def test_call_and_assert_programs_see_an_empty_stdin(pool):
+    program = "import sys\ndef f():\n    return input()\ndef g():\n    return sys.stdin.read()\n"
+    verdict = pool.run_tests(program, CallTests("f", [((), "x")]), timeout_s=3)
+    assert verdict.reason == "runtime_error"
+    assert "EOFError" in verdict.details["tests"][0]["message"]
+    assert verdict.details["elapsed_s"] < 1.5
+    assert pool.run_tests(program, CallTests("g", [((), "")]), timeout_s=3).passed
+    test_code = "def check(candidate):\n    assert candidate() == ''\n"
+    assert pool.run_tests(program, AssertTests(test_code, "g"), timeout_s=3).passed
+
+
+def test_empty_program_does_not_hang(pool):
+    verdict = pool.run_tests("", CallTests("f", [((), 1)]), timeout_s=3)
+    assert verdict.reason == "runtime_error"
+    assert verdict.details["elapsed_s"] < 1.5
+    assert pool.run_tests("", StdioTests([("", "")]), timeout_s=3).passed
+
+
 def test_syntax_error_is_reported_for_every_mode(pool):
     for spec in (CallTests("f", [((), 1)]), StdioTests([("", "")]),
                  AssertTests("def check(c):\n    assert c() == 1\n", "f")):

@@ -109,7 +109,10 @@ class _Channels:
             for name in ("stdout", "stderr"):
                 if name in self.fds and name not in self.eof:
                     readers[self.fds[name]] = name
-            writers = {self._fileno(n): n for n, buf in self.pending.items() if buf}
+            # A channel to close counts as a writer even with nothing left to send, so that an
+            # empty payload (stdin "", program "") still gets its end-of-file.
+            writers = {self._fileno(n): n for n, buf in self.pending.items()
+                       if buf or n in self.close_after}
             poller = select.poll()  # not select(): host fds may be numbered above 1024
             for fd in readers:
                 poller.register(fd, select.POLLIN)
@@ -126,16 +129,16 @@ class _Channels:
 
     def _write(self, name: str) -> None:
         buf = self.pending[name]
+        sent = 0
         try:
-            if name in self.socks:
+            if buf and name in self.socks:
                 sent = self.socks[name].send(buf[: 1 << 16])
-            else:
+            elif buf:
                 sent = os.write(self.fds[name], buf[: 1 << 16])
         except BlockingIOError:
             return
-        except OSError:
+        except OSError:  # the reader is gone (EPIPE): drop the rest, still close our end
             buf.clear()
-            sent = 0
         del buf[:sent]
         if not buf and name in self.close_after:
             self.close_after.discard(name)
