@@ -60,6 +60,7 @@ def build_optimizer(
         betas=config.betas,
         eps=config.eps,
         weight_decay=config.weight_decay,
+        foreach=True,  # one multi-tensor kernel per op; the default falls back to a loop on CPU
     )
     scheduler = LambdaLR(optimizer, WarmupSchedule(config))
     return optimizer, scheduler

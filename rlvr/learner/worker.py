@@ -200,9 +200,9 @@ class TrainedModel(ShardedModel, Stateful):
         Returns:
             Metrics averaged over the optimizer steps; within a mini-batch (over all ranks)
             ``*_loss`` metrics combine like the loss (so they equal the mini-batch loss) and
-            the others are token-weighted means: ``{prefix}/<loss metric>``, ``{prefix}/grad_norm`` (before clipping),
-            ``{prefix}/lr`` (used in this step), ``{prefix}/skipped_steps`` (non-finite
-            gradient norms; those steps are skipped).
+            the others are token-weighted means: ``{prefix}/<loss metric>``,
+            ``{prefix}/grad_norm`` (before clipping), ``{prefix}/lr`` (used in this step),
+            ``{prefix}/skipped_steps`` (non-finite gradient norms; those steps are skipped).
         """
         batch = batch.to(self.dist.device)
         per_rank = self._per_rank_mini_batch(len(batch))

@@ -56,3 +56,35 @@ def params(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 def max_rel_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
     return max(float((a[k] - b[k]).abs().max() / (b[k].abs().max() + 1e-12)) for k in a)
+
+
+def global_rel_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor],
+                    origin: dict[str, torch.Tensor]) -> float:
+    """``||a - b|| / ||b - origin||`` over all parameters: the gap relative to the distance
+    that training moved the weights (Adam makes single near-zero-gradient entries noisy, so
+    per-element ratios are not meaningful)."""
+    with torch.no_grad():
+        gap = sum(float((a[k] - b[k]).norm() ** 2) for k in b) ** 0.5
+        moved = sum(float((b[k] - origin[k]).norm() ** 2) for k in b) ** 0.5
+    return gap / moved
+
+
+#: The configuration of the 1-rank vs 2-rank comparison (one global mini-batch of 8 rows).
+def two_rank_config():
+    from rlvr.learner import LearnerConfig, OptimConfig
+
+    return LearnerConfig(optim=OptimConfig(lr=1e-3), micro_batch_size=2, mini_batch_size=8,
+                         epochs=2, entropy_coef=0.01)
+
+
+def global_batch() -> RolloutBatch:
+    return with_advantages(make_batch(8, seed=11), seed=11)
+
+
+def run_steps(actor, batch: RolloutBatch, steps: int) -> list[dict[str, float]]:
+    """``steps`` training steps on the same rows, old logprobs recomputed before each."""
+    out = []
+    for _ in range(steps):
+        batch.set("old_logprobs", actor.compute_logprobs(batch))
+        out.append(actor.update(batch))
+    return out

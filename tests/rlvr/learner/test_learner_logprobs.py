@@ -49,7 +49,8 @@ def test_logprobs_and_entropy_equal_full_logits_reference(actor, plain_model, te
     assert logp.shape == ent.shape == batch.response_mask.shape
     torch.testing.assert_close(logp, ref_logp, atol=2e-5, rtol=1e-5)
     torch.testing.assert_close(ent, ref_ent, atol=2e-5, rtol=1e-5)
-    assert torch.equal(logp[batch.response_mask == 0], torch.zeros_like(logp[batch.response_mask == 0]))
+    masked = logp[batch.response_mask == 0]
+    assert masked.numel() > 0 and torch.equal(masked, torch.zeros_like(masked))
     assert torch.equal(actor.compute_logprobs(batch, temperature), logp)
 
 

@@ -1,0 +1,36 @@
+"""Run by ``torchrun --nproc_per_node=2`` from test_learner_distributed.py (not a test itself).
+
+Each rank trains on its half of a fixed global batch; rank 0 writes the metrics. Then every
+rank takes part in a sharded checkpoint save and an HF export.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from learner_helpers import global_batch, run_steps, two_rank_config  # noqa: E402
+
+from rlvr.learner import Actor, Checkpointer, export_hf, init_distributed  # noqa: E402
+
+
+def main() -> None:
+    out_dir, model_path, steps = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    info = init_distributed("cpu")
+    assert info.world_size == 2
+    batch = global_batch()
+    half = len(batch) // info.world_size
+    local = batch.select(list(range(info.rank * half, (info.rank + 1) * half)))
+    actor = Actor.from_pretrained(model_path, two_rank_config(), info)
+    metrics = run_steps(actor, local, steps)
+    Checkpointer({"actor": actor}).save(out_dir / "ckpt" / f"step_{steps}")
+    export_hf(actor.module, out_dir / "export")
+    if info.rank == 0:
+        (out_dir / "metrics.json").write_text(json.dumps(metrics))
+
+
+if __name__ == "__main__":
+    main()
