@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -172,10 +173,11 @@ def enable_activation_checkpointing(model: nn.Module) -> None:
             "support gradient checkpointing; set it to false"
         )
     kwargs = {"use_reentrant": False}
-    if hasattr(target, "activation_checkpointing_enable"):  # transformers >= 5.x
-        target.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    enable: Any = getattr(target, "activation_checkpointing_enable", None)
+    if enable is not None:  # transformers >= 5.x
+        enable(activation_checkpointing_kwargs=kwargs)
     else:
-        target.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+        target.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)  # type: ignore[operator]
 
 
 def all_reduce_sum(values: torch.Tensor) -> torch.Tensor:
