@@ -177,3 +177,24 @@ def _alive(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return False
     return "\nState:\tZ" not in status and os.path.exists(f"/proc/{pid}")
+
+
+def test_a_forked_child_uses_its_own_workers():
+    warm_up()
+    parent_pids = set(default_pool().worker_pids())
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child
+        try:
+            ok = verify(r"\boxed{e^{1000}}", "(e^{500})^2", timeout_s=30).passed
+            pids = set(default_pool().worker_pids())
+            os.write(write_end, json.dumps([ok, sorted(pids)]).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        ok, child_pids = json.loads(pipe.read())
+    os.waitpid(child, 0)
+    assert ok and child_pids and not parent_pids & set(child_pids)
+    assert set(default_pool().worker_pids()) == parent_pids
+    assert verify(r"\boxed{e^{1000}}", "(e^{500})^2").passed

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from verifiers import Verdict
@@ -109,7 +111,9 @@ def test_fractions_match_their_terminating_or_exact_forms(numerator, denominator
     value = numerator / denominator
     assert is_equivalent(f"{value:.12g}", fraction)  # 12 digits: within the 1e-6 tolerance
     rounded = f"{value:.2f}"
-    within = abs(float(rounded) - value) <= REL_TOL_APPROX * abs(value)
+    error = abs(Fraction(rounded) - Fraction(numerator, denominator))
+    assume(abs(error - Fraction(REL_TOL_APPROX) * abs(Fraction(numerator, denominator))) > 1e-12)
+    within = error <= Fraction(REL_TOL_APPROX) * abs(Fraction(numerator, denominator))
     assert is_equivalent(rounded, fraction) is within
 
 

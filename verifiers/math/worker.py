@@ -10,8 +10,9 @@ dies (a watchdog thread notices the new parent id; stdin also closes), and is ki
 is shut down, garbage-collected, or at interpreter exit.
 
 The pool is thread-safe: each request borrows one idle worker; up to ``max_workers`` are started
-lazily and reused. The deadline covers the whole request, including waiting for a free worker
-and for a cold worker to start.
+lazily and reused. A forked child process starts its own workers (the parent's stay untouched).
+The deadline covers the whole request, including waiting for a free worker and for a cold worker
+to start (call ``warm_up`` ahead of time to keep a start-up out of the first deadline).
 """
 
 from __future__ import annotations
@@ -142,6 +143,11 @@ class WorkerPool:
         self.max_workers = max_workers
         self.memory_mb = memory_mb
         self.startup_timeout_s = startup_timeout_s
+        self._start_fresh()
+
+    def _start_fresh(self) -> None:
+        """Empty state; also used in a forked child, which must not touch the parent's workers."""
+        self._owner_pid = os.getpid()
         self._condition = threading.Condition()
         self._idle: list[_Worker] = []
         self._all: list[_Worker] = []
@@ -191,6 +197,8 @@ class WorkerPool:
             return [w.process.pid for w in self._all]
 
     def _acquire(self, deadline: float) -> _Worker:
+        if os.getpid() != self._owner_pid:  # forked: the inherited workers belong to the parent
+            self._start_fresh()
         with self._condition:
             while True:
                 if self._idle:
