@@ -8,7 +8,8 @@ recomputed from the file alone:
 - outcome: ``reward`` (sum of token-level scores), ``score`` / ``passed`` / ``verdict_reason``
   (the final verdict; score falls back to the reward clipped to [0, 1] when there is none),
   ``answer`` (the normalised extracted final answer, or None), ``finish_reason``;
-- stats: ``turns``, ``tool_calls``, ``tool_call_errors`` (malformed or failed calls),
+- stats: ``turns``, ``tool_calls``, ``tool_call_errors`` (malformed or failed calls; None when
+  the env does not check tool calls),
   ``model_tokens`` (tokens the model generated, i.e. the sum of ``response_mask``), ``error``
   (why an episode ended with finish reason "error", else None);
 - content: ``messages`` (the chat as the env and agent saw it), ``prompt_ids``,
@@ -140,6 +141,14 @@ def _answer(meta: Mapping[str, Any], verdict: Mapping[str, Any]) -> Any:
     return None
 
 
+def _tool_errors(meta: Mapping[str, Any]) -> int | None:
+    """Malformed or failed tool calls as the env counted them; None when the env does not."""
+    for key in ("tool_errors", "tool_call_errors"):
+        if meta.get(key) is not None:
+            return int(meta[key])
+    return None
+
+
 def _jsonable(value: Any) -> Any:
     """``value`` made JSON-serialisable (unknown objects become their ``repr``)."""
     return json.loads(json.dumps(value, default=repr))
@@ -187,7 +196,7 @@ def episode_record(
             "finish_reason": traj.finish_reason,
             "turns": int(meta.get("turns", len(turn_rewards))),
             "tool_calls": int(meta.get("tool_calls", 0)),
-            "tool_call_errors": int(meta.get("tool_errors") or meta.get("tool_call_errors") or 0),
+            "tool_call_errors": _tool_errors(meta),
             "error": meta.get("error"),
             "model_tokens": int(sum(traj.response_mask)),
             "messages": meta.get("messages", []),

@@ -59,8 +59,9 @@ def summarize(records: Sequence[Record], samples: int) -> dict[str, Any]:
         A JSON-ready dict: ``episodes``, ``tasks``, ``samples``, ``mean_reward``, ``pass@1`` ..
         ``pass@{samples}`` (unbiased; a task with fewer samples caps k), ``mean@{samples}``
         (mean verdict score), ``maj@{samples}`` (None when no episode has an extracted answer),
-        ``mean_turns``, ``tool_calls``, ``tool_call_validity`` (valid / all tool calls, None
-        when there were none), ``mean_response_tokens`` (model tokens per episode),
+        ``mean_turns``, ``tool_calls``, ``tool_call_validity`` (valid / all tool calls, over
+        the episodes whose env checks tool calls; None when there were none),
+        ``mean_response_tokens`` (model tokens per episode),
         ``finish_reasons`` (counts), ``errors`` (finish reason "error"), ``timeouts`` (verdict
         reason or finish reason "timeout") and ``truncated`` (finish reasons in
         ``TRUNCATION_REASONS``).
@@ -90,13 +91,15 @@ def summarize(records: Sequence[Record], samples: int) -> dict[str, Any]:
         else None
     )
     calls = sum(int(r.get("tool_calls", 0)) for r in records)
-    bad = sum(int(r.get("tool_call_errors", 0)) for r in records)
+    checked = [r for r in records if r.get("tool_call_errors") is not None]
+    checked_calls = sum(int(r.get("tool_calls", 0)) for r in checked)
+    bad = sum(int(r["tool_call_errors"]) for r in checked)
     reasons = Counter(str(r["finish_reason"]) for r in records)
     out.update(
         {
             "mean_turns": _mean([float(r.get("turns", 0)) for r in records]),
             "tool_calls": calls,
-            "tool_call_validity": (calls - bad) / calls if calls else None,
+            "tool_call_validity": (checked_calls - bad) / checked_calls if checked_calls else None,
             "mean_response_tokens": _mean([float(r.get("model_tokens", 0)) for r in records]),
             "finish_reasons": dict(sorted(reasons.items())),
             "errors": reasons.get("error", 0),

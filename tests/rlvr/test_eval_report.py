@@ -219,3 +219,12 @@ def test_overall_maj_pools_only_envs_with_answers() -> None:
     assert metrics["code"]["maj@3"] is None
     assert metrics["overall"]["maj@3"] == pytest.approx(0.5)
     assert metrics["overall"]["tasks"] == 4
+
+
+def test_tool_validity_only_where_the_env_checks_calls() -> None:
+    traj = make_traj("a", False, None)
+    traj.metadata["tool_errors"] = None  # an env without tools: calls were only seen in text
+    rec = episode_record(traj, model="m", env="e", sample=0, decode=decode)
+    assert rec["tool_call_errors"] is None
+    m = summarize([rec], samples=1)
+    assert m["tool_calls"] == 2 and m["tool_call_validity"] is None
