@@ -364,7 +364,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="sampling temperature (default: 0 for --samples 1, else 1.0)",
     )
     add("--top-p", type=float, default=1.0, help="nucleus sampling mass (default 1.0)")
-    add("--max-turns", type=int, default=None, help="model turns per episode")
+    add(
+        "--max-turns",
+        type=int,
+        default=None,
+        help="model turns per episode (default: the runner's)",
+    )
     add("--max-new-tokens", type=int, default=256, help="tokens per model turn (default 256)")
     add("--max-response-tokens", type=int, default=None, help="model + env tokens per episode")
     add(

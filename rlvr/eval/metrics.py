@@ -38,6 +38,16 @@ def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values) if values else 0.0
 
 
+def _timed_out(record: Record) -> bool:
+    """The verifier timed out (e.g. a sandboxed program) or an env call hit the runner's limit."""
+    error = str(record.get("error") or "")
+    return (
+        record.get("verdict_reason") == "timeout"
+        or record["finish_reason"] == "timeout"
+        or error.startswith("TimeoutError")
+    )
+
+
 def group_by_task(records: Iterable[Record]) -> dict[tuple[str, str], list[Record]]:
     """Group records by ``(env, task_id)``, keeping each task's samples in ``sample`` order."""
     tasks: dict[tuple[str, str], list[Record]] = {}
@@ -63,8 +73,8 @@ def summarize(records: Sequence[Record], samples: int) -> dict[str, Any]:
         the episodes whose env checks tool calls; None when there were none),
         ``mean_response_tokens`` (model tokens per episode),
         ``finish_reasons`` (counts), ``errors`` (finish reason "error"), ``timeouts`` (verdict
-        reason or finish reason "timeout") and ``truncated`` (finish reasons in
-        ``TRUNCATION_REASONS``).
+        reason "timeout", or an env call that hit the runner's time limit) and ``truncated``
+        (finish reasons in ``TRUNCATION_REASONS``).
 
     Raises:
         ConfigError: ``samples`` < 1.
@@ -103,10 +113,7 @@ def summarize(records: Sequence[Record], samples: int) -> dict[str, Any]:
             "mean_response_tokens": _mean([float(r.get("model_tokens", 0)) for r in records]),
             "finish_reasons": dict(sorted(reasons.items())),
             "errors": reasons.get("error", 0),
-            "timeouts": sum(
-                r.get("verdict_reason") == "timeout" or r["finish_reason"] == "timeout"
-                for r in records
-            ),
+            "timeouts": sum(_timed_out(r) for r in records),
             "truncated": sum(reasons.get(name, 0) for name in TRUNCATION_REASONS),
         }
     )

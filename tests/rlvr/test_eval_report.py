@@ -132,6 +132,8 @@ def test_summarize_counts_failures() -> None:
     recs[1]["verdict_reason"] = "timeout"
     m = summarize(recs, samples=2)
     assert (m["errors"], m["truncated"], m["timeouts"]) == (1, 1, 1)
+    recs[0]["error"] = "TimeoutError: step took longer than env_step_timeout_s=60.0"
+    assert summarize(recs, samples=2)["timeouts"] == 2
     assert m["maj@2"] is None  # no answers to compare
 
 
