@@ -18,7 +18,13 @@ Typical use (stage B and C of a training step)::
 from __future__ import annotations
 
 from rlvr.learner.actor import Actor
-from rlvr.learner.checkpoint import Checkpointer, export_hf, full_state_dict, latest_checkpoint
+from rlvr.learner.checkpoint import (
+    Checkpointer,
+    export_hf,
+    full_state_dict,
+    latest_checkpoint,
+    prune_checkpoints,
+)
 from rlvr.learner.config import LearnerConfig, OptimConfig
 from rlvr.learner.critic import Critic
 from rlvr.learner.modules import CriticModel, load_causal_lm
@@ -40,4 +46,5 @@ __all__ = [
     "init_distributed",
     "latest_checkpoint",
     "load_causal_lm",
+    "prune_checkpoints",
 ]

@@ -60,7 +60,7 @@ class Actor(TrainedModel):
             temperature: the rollout's sampling temperature.
 
         Returns:
-            ``(B, R)`` float32 on the learner's device, 0 where ``response_mask`` is 0.
+            ``(B, R)`` float32 on the batch's device, 0 where ``response_mask`` is 0.
         """
         return self._policy_logprobs(batch, temperature)
 

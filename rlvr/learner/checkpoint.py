@@ -138,6 +138,37 @@ def latest_checkpoint(root: str | Path) -> Path | None:
     return max(found)[2] if found else None
 
 
+def prune_checkpoints(root: str | Path, keep: int) -> list[Path]:
+    """Delete all but the ``keep`` newest complete checkpoints under ``root`` (rank 0 only).
+
+    Leftovers of interrupted saves (hidden ``.partial``/``.old`` directories) are removed too.
+    Call it after a successful ``save`` on every rank (other ranks do nothing).
+
+    Returns:
+        The directories removed (empty on ranks other than 0).
+
+    Raises:
+        ValueError: ``keep`` < 1.
+    """
+    if keep < 1:
+        raise ValueError(f"keep must be >= 1; got {keep}")
+    base = Path(root)
+    if _rank() != 0 or not base.is_dir():
+        return []
+    complete = []
+    stale = []
+    for child in base.iterdir():
+        if child.name.startswith(".") and child.name.endswith((".partial", ".old")):
+            stale.append(child)
+        elif child.is_dir() and (child / COMPLETE_MARKER).is_file():
+            m = re.search(r"(\d+)$", child.name)
+            complete.append((int(m.group(1)) if m else -1, child.name, child))
+    doomed = [c[2] for c in sorted(complete)[:-keep]] + stale
+    for path in doomed:
+        shutil.rmtree(path, ignore_errors=True)
+    return doomed
+
+
 def full_state_dict(module: nn.Module) -> dict[str, Any]:
     """The unsharded state dict of an FSDP2 module on CPU (collective; every rank gets it)."""
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
@@ -192,4 +223,11 @@ def export_hf(
     return target
 
 
-__all__ = ["COMPLETE_MARKER", "Checkpointer", "export_hf", "full_state_dict", "latest_checkpoint"]
+__all__ = [
+    "COMPLETE_MARKER",
+    "Checkpointer",
+    "export_hf",
+    "full_state_dict",
+    "latest_checkpoint",
+    "prune_checkpoints",
+]

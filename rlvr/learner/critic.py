@@ -45,7 +45,7 @@ class Critic(TrainedModel):
         """Values of the response tokens, without grad (stage B's ``values``).
 
         Returns:
-            ``(B, R)`` float32 on the learner's device: the value before each response token
+            ``(B, R)`` float32 on the batch's device: the value before each response token
             (critic output at column ``P + j - 1``), 0 where ``response_mask`` is 0.
         """
         return self._map_micro(batch, lambda mb: (value_forward(self.module, mb),))[0]

@@ -38,7 +38,7 @@ class Reference(ShardedModel):
         """Reference token logprobs of the responses (``ref_logprobs``), without grad.
 
         Returns:
-            ``(B, R)`` float32 on the learner's device, 0 where ``response_mask`` is 0.
+            ``(B, R)`` float32 on the batch's device, 0 where ``response_mask`` is 0.
         """
         return self._policy_logprobs(batch, temperature)
 

@@ -70,13 +70,17 @@ class ShardedModel:
     def _map_micro(
         self, batch: RolloutBatch, fn: Callable[[RolloutBatch], tuple[torch.Tensor, ...]]
     ) -> tuple[torch.Tensor, ...]:
-        """Run ``fn`` on micro-batches under ``no_grad`` and concatenate its outputs row-wise."""
+        """Run ``fn`` on micro-batches under ``no_grad``; concatenate its outputs row-wise.
+
+        The outputs are returned on the device of ``batch`` (ready for ``batch.set``).
+        """
         self.module.eval()
+        home = batch.response_mask.device
         outs: list[tuple[torch.Tensor, ...]] = []
         with torch.no_grad():
             for micro in micro_batches(batch.to(self.dist.device), self.config.micro_batch_size):
                 outs.append(fn(micro))
-        return tuple(torch.cat(parts, dim=0) for parts in zip(*outs))
+        return tuple(torch.cat(parts, dim=0).to(home) for parts in zip(*outs))
 
     def _policy_logprobs(self, batch: RolloutBatch, temperature: float) -> torch.Tensor:
         """No-grad token logprobs ``(B, R)`` of a causal-LM module (0 where masked)."""

@@ -20,6 +20,7 @@ from rlvr.learner import (
     OptimConfig,
     export_hf,
     latest_checkpoint,
+    prune_checkpoints,
 )
 from rlvr.learner.checkpoint import COMPLETE_MARKER
 
@@ -39,8 +40,10 @@ def train(actor, critic, steps, start):
     for step in range(start, start + steps):
         batch = with_advantages(make_batch(8, seed=step), seed=step)
         batch.set("old_logprobs", actor.compute_logprobs(batch))
-        batch.set("values", critic.compute_values(batch))
-        metrics.append(actor.update(batch) | critic.update(batch))
+        metrics.append(actor.update(batch))
+        if critic is not None:
+            batch.set("values", critic.compute_values(batch))
+            metrics[-1] |= critic.update(batch)
     return metrics
 
 
@@ -62,15 +65,13 @@ def test_resume_is_exact(tiny_model_path, dist_info, tmp_path):
 
 
 def test_saving_before_the_first_update_changes_nothing(tiny_model_path, dist_info, tmp_path):
-    actor, critic = build(tiny_model_path, dist_info)
+    actor, reference_actor, restored = (Actor.from_pretrained(tiny_model_path, CFG, dist_info)
+                                        for _ in range(3))
     Checkpointer({"actor": actor}).save(tmp_path / "step_0")
     assert len(actor.optimizer.state) == 0
-    reference_actor, reference_critic = build(tiny_model_path, dist_info)
-    restored, _ = build(tiny_model_path, dist_info)
     Checkpointer({"actor": restored}).load(tmp_path / "step_0")
     assert len(restored.optimizer.state) == 0
-    runs = [train(a, c, 1, start=0) for a, c in
-            ((actor, critic), (reference_actor, reference_critic), (restored, critic))]
+    runs = [train(a, None, 1, start=0) for a in (actor, reference_actor, restored)]
     assert runs[0][0]["actor/pg_loss"] == runs[1][0]["actor/pg_loss"] == runs[2][0]["actor/pg_loss"]
     p0, p1, p2 = (params(a.module) for a in (actor, reference_actor, restored))
     assert all(torch.equal(p0[k], p1[k]) and torch.equal(p1[k], p2[k]) for k in p0)
@@ -88,6 +89,11 @@ def test_incomplete_checkpoints_are_ignored(tiny_model_path, dist_info, tmp_path
         ckpt.load(tmp_path / "step_9")
     ckpt.save(tmp_path / "step_3")  # overwriting an existing checkpoint is atomic too
     assert sorted(p.name for p in tmp_path.iterdir()) == [".step_7.partial", "step_3", "step_9"]
+    ckpt.save(tmp_path / "step_10")
+    removed = prune_checkpoints(tmp_path, keep=1)
+    assert sorted(p.name for p in removed) == [".step_7.partial", "step_3"]
+    assert latest_checkpoint(tmp_path) == tmp_path / "step_10"
+    assert (tmp_path / "step_9").is_dir()  # not ours (no marker): left alone
 
 
 KILLED_SAVE = textwrap.dedent("""
