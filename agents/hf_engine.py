@@ -156,6 +156,7 @@ class TransformersEngine:
         self.vocab_size = int(self.model.get_input_embeddings().weight.shape[0])
         self._cond = threading.Condition()
         self._pending: deque[_Request] = deque()
+        self._staged: list[_Request] = []
         self._model_lock = threading.RLock()
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -204,11 +205,11 @@ class TransformersEngine:
         if req.max_new <= 0:
             return Completion([], [], "length")
         with self._cond:
-            self._pending.append(req)
+            self._staged.append(req)
             self._ensure_worker()
-        # Wake the worker after every coroutine ready in this loop iteration has queued its
-        # request, so requests issued together are prefilled together.
-        loop.call_soon(self._notify)
+        # Hand the request to the worker only after every coroutine ready in this loop iteration
+        # has staged its own, so requests issued together are prefilled together.
+        loop.call_soon(self._release_staged)
         return await req.future
 
     def update_weights(self, weights: WeightsSource) -> None:
@@ -256,9 +257,10 @@ class TransformersEngine:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=60)
         with self._cond:
-            for req in self._pending:
+            for req in [*self._pending, *self._staged]:
                 self._finish(req, "abort")
             self._pending.clear()
+            self._staged.clear()
             self._deliver()
 
     def __enter__(self) -> TransformersEngine:
@@ -281,8 +283,10 @@ class TransformersEngine:
         if sampling.stop and self.tokenizer is None:
             raise RequestError("SamplingParams.stop needs a tokenizer; pass tokenizer=...")
 
-    def _notify(self) -> None:
+    def _release_staged(self) -> None:
         with self._cond:
+            self._pending.extend(self._staged)
+            self._staged.clear()
             self._cond.notify_all()
 
     def _ensure_worker(self) -> None:

@@ -77,13 +77,20 @@ def sample_rows(
         device=logits.device,
     )
     logp = torch.log_softmax(logits / temps[:, None], dim=-1)
-    tokens = torch.empty(len(params), dtype=torch.long, device=logits.device)
-    for i, (p, gen) in enumerate(zip(params, generators)):
-        if p.greedy:
-            tokens[i] = torch.argmax(logits[i])
-            continue
-        row = restrict_top_k_top_p(logp[i], p.top_k, p.top_p)
-        noise = torch.empty_like(row).exponential_(generator=gen)
-        tokens[i] = torch.argmax(row.exp() / noise)
+    probs = logp.exp()
+    for i, p in enumerate(params):
+        if not p.greedy and (p.top_k > 0 or p.top_p < 1.0):
+            probs[i] = restrict_top_k_top_p(logp[i], p.top_k, p.top_p).exp()
+    noise = torch.empty_like(probs)
+    if any(gen is None for gen in generators):
+        noise.exponential_()  # rows without a generator share the global RNG
+    for i, gen in enumerate(generators):
+        if gen is not None:  # each seeded row draws from its own generator only
+            noise[i].exponential_(generator=gen)
+    scores = probs / noise
+    greedy = [i for i, p in enumerate(params) if p.greedy]
+    if greedy:
+        scores[greedy] = logits[greedy]
+    tokens = scores.argmax(dim=-1)
     chosen = logp.gather(1, tokens[:, None])[:, 0]
     return tokens.tolist(), chosen.tolist()
