@@ -196,9 +196,16 @@ def export_hf(
 
     Returns:
         ``out_dir`` as a ``Path``.
+
+    Raises:
+        TypeError: ``module`` is not an HF model (it has no ``config``), e.g. a critic.
     """
     from transformers import AutoModelForCausalLM
 
+    if not hasattr(module, "config"):
+        raise TypeError(
+            f"module must be an HF causal LM such as actor.module; got {type(module).__name__}"
+        )
     target = Path(out_dir)
     state = full_state_dict(module)
     tmp = _prepare_tmp(target, "export")

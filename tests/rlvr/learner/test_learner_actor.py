@@ -137,7 +137,18 @@ def test_sharded_module_generates_like_plain_transformers(tiny_model_path, dist_
         theirs = plain.generate(input_ids=ids, attention_mask=mask, max_new_tokens=6,
                                 do_sample=False, pad_token_id=0)
     assert torch.equal(ours, theirs)
+    with torch.no_grad(), actor.gathered() as module:
+        gathered = module.generate(input_ids=ids, attention_mask=mask, max_new_tokens=6,
+                                   do_sample=False, pad_token_id=0)
+    assert torch.equal(gathered, theirs)
     full = dict(actor.named_full_tensors())
     reference = plain.state_dict()
     assert set(full) == set(reference)
     assert all(torch.equal(full[k], reference[k]) for k in reference)
+    # Training after generating (resharded on exit) matches training a fresh actor.
+    fresh = Actor.from_pretrained(tiny_model_path, LearnerConfig(), dist_info)
+    batch = prepared(fresh)
+    actor.update(batch)
+    fresh.update(batch)
+    a, b = params(actor.module), params(fresh.module)
+    assert all(torch.equal(a[k], b[k]) for k in a)
