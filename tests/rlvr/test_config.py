@@ -18,8 +18,10 @@ from rlvr.learner.config import LearnerConfig
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
-@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")) + sorted(CONFIGS.glob("gpu/*.yaml")),
-                         ids=lambda p: p.name)
+SHIPPED = sorted(CONFIGS.glob("*.yaml")) + sorted(CONFIGS.glob("gpu/*.yaml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_every_shipped_config_loads(path):
     config = load_config(path)
     assert isinstance(config, TrainConfig)
@@ -89,7 +91,7 @@ def test_bad_keys_and_values_fail_naming_the_key(override, message):
 
 
 def test_malformed_override_and_file_errors(tmp_path):
-    with pytest.raises(ConfigError, match=r"override 'trainer.steps' must look like dotted.key=value"):
+    with pytest.raises(ConfigError, match=r"'trainer.steps' must look like dotted.key=value"):
         parse_overrides(["trainer.steps"])
     with pytest.raises(ConfigError, match=r"does not exist"):
         load_config(tmp_path / "missing.yaml")

@@ -1,0 +1,172 @@
+"""End-to-end tests of the RL loop on a very small tiny model (CPU, a few seconds per run)."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlvr.config import dump_config, load_config
+from rlvr.metrics import read_jsonl
+from rlvr.trainer import train
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+REPO = CONFIGS.parent
+
+SMALL_MODEL = [
+    "model.tiny.hidden_size=32", "model.tiny.num_hidden_layers=2",
+    "model.tiny.num_attention_heads=2", "model.tiny.num_key_value_heads=1",
+    "model.tiny.intermediate_size=64", "model.tiny.vocab_size=320",
+]
+QUIET = ["trainer.progress=false", "trainer.tensorboard=false", "trainer.plot=false",
+         "trainer.export_at_end=false"]
+#: Compared between runs that must match; timings and throughput are excluded.
+COMPARED = ("reward/mean", "reward/accuracy", "response/length_mean", "actor/pg_loss",
+            "actor/grad_norm", "actor/entropy", "actor/ppo_kl", "rollout/logprob_diff")
+
+
+def _silent(*_):
+    pass
+
+
+@pytest.fixture(scope="module")
+def warm_model(tmp_path_factory):
+    """A small tiny model after a short warm-up: it ends its turns and answers with digits."""
+    out = tmp_path_factory.mktemp("warm")
+    config = load_config(CONFIGS / "quickstart.yaml", SMALL_MODEL + QUIET + [
+        f"trainer.output_dir={out}", "trainer.steps=1", "sft.max_steps=60", "sft.lr=3e-3",
+        "sft.eval_every=0", "sft.target_accuracy=null", "sft.eval_tasks=8", "eval.tasks=8",
+        "rollout.prompts_per_step=2", "rollout.group_size=2",
+    ])
+    train(config, log=_silent)
+    return out / "sft_model"
+
+
+def run_overrides(warm_model, out, *extra):
+    """A fast GRPO run from the warm model with a partial format reward (rewards vary)."""
+    return [
+        f"model.path={warm_model}", "sft.enabled=false", f"trainer.output_dir={out}",
+        "env.kwargs.format_reward=0.5", "rollout.prompts_per_step=4", "rollout.group_size=4",
+        "actor.optim.lr=3e-3", "actor.micro_batch_size=8", "eval.tasks=8", "eval.every=0",
+        *QUIET, *extra,
+    ]
+
+
+def _history(path):
+    return {r["step"]: r for r in read_jsonl(path) if r["step"] > 0 and "reward/mean" in r}
+
+
+def _assert_same(a, b, steps, tol=1e-5):
+    for step in steps:
+        for key in COMPARED:
+            assert math.isclose(a[step][key], b[step][key], rel_tol=tol, abs_tol=tol), \
+                (step, key, a[step][key], b[step][key])
+
+
+@pytest.fixture(scope="module")
+def reference_run(warm_model, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ref")
+    config = load_config(CONFIGS / "quickstart.yaml",
+                         run_overrides(warm_model, out, "trainer.steps=6"))
+    result = train(config, log=_silent)
+    return out, result
+
+
+def test_engine_and_learner_logprobs_agree_on_cpu(reference_run):
+    _, result = reference_run
+    assert len(result.history) == 6
+    for metrics in result.history:
+        assert metrics["rollout/logprob_diff"] < 1e-4
+        assert abs(metrics["rollout/kl"]) < 1e-6
+    assert any(m["reward/std"] > 0 for m in result.history)
+    assert any(m["actor/grad_norm"] > 0 for m in result.history)
+    for key in ("time/rollout", "time/prepare", "time/update", "perf/rollout_tokens_per_s",
+                "perf/train_tokens_per_s", "response/turns_mean", "actor/pg_clipfrac"):
+        assert key in result.history[0]
+
+
+def test_killed_run_resumes_to_the_same_metrics(warm_model, reference_run, tmp_path):
+    ref_out, _ = reference_run
+    out = tmp_path / "killed"
+    config = load_config(CONFIGS / "quickstart.yaml", run_overrides(
+        warm_model, out, "trainer.steps=6", "trainer.checkpoint_every=2"))
+    cfg_path = tmp_path / "config.yaml"
+    dump_config(config, cfg_path)
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, "-m", "rlvr.cli", "train", str(cfg_path)],
+                            cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    try:
+        while max(_history(out / "metrics.jsonl"), default=0) < 3:
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "the run never reached step 3"
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert (out / "checkpoints" / "step_000002" / "COMPLETE").is_file()
+    resumed = train(load_config(cfg_path, ["trainer.resume=true"]), log=_silent)
+    assert resumed.steps == 6
+    steps = [r["step"] for r in read_jsonl(out / "metrics.jsonl") if "reward/mean" in r]
+    assert steps == [1, 2, 3, 4, 5, 6]
+    _assert_same(_history(ref_out / "metrics.jsonl"), _history(out / "metrics.jsonl"),
+                 range(1, 7))
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks_follow_the_one_rank_curve(warm_model, reference_run, tmp_path):
+    ref_out, _ = reference_run
+    out = tmp_path / "ddp"
+    config = load_config(CONFIGS / "quickstart.yaml",
+                         run_overrides(warm_model, out, "trainer.steps=3"))
+    cfg_path = tmp_path / "config.yaml"
+    dump_config(config, cfg_path)
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         "-m", "rlvr.cli", "train", str(cfg_path)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _assert_same(_history(ref_out / "metrics.jsonl"), _history(out / "metrics.jsonl"),
+                 range(1, 4), tol=1e-4)
+
+
+def test_ppo_with_critic_kl_in_reward_and_entropy_bonus(warm_model, tmp_path):
+    config = load_config(CONFIGS / "ppo_gae_quickstart.yaml", run_overrides(
+        warm_model, tmp_path, "trainer.steps=8", "algorithm.kl.placement=reward",
+        "algorithm.kl.controller=adaptive", "actor.entropy_coef=0.01", "critic.optim.lr=3e-3",
+        "trainer.export_at_end=true"))
+    result = train(config, log=_silent)
+    first, last = result.history[0], result.history[-1]
+    for key in ("critic/vf_loss", "critic/vf_clipfrac", "kl/reward_kl_penalty",
+                "kl/reward_kl_penalty_coeff", "actor/entropy"):
+        assert math.isfinite(first[key]), key
+    vf = [m["critic/vf_loss"] for m in result.history]
+    assert sum(vf[-3:]) / 3 < vf[0]
+    assert last["kl/reward_kl_penalty_coeff"] != first["kl/reward_kl_penalty_coeff"]
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(result.export_dir)
+    assert model(torch.tensor([[1, 2, 3]])).logits.shape[-1] == model.config.vocab_size
+
+
+def test_kl_loss_truncated_is_and_dynamic_sampling(warm_model, tmp_path):
+    config = load_config(CONFIGS / "quickstart.yaml", run_overrides(
+        warm_model, tmp_path, "trainer.steps=3", "algorithm.kl.placement=loss",
+        "algorithm.kl.coef=0.1", "actor.tis_cap=2.0", "rollout.dynamic_sampling=true",
+        "rollout.max_refill_rounds=2", "algorithm.estimator=rloo"))
+    result = train(config, log=_silent)
+    for metrics in result.history:
+        assert "actor/kl_loss" in metrics
+        assert metrics["actor/tis_weight_mean"] == pytest.approx(1.0, abs=1e-3)
+        assert 0.0 <= metrics["rollout/kept_group_frac"] <= 1.0
+        assert metrics["rollout/refill_rounds"] <= 2
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "reward/mean" in r] == [1, 2, 3]
