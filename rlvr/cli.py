@@ -11,6 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from envs.errors import EnvError
 from rlvr.errors import RlvrError
 
 USAGE = """usage: rlvr {train,eval} ...
@@ -49,10 +50,13 @@ def train_main(argv: Sequence[str]) -> int:
             envs.import_plugins(args.imports)
         config = load_config(args.config, overrides)
         config.env.imports = [*config.env.imports, *args.imports]
-    except (RlvrError, ValueError, ImportError) as err:
-        print(f"rlvr train: error: {err}", file=sys.stderr)
+        from rlvr.trainer import check_env, train
+
+        check_env(config)
+    except (RlvrError, EnvError, ValueError, ImportError) as err:
+        message = err.args[0] if isinstance(err, KeyError) and err.args else err
+        print(f"rlvr train: error: {message}", file=sys.stderr)
         return 2
-    from rlvr.trainer import train
 
     train(config)
     return 0

@@ -358,12 +358,10 @@ class TrainConfig:
         ``algorithm.kl`` (placement ``loss``).
         """
         kl = self.algorithm.kl
-        kl_fields = (
-            {"kl_loss_coef": kl.coef, "kl_loss_estimator": kl.estimator}
-            if kl.placement == "loss" else {}
-        )
-
-        actor = dataclasses.replace(self.actor, seed=self.trainer.seed, **kl_fields)
+        actor = dataclasses.replace(self.actor, seed=self.trainer.seed)
+        if kl.placement == "loss":
+            actor = dataclasses.replace(actor, kl_loss_coef=kl.coef,
+                                        kl_loss_estimator=kl.estimator)
         return actor, dataclasses.replace(self.critic, seed=self.trainer.seed)
 
 

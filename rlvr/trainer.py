@@ -25,10 +25,10 @@ Deviations and simplifications:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import pickle
 import random
-import shutil
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -41,7 +41,7 @@ import torch.distributed as dist
 import yaml
 
 from rlvr.advantages import compute_advantages, get_estimator
-from rlvr.config import TrainConfig, dump_config
+from rlvr.config import TrainConfig, dump_config, merge
 from rlvr.data import RolloutBatch, Trajectory
 from rlvr.errors import ConfigError
 from rlvr.learner import (
@@ -53,6 +53,7 @@ from rlvr.learner import (
     export_hf,
     init_distributed,
     latest_checkpoint,
+    prune_checkpoints,
 )
 from rlvr.learner.worker import barrier
 from rlvr.losses import (
@@ -62,6 +63,19 @@ from rlvr.losses import (
     kl_penalty,
 )
 from rlvr.metrics import MetricsLogger, all_reduce_sums, rollout_metrics
+
+
+def check_env(config: TrainConfig) -> None:
+    """Import the env plugins and build the env once, so a bad id or kwarg fails before work.
+
+    Raises:
+        envs.errors.EnvError: an unknown env id (with close matches) or a rejected keyword.
+    """
+    import envs
+
+    envs.import_plugins(config.env.imports)
+    envs.make(config.env.id, **config.env.kwargs).close()
+    envs.make(config.env.id, **merge(config.env.kwargs, config.env.eval_kwargs)).close()
 
 
 def derived_seed(*parts: object) -> int:
@@ -82,7 +96,9 @@ class TrainResult:
         export_dir: the exported HF model (None when not exported).
         warmup_accuracy: held-out accuracy before RL (after the warm-up, if any).
         final_accuracy: held-out accuracy after RL.
-        warmup_seconds: time spent in the supervised warm-up.
+        warmup_seconds: time from the start to the first RL step: building the model and the
+            supervised warm-up (when it runs).
+        sft_steps: optimizer steps of the supervised warm-up run by this process (0 if none).
         rl_seconds: time spent in the RL steps of this process.
         total_seconds: wall-clock time of the whole run in this process.
         steps: the last completed RL step.
@@ -97,6 +113,7 @@ class TrainResult:
     warmup_accuracy: float | None = None
     final_accuracy: float | None = None
     warmup_seconds: float = 0.0
+    sft_steps: int = 0
     rl_seconds: float = 0.0
     total_seconds: float = 0.0
     steps: int = 0
@@ -273,16 +290,13 @@ class Checkpoints:
         root: the checkpoints directory.
         every: save every this many steps (0 = never).
         keep: how many most recent checkpoints to keep.
-        is_main: whether this is rank 0 (which prunes old checkpoints).
     """
 
-    def __init__(self, checkpointer: Checkpointer, root: Path, every: int, keep: int,
-                 is_main: bool) -> None:
+    def __init__(self, checkpointer: Checkpointer, root: Path, every: int, keep: int) -> None:
         self.checkpointer = checkpointer
         self.root = root
         self.every = every
         self.keep = keep
-        self.is_main = is_main
 
     def maybe_resume(self, enabled: bool) -> Path | None:
         """Load the latest complete checkpoint when ``enabled`` and one exists; return it."""
@@ -296,18 +310,12 @@ class Checkpoints:
         if not self.every or step % self.every:
             return None
         path = self.checkpointer.save(self.root / f"step_{step:06d}")
-        if self.is_main:
-            done = sorted(p for p in self.root.iterdir()
-                          if p.name.startswith("step_") and p.is_dir())
-            for old in done[: -self.keep]:
-                shutil.rmtree(old, ignore_errors=True)
+        prune_checkpoints(self.root, self.keep)
         return path
 
 
 def _suite_for_env(config: TrainConfig, tasks: int, path: Path) -> str:
     """Write a one-entry suite (the training env's held-out split) and return its path."""
-    from rlvr.config import merge
-
     kwargs = merge(config.env.kwargs, config.env.eval_kwargs)
     split = kwargs.pop("split", "test")
     entry = {"env": config.env.id, "name": "heldout", "split": split, "n_tasks": tasks,
@@ -409,9 +417,7 @@ class Trainer:
         if self.is_main:
             self.out.mkdir(parents=True, exist_ok=True)
             dump_config(cfg, self.out / "config.yaml")
-        import envs
-
-        envs.import_plugins(cfg.env.imports)
+        check_env(cfg)
         torch.manual_seed(cfg.trainer.seed)
         random.seed(cfg.trainer.seed)
         if cfg.model.path is None and self.is_main:
@@ -445,8 +451,7 @@ class Trainer:
         if self.critic is not None:
             states["critic"] = self.critic
         self.checkpoints = Checkpoints(Checkpointer(states), self.out / "checkpoints",
-                                       cfg.trainer.checkpoint_every,
-                                       cfg.trainer.keep_checkpoints, self.is_main)
+                                       cfg.trainer.checkpoint_every, cfg.trainer.keep_checkpoints)
         self.resumed_from = self.checkpoints.maybe_resume(cfg.trainer.resume)
         if self.resumed_from is not None:
             self.log(f"[rlvr] resumed from {self.resumed_from} (step {self.state.step})")
@@ -465,13 +470,9 @@ class Trainer:
         """The rollout engine, and whether it runs the actor's own module (nothing to sync)."""
         rollout = self.config.rollout
         if rollout.engine == "sglang":
-            import agents
+            from agents.sglang_engine import SGLangEngine
 
-            engine_cls = getattr(agents, "SGLangEngine", None)
-            if engine_cls is None:
-                raise ConfigError("rollout.engine='sglang' needs agents.SGLangEngine "
-                                  "(pip install 'rlvr[sglang]')")
-            return engine_cls(rollout.sglang_url, tokenizer=self.tokenizer), False
+            return SGLangEngine(str(rollout.sglang_url)), False
         from agents.hf_engine import TransformersEngine
 
         rows = self.stream_rows()
@@ -492,17 +493,20 @@ class Trainer:
         """Run the remaining RL steps, evaluate, export; returns what was produced."""
         cfg = self.config
         result = TrainResult(output_dir=self.out, metrics_path=self.logger.jsonl_path,
-                             warmup_seconds=self.warmup_seconds)
+                             warmup_seconds=self.warmup_seconds,
+                             sft_steps=self.sft.steps if self.sft is not None else 0)
         if self.state.step == 0 and self.heldout is not None:
-            before = self.heldout.evaluate(0)
+            with self.engine_weights():
+                before = self.heldout.evaluate(0)
             self.logger.log(0, before)
             result.warmup_accuracy = before.get("eval/accuracy")
             self.log(f"[rlvr] held-out accuracy before RL: {_pct(result.warmup_accuracy)}")
         rl_start = time.perf_counter()
         for step in range(self.state.step + 1, cfg.trainer.steps + 1):
             timer = StageTimer()
-            with timer("rollout"):                                   # stage A
+            with timer("rollout"), self.engine_weights():          # stage A
                 trajs, metrics = self.stream.collect(step)
+                self.release_engine_memory()
             with timer("prepare"):                                   # stage B
                 batch = RolloutBatch.from_trajectories(trajs, self.pad_id).to(self.dist.device)
                 metrics |= self.prepare(batch)
@@ -515,7 +519,7 @@ class Trainer:
             metrics |= rollout_metrics(trajs, self.dist.device)
             metrics |= self._throughput(batch, timer, metrics["perf/rollout_tokens"])
             if self.heldout is not None:
-                with timer("eval"):
+                with timer("eval"), self.engine_weights():
                     metrics |= self.heldout.maybe_evaluate(step)
             metrics |= timer.metrics()
             self.logger.log(step, metrics)
@@ -571,15 +575,34 @@ class Trainer:
             metrics |= self.critic.update(batch)
         return metrics
 
+    def engine_weights(self) -> contextlib.AbstractContextManager[Any]:
+        """Keep the actor's weights gathered while the engine generates with them."""
+        return self.actor.gathered() if self.shares_weights else contextlib.nullcontext()
+
     def sync_weights(self) -> None:
-        """Give the rollout engine the actor's new weights (collective)."""
+        """Give the rollout engine the actor's new weights (collective).
+
+        SGLang servers get their memory back first, then reload the exported weights from
+        disk (one call per node, by local rank 0).
+        """
         if self.shares_weights:
             return
-        if self.config.rollout.engine == "sglang":
-            path = export_hf(self.actor.module, self.out / "weights_sync")
-            self.engine.update_weights(str(path))
-        else:
+        if self.config.rollout.engine != "sglang":
             self.engine.update_weights(self.actor.named_full_tensors())
+            return
+        path = export_hf(self.actor.module, self.out / "weights_sync")
+        if self.dist.local_rank == 0:
+            self.engine.resume_memory()
+            self.engine.update_weights(str(path))
+        barrier()
+
+    def release_engine_memory(self) -> None:
+        """Let SGLang servers free their GPU memory for training (no-op for transformers)."""
+        if self.config.rollout.engine == "sglang":
+            barrier()
+            if self.dist.local_rank == 0:
+                self.engine.release_memory()
+            barrier()
 
     def _throughput(self, batch: RolloutBatch, timer: StageTimer,
                     rollout_tokens: float) -> dict[str, float]:
@@ -595,8 +618,10 @@ class Trainer:
         cfg = self.config
         if self.heldout is not None:
             last = result.history[-1] if result.history else {}
-            final = last if "eval/accuracy" in last else self.heldout.evaluate(self.state.step)
-            if final is not last:
+            final = last
+            if "eval/accuracy" not in last:
+                with self.engine_weights():
+                    final = self.heldout.evaluate(self.state.step)
                 self.logger.log(self.state.step, final)
             result.final_accuracy = final.get("eval/accuracy")
         if cfg.trainer.export_at_end:
@@ -626,8 +651,9 @@ def _pct(value: float | None) -> str:
 def summary(result: TrainResult) -> str:
     """The human-readable end-of-run summary."""
     lines = [
-        f"== rlvr train finished: {result.steps} steps in {result.total_seconds:.1f} s "
-        f"(warm-up {result.warmup_seconds:.1f} s, RL {result.rl_seconds:.1f} s) ==",
+        f"== rlvr train finished: {result.steps} RL steps in {result.total_seconds:.1f} s "
+        f"(set-up{' and warm-up' if result.sft_steps else ''} {result.warmup_seconds:.1f} s, "
+        f"RL {result.rl_seconds:.1f} s) ==",
     ]
     if result.final_accuracy is not None:
         line = f"held-out accuracy: {_pct(result.warmup_accuracy)} before RL -> " \

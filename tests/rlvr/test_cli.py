@@ -43,6 +43,17 @@ def test_train_reports_a_plugin_that_cannot_be_imported(capsys):
     assert "no_such_plugin_xyz" in capsys.readouterr().err
 
 
+def test_train_rejects_an_unknown_env_or_env_kwarg_before_any_work(capsys, tmp_path):
+    out = tmp_path / "run"
+    assert main(["train", str(CONFIGS / "quickstart.yaml"), "env.id=rlvr/Maths-v0",
+                 f"trainer.output_dir={out}"]) == 2
+    assert "rlvr/Math-v0" in capsys.readouterr().err
+    assert main(["train", str(CONFIGS / "quickstart.yaml"), "env.kwargs.answer_fmt=plain",
+                 f"trainer.output_dir={out}"]) == 2
+    assert "answer_fmt" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_eval_dispatches_to_the_evaluation_cli(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["eval", "--help"])
