@@ -319,7 +319,9 @@ class TrainConfig:
         algorithm: the advantage estimator and the KL penalty.
         actor: the policy's learner (``rlvr.learner.LearnerConfig``): optimizer, micro- and
             mini-batches, epochs, PPO clip/dual clip, loss aggregation, entropy bonus,
-            truncated IS (``tis_cap``). Its KL-loss fields are set from ``algorithm.kl``.
+            truncated IS (``tis_cap``). Its KL-loss fields are set from ``algorithm.kl``; a
+            decaying ``optim.schedule`` without ``total_steps`` decays over ``trainer.steps``
+            (when loaded with ``load_config``).
         critic: the critic's learner config (optimizer, micro-batches, ``value_clip``); used
             only by estimators that need values, such as ``gae``.
         eval: held-out evaluation during training.
@@ -554,7 +556,24 @@ def load_config(
         if not isinstance(loaded, Mapping):
             raise ConfigError(f"config file {str(p)!r} must hold a mapping at the top level")
         data = dict(loaded)
-    return from_dict(cls, merge(data, parse_overrides(overrides)))
+    data = merge(data, parse_overrides(overrides))
+    if cls is TrainConfig:
+        data = _default_total_steps(data)
+    return from_dict(cls, data)
+
+
+def _default_total_steps(data: dict[str, Any]) -> dict[str, Any]:
+    """Let a decaying ``actor``/``critic`` schedule without ``total_steps`` use trainer.steps."""
+    trainer = data.get("trainer")
+    steps = trainer.get("steps") if isinstance(trainer, Mapping) else None
+    steps = TrainerConfig.steps if steps is None else steps
+    for owner in ("actor", "critic"):
+        learner = data.get(owner)
+        optim = learner.get("optim") if isinstance(learner, Mapping) else None
+        if isinstance(optim, Mapping) and optim.get("schedule", "constant") != "constant" \
+                and optim.get("total_steps") is None:
+            data = merge(data, {owner: {"optim": {"total_steps": steps}}})
+    return data
 
 
 def to_dict(config: Any) -> dict[str, Any]:

@@ -117,18 +117,21 @@ def supervised_warmup(
     seed: int,
     evaluate: Callable[[], float] | None = None,
     log: Callable[[str], None] = print,
+    progress: bool = False,
 ) -> SFTResult:
     """Train ``model`` in place on the task format until the target accuracy or ``max_steps``.
 
     Args:
-        model: a HF causal LM (``model(input_ids, attention_mask).logits``), in train mode after.
+        model: a HF causal LM (``model(input_ids, attention_mask).logits``), in eval mode after.
         tokenizer: its tokenizer (chat template, ``eos_token_id``, ``pad_token_id``).
         examples: draws one training example from the given RNG.
         config: steps, batch size, learning rate, evaluation cadence and target.
         seed: seeds the example stream.
         evaluate: held-out greedy accuracy of ``model`` in [0, 1]; called every
             ``config.eval_every`` steps and at the end. None skips evaluation (and the target).
-        log: where progress lines go.
+        log: where progress lines go (one per evaluation without a progress bar, else one at
+            the end).
+        progress: show a tqdm progress bar.
 
     Returns:
         An ``SFTResult``.
@@ -136,6 +139,8 @@ def supervised_warmup(
     Raises:
         ConfigError: the loss became non-finite (the learning rate is too high).
     """
+    from tqdm.auto import tqdm
+
     rng = random.Random(f"sft:{seed}")
     params = [p for p in model.parameters() if p.requires_grad]
     optim = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
@@ -145,9 +150,10 @@ def supervised_warmup(
     history: list[tuple[int, float]] = []
     accuracy: float | None = None
     loss_value = math.nan
-    step = 0
     model.train()
-    while step < config.max_steps:
+    bar = tqdm(total=config.max_steps, desc="warm-up", unit="step", disable=not progress,
+               dynamic_ncols=True)
+    for step in range(1, config.max_steps + 1):
         batch = collate(
             [encode_example(tokenizer, *examples(rng)) for _ in range(config.batch_size)], pad
         )
@@ -159,22 +165,28 @@ def supervised_warmup(
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optim.step()
         sched.step()
-        step += 1
         loss_value = float(loss.item())
-        last = step == config.max_steps
-        if evaluate is not None and ((config.eval_every and step % config.eval_every == 0) or last):
+        bar.update(1)
+        due = (config.eval_every and step % config.eval_every == 0) or step == config.max_steps
+        if evaluate is not None and due:
             model.eval()
             accuracy = float(evaluate())
             model.train()
             history.append((step, accuracy))
-            log(f"[sft] step {step:4d}  loss {loss_value:.3f}  held-out accuracy {accuracy:.1%}")
+            bar.set_postfix(loss=f"{loss_value:.3f}", acc=f"{accuracy:.1%}")
+            if not progress:
+                log(f"[sft] step {step:4d}  loss {loss_value:.3f}  held-out accuracy "
+                    f"{accuracy:.1%}")
             if config.target_accuracy is not None and accuracy >= config.target_accuracy:
                 break
+    bar.close()
     model.eval()
-    return SFTResult(
-        steps=step, loss=loss_value, accuracy=accuracy, seconds=time.perf_counter() - t0,
-        history=history,
-    )
+    result = SFTResult(steps=step, loss=loss_value, accuracy=accuracy,
+                       seconds=time.perf_counter() - t0, history=history)
+    acc = "n/a" if accuracy is None else f"{accuracy:.1%}"
+    log(f"[sft] warm-up done: {result.steps} steps in {result.seconds:.1f} s, loss "
+        f"{loss_value:.3f}, held-out accuracy {acc}")
+    return result
 
 
 class TaskExamples:

@@ -385,7 +385,7 @@ def warm_up(config: TrainConfig, base_dir: Path, tokenizer: Any, info: DistInfo,
             result = supervised_warmup(
                 model, tokenizer, TaskExamples(config.env.id, config.env.kwargs), config.sft,
                 seed=config.trainer.seed, evaluate=lambda: heldout.evaluate(0)["eval/accuracy"],
-                log=log,
+                log=log, progress=config.trainer.progress,
             )
         finally:
             engine.close()

@@ -122,3 +122,10 @@ def test_from_dict_accepts_component_instances_and_to_dict_is_plain_data():
     yaml.safe_dump(data)  # plain data only
     assert from_dict(TrainConfig, data) == config
     assert dataclasses.is_dataclass(config.rollout.runner.sampling)
+
+
+def test_decaying_schedule_defaults_to_the_run_length():
+    config = load_config(None, ["actor.optim.schedule=linear", "trainer.steps=40"])
+    assert config.actor.optim.total_steps == 40
+    config = load_config(None, ["critic.optim.schedule=cosine", "critic.optim.total_steps=7"])
+    assert config.critic.optim.total_steps == 7 and config.actor.optim.total_steps is None

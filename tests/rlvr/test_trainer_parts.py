@@ -1,0 +1,96 @@
+"""The trainer's side pieces: the warm-up's masking, the metrics files, seeds."""
+
+import json
+import random
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from rlvr.config import SFTConfig
+from rlvr.metrics import MetricsLogger, read_jsonl
+from rlvr.sft import collate, encode_example, supervised_warmup
+from rlvr.trainer import StageTimer, TrainResult, derived_seed, summary
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_path):
+    return AutoTokenizer.from_pretrained(tiny_model_path)
+
+
+def test_warm_up_loss_covers_only_the_answer_and_end_of_turn(tokenizer):
+    messages = [{"role": "user", "content": "12+7="}]
+    ids, prompt_len = encode_example(tokenizer, messages, "19")
+    assert tokenizer.decode(ids[:prompt_len]).endswith("<|im_start|>assistant\n")
+    assert tokenizer.convert_ids_to_tokens(ids[prompt_len:]) == ["1", "9", "<|im_end|>"]
+    short, short_len = encode_example(tokenizer, messages, "7")
+    input_ids, attention, loss_mask = collate([(ids, prompt_len), (short, short_len)],
+                                              tokenizer.pad_token_id)
+    assert input_ids.shape == (2, len(ids)) and attention[1].sum() == len(short)
+    targets = [input_ids[r, 1:][loss_mask[r].bool()].tolist() for r in range(2)]
+    assert targets == [ids[prompt_len:], short[short_len:]]
+
+
+def test_warm_up_lowers_the_loss_and_stops_at_the_target(tiny_model_path, tokenizer):
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path)
+
+    def example(rng: random.Random):
+        a, b = rng.randint(0, 9), rng.randint(0, 9)
+        return [{"role": "user", "content": f"{a}+{b}="}], str(a + b)
+
+    calls = []
+
+    def evaluate():
+        calls.append(1)
+        return 0.5 if len(calls) >= 2 else 0.0
+
+    config = SFTConfig(enabled=True, max_steps=30, batch_size=8, lr=3e-3, eval_every=5,
+                       target_accuracy=0.4)
+    result = supervised_warmup(model, tokenizer, example, config, seed=0, evaluate=evaluate,
+                               log=lambda _: None)
+    assert result.steps == 10 and result.accuracy == 0.5
+    assert result.history == [(5, 0.0), (10, 0.5)]
+    first = supervised_warmup(model, tokenizer, example,
+                              SFTConfig(enabled=True, max_steps=1, batch_size=8, lr=1e-9),
+                              seed=1, log=lambda _: None)
+    assert first.loss < 3.0  # the format is learned: the untrained loss is ln(404) ~ 6
+
+
+def test_metrics_logger_drops_steps_after_a_resume_point_and_draws_curves(tmp_path):
+    log = MetricsLogger(tmp_path, total_steps=4, progress=False, tensorboard=True)
+    for step in range(1, 5):
+        log.log(step, {"reward/mean": step / 4, "reward/accuracy": step / 8})
+    log.log(4, {"eval/accuracy": 0.5})
+    assert log.close() == tmp_path / "curves.png"
+    assert (tmp_path / "curves.png").stat().st_size > 1000
+    assert any((tmp_path / "tensorboard").iterdir())
+    with (tmp_path / "metrics.jsonl").open("a") as f:
+        f.write('{"step": 5, "reward/m')  # a torn line, as a killed process leaves
+    resumed = MetricsLogger(tmp_path, total_steps=4, start_step=2, progress=False,
+                            tensorboard=False, plot=False)
+    resumed.log(3, {"reward/mean": float("nan")})
+    resumed.close()
+    rows = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert rows[-1]["reward/mean"] is None
+    assert json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])["step"] == 1
+
+
+def test_disabled_logger_writes_nothing(tmp_path):
+    log = MetricsLogger(tmp_path / "rank1", total_steps=2, enabled=False)
+    log.log(1, {"reward/mean": 1.0})
+    assert log.close() is None and not (tmp_path / "rank1").exists()
+
+
+def test_seeds_timer_and_summary():
+    assert derived_seed(0, "task", 3, 1) == derived_seed(0, "task", 3, 1)
+    assert derived_seed(0, "task", 3, 1) != derived_seed(0, "task", 3, 2)
+    timer = StageTimer()
+    with timer("rollout"):
+        pass
+    assert set(timer.metrics()) == {"time/rollout", "time/step"}
+    text = summary(TrainResult(output_dir=None, metrics_path="m.jsonl", warmup_accuracy=0.3,
+                               final_accuracy=0.72, steps=5, sft_steps=10))
+    assert "30.0% before RL -> 72.0% after RL (+42.0 points)" in text
+    assert "metrics:     m.jsonl" in text
