@@ -567,6 +567,9 @@ def _default_total_steps(data: dict[str, Any]) -> dict[str, Any]:
     trainer = data.get("trainer")
     steps = trainer.get("steps") if isinstance(trainer, Mapping) else None
     steps = TrainerConfig.steps if steps is None else steps
+    if not isinstance(steps, int) or isinstance(steps, bool):
+        return data  # from_dict reports trainer.steps
+    steps = max(steps, 1)  # trainer.steps < 1 is reported by TrainerConfig, naming the field
     for owner in ("actor", "critic"):
         learner = data.get(owner)
         optim = learner.get("optim") if isinstance(learner, Mapping) else None

@@ -53,7 +53,8 @@ def run_overrides(warm_model, out, *extra):
     return [
         f"model.path={warm_model}", "sft.enabled=false", f"trainer.output_dir={out}",
         "env.kwargs.format_reward=0.5", "rollout.prompts_per_step=4", "rollout.group_size=4",
-        "actor.optim.lr=3e-3", "actor.micro_batch_size=8", "eval.tasks=8", "eval.every=0",
+        "actor.optim.lr=3e-3", "actor.optim.schedule=constant", "actor.micro_batch_size=8",
+        "eval.tasks=8", "eval.every=0",
         *QUIET, *extra,
     ]
 
