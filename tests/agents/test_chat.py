@@ -3,7 +3,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from conftest import CALC_TOOL, EchoToolEnv
+from agent_helpers import CALC_TOOL, EchoToolEnv
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import recompute_logprobs
+from agent_helpers import recompute_logprobs
 from test_chat import ScriptedEngine
 
 from agents.engine import SamplingParams

@@ -4,7 +4,7 @@ import logging
 import time
 
 import pytest
-from conftest import (
+from agent_helpers import (
     CALC_TOOL,
     EchoToolEnv,
     NeverEndingEnv,

@@ -187,7 +187,7 @@ def test_generate_speaks_the_wire_format_and_matches_the_local_engine(fake, engi
 
 
 def test_runner_on_sglang_engine(fake, tiny_tokenizer, frequent_stops):
-    from conftest import EchoToolEnv
+    from agent_helpers import EchoToolEnv
 
     sg = SGLangEngine([fake.url, fake.url])  # round-robin over two "servers"
     cfg = RunnerConfig(max_turns=3, max_tokens_per_turn=10, check_token_exact=True,
