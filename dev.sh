@@ -9,6 +9,16 @@ cd "$(dirname "$0")"
 VENV="${RLVR_VENV:-.venv}"
 PYTHON="${PYTHON:-$(command -v python3.11 || command -v python3)}"
 
+pip_install() {
+  # Quiet on success; on failure show what pip said.
+  local log="$VENV/pip-install.log"
+  if ! "$VENV/bin/python" -m pip install "$@" >"$log" 2>&1; then
+    tail -40 "$log" >&2
+    echo "[dev.sh] pip install $* failed (full log: $log)" >&2
+    exit 1
+  fi
+}
+
 setup() {
   if ! command -v bwrap >/dev/null 2>&1; then
     if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
@@ -27,18 +37,18 @@ setup() {
   local stamp
   stamp="$(cat pyproject.toml dev.sh | sha256sum | cut -c1-16)"
   if [[ "$(cat "$VENV/.rlvr-stamp" 2>/dev/null)" != "$stamp" ]]; then
-    "$VENV/bin/python" -m pip install -q --upgrade pip
+    pip_install --upgrade pip
     if ! "$VENV/bin/python" -c "import torch" >/dev/null 2>&1; then
       if command -v nvidia-smi >/dev/null 2>&1; then
         echo "[dev.sh] CUDA machine: installing the default torch build"
-        "$VENV/bin/python" -m pip install -q torch
+        pip_install torch
       else
         echo "[dev.sh] no CUDA: installing torch==2.13.0 (CPU)"
-        "$VENV/bin/python" -m pip install -q torch==2.13.0
+        pip_install torch==2.13.0
       fi
     fi
     echo "[dev.sh] installing rlvr and its dev/test dependencies"
-    "$VENV/bin/python" -m pip install -q -e '.[dev]'
+    pip_install -e '.[dev]'
     echo "$stamp" > "$VENV/.rlvr-stamp"
   fi
 }
@@ -46,7 +56,7 @@ setup() {
 run_tests() {
   local bin="$VENV/bin"
   echo "[dev.sh] ruff"; "$bin/ruff" check .
-  echo "[dev.sh] import contracts"; "$bin/lint-imports"
+  echo "[dev.sh] import contracts"; "$bin/lint-imports" --no-logo
   echo "[dev.sh] mypy"; "$bin/mypy"
   echo "[dev.sh] pytest"
   set +e
