@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,13 +16,14 @@ STEPS = 3
 
 
 @pytest.mark.slow
-def test_two_gloo_ranks_follow_the_one_rank_trajectory(tiny_model_path, dist_info, tmp_path):
+def test_two_gloo_ranks_follow_the_one_rank_trajectory(tiny_model_path, dist_info, tmp_path,
+                                                       run_process_group):
     worker = Path(__file__).parent / "two_rank_worker.py"
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.run(
+    proc = run_process_group(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
          str(worker), str(tmp_path), str(tiny_model_path), str(STEPS)],
-        env=env, capture_output=True, text=True, timeout=300,
+        env=env, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     two = json.loads((tmp_path / "metrics.json").read_text())
