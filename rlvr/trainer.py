@@ -1,8 +1,8 @@
 """The RL training loop: rollout (A), scoring and advantages (B), policy/critic update (C).
 
 ``Trainer.train`` reads like the data flow in ARCHITECTURE.md; everything else (the episode
-stream, metrics, checkpoints, held-out evaluation) is an object with a ``maybe_*`` or
-``collect`` method.
+stream, metrics, checkpoints, held-out evaluation, the warm-up) lives in ``rlvr.training`` as
+objects with a ``maybe_*`` or ``collect`` method.
 
 Distributed layout (SPMD): every rank plays ``prompts_per_step / world_size`` whole groups on its
 own engine, computes stage B on its rows and trains on them (FSDP2 averages the gradients).
@@ -24,36 +24,25 @@ Deviations and simplifications:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import hashlib
-import pickle
 import random
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
-import yaml
 
 from rlvr.advantages import compute_advantages, get_estimator
-from rlvr.config import TrainConfig, dump_config, merge
-from rlvr.data import RolloutBatch, Trajectory
-from rlvr.errors import ConfigError
+from rlvr.config import TrainConfig, dump_config
+from rlvr.data import RolloutBatch
 from rlvr.learner import (
     Actor,
     Checkpointer,
     Critic,
-    DistInfo,
     Reference,
     export_hf,
     init_distributed,
-    latest_checkpoint,
-    prune_checkpoints,
 )
 from rlvr.learner.worker import barrier
 from rlvr.losses import (
@@ -63,25 +52,11 @@ from rlvr.losses import (
     kl_penalty,
 )
 from rlvr.metrics import MetricsLogger, all_reduce_sums, rollout_metrics
+from rlvr.training.state import Checkpoints, StageTimer, TrainerState
+from rlvr.training.stream import EpisodeStream, derived_seed, gather_objects, gather_rows
+from rlvr.training.warmup import HeldOut, check_env, suite_for_env, warm_up
 
-
-def check_env(config: TrainConfig) -> None:
-    """Import the env plugins and build the env once, so a bad id or kwarg fails before work.
-
-    Raises:
-        envs.errors.EnvError: an unknown env id (with close matches) or a rejected keyword.
-    """
-    import envs
-
-    envs.import_plugins(config.env.imports)
-    envs.make(config.env.id, **config.env.kwargs).close()
-    envs.make(config.env.id, **merge(config.env.kwargs, config.env.eval_kwargs)).close()
-
-
-def derived_seed(*parts: object) -> int:
-    """A 62-bit seed from ``parts`` (stable across processes and Python versions)."""
-    digest = hashlib.blake2b("/".join(map(str, parts)).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") >> 2
+__all__ = ["StageTimer", "TrainResult", "Trainer", "check_env", "derived_seed", "summary", "train"]
 
 
 @dataclass
@@ -120,281 +95,6 @@ class TrainResult:
     history: list[dict[str, float]] = field(default_factory=list)
 
 
-class TrainerState:
-    """The trainer's own checkpointed state: counters, the KL controller and RNG states.
-
-    Sampling, task choice and shuffles are seeded from ``(seed, step, ...)``, so ``step`` is the
-    data position; RNG states are restored too, for user code that draws from global RNGs.
-    """
-
-    def __init__(self, kl_controller: FixedKLController | AdaptiveKLController) -> None:
-        self.step = 0
-        self.episodes = 0
-        self.kl_controller = kl_controller
-
-    def state_dict(self) -> dict[str, Any]:
-        """Counters, controller and RNG states (picklable values for DCP)."""
-        rng = pickle.dumps({"python": random.getstate(), "torch": torch.get_rng_state()})
-        return {"step": self.step, "episodes": self.episodes, "rng": rng,
-                "kl": self.kl_controller.state_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore ``state_dict()``."""
-        self.step = int(state["step"])
-        self.episodes = int(state["episodes"])
-        self.kl_controller.load_state_dict(state["kl"])
-        rng = pickle.loads(state["rng"])
-        random.setstate(rng["python"])
-        torch.set_rng_state(rng["torch"])
-
-
-class StageTimer:
-    """Accumulates wall-clock seconds per stage: ``with timer("rollout"): ...``."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-
-    @contextmanager
-    def __call__(self, stage: str) -> Iterator[None]:
-        """Time the ``with`` block as ``stage``."""
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
-
-    def metrics(self) -> dict[str, float]:
-        """``time/<stage>`` and ``time/step`` in seconds."""
-        out = {f"time/{k}": v for k, v in self.seconds.items()}
-        out["time/step"] = sum(self.seconds.values())
-        return out
-
-
-# ---------------------------------------------------------------------------- distributed helpers
-def _world() -> tuple[int, int]:
-    if dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-def gather_rows(t: torch.Tensor) -> torch.Tensor:
-    """All ranks' ``(B, R_rank)`` tensors stacked row-wise, right-padded with 0 to the widest R."""
-    rank, ws = _world()
-    if ws == 1:
-        return t
-    widths = [torch.zeros(1, dtype=torch.long, device=t.device) for _ in range(ws)]
-    dist.all_gather(widths, torch.tensor([t.shape[1]], device=t.device))
-    width = int(max(w.item() for w in widths))
-    padded = torch.nn.functional.pad(t, (0, width - t.shape[1]))
-    parts = [torch.empty_like(padded) for _ in range(ws)]
-    dist.all_gather(parts, padded.contiguous())
-    return torch.cat(parts, dim=0)
-
-
-def gather_objects(items: list[Any]) -> list[Any]:
-    """All ranks' lists concatenated in rank order."""
-    if _world()[1] == 1:
-        return items
-    out: list[Any] = [None] * _world()[1]
-    dist.all_gather_object(out, items)
-    return [x for part in out for x in part]
-
-
-# ---------------------------------------------------------------------------- stage A
-class EpisodeStream:
-    """Stage A: this rank's groups of episodes for a step, with optional dynamic sampling.
-
-    Group ``j`` of step ``s`` resets its env with seed ``derived_seed(seed, "task", s, j)`` and
-    samples with ``derived_seed(seed, "sample", s, j)``, whatever the rank that plays it.
-
-    Args:
-        runner: an ``agents.EpisodeRunner`` on this rank's engine.
-        config: the run's config (env, rollout and seed are used).
-        rank: this rank.
-        world_size: the number of ranks; must divide ``rollout.prompts_per_step``.
-    """
-
-    def __init__(self, runner: Any, config: TrainConfig, rank: int, world_size: int) -> None:
-        self.runner = runner
-        self.config = config
-        self.rank = rank
-        rollout = config.rollout
-        if rollout.prompts_per_step % world_size:
-            raise ConfigError(
-                f"rollout.prompts_per_step ({rollout.prompts_per_step}) must be a multiple of "
-                f"the number of ranks ({world_size})"
-            )
-        self.groups_per_rank = rollout.prompts_per_step // world_size
-
-    def _spec(self, key: tuple[object, ...]) -> Any:
-        from agents.runner import EpisodeSpec
-
-        env = self.config.env
-        return EpisodeSpec(env_id=env.id, env_kwargs=dict(env.kwargs),
-                           seed=derived_seed(self.config.trainer.seed, "task", *key),
-                           group_id="/".join(map(str, key)))
-
-    def _play(self, keys: list[tuple[object, ...]]) -> list[list[Trajectory]]:
-        """Play one group per key, all concurrently on the engine."""
-        size = self.config.rollout.group_size
-        seed = self.config.trainer.seed
-
-        async def play_all() -> list[list[Trajectory]]:
-            return list(await asyncio.gather(*(
-                self.runner.arun([self._spec(k)], group_size=size,
-                                 seed=derived_seed(seed, "sample", *k))
-                for k in keys
-            )))
-
-        return asyncio.run(play_all())
-
-    def collect(self, step: int) -> tuple[list[Trajectory], dict[str, float]]:
-        """Play this rank's groups of ``step``.
-
-        Returns:
-            ``(trajectories, metrics)``: ``groups_per_rank * group_size`` trajectories, group
-            by group; metrics ``rollout/refill_rounds`` and ``rollout/kept_group_frac`` with
-            dynamic sampling.
-        """
-        n = self.groups_per_rank
-        groups = self._play([(step, self.rank * n + j) for j in range(n)])
-        if not self.config.rollout.dynamic_sampling:
-            return [t for g in groups for t in g], {}
-        kept = [g for g in groups if _has_signal(g)]
-        dropped = [g for g in groups if not _has_signal(g)]
-        first_kept = len(kept)
-        rounds = 0
-        while len(kept) < n and rounds < self.config.rollout.max_refill_rounds:
-            rounds += 1
-            more = self._play([(step, f"r{rounds}", self.rank, j) for j in range(n - len(kept))])
-            kept += [g for g in more if _has_signal(g)]
-            dropped += [g for g in more if not _has_signal(g)]
-        chosen = kept[:n] + dropped[: max(0, n - len(kept))]
-        metrics = {"rollout/refill_rounds": float(rounds),
-                   "rollout/kept_group_frac": first_kept / n}
-        return [t for g in chosen for t in g], metrics
-
-
-def _has_signal(group: Sequence[Trajectory]) -> bool:
-    """Whether the rewards of a group differ (DAPO keeps only such groups)."""
-    rewards = [t.reward for t in group]
-    return max(rewards) - min(rewards) > 1e-9
-
-
-# ---------------------------------------------------------------------------- side concerns
-class Checkpoints:
-    """Periodic DCP checkpoints under ``output_dir/checkpoints/step_NNNNNN`` and resume.
-
-    Args:
-        checkpointer: saves/loads the actor, critic and trainer state.
-        root: the checkpoints directory.
-        every: save every this many steps (0 = never).
-        keep: how many most recent checkpoints to keep.
-    """
-
-    def __init__(self, checkpointer: Checkpointer, root: Path, every: int, keep: int) -> None:
-        self.checkpointer = checkpointer
-        self.root = root
-        self.every = every
-        self.keep = keep
-
-    def maybe_resume(self, enabled: bool) -> Path | None:
-        """Load the latest complete checkpoint when ``enabled`` and one exists; return it."""
-        latest = latest_checkpoint(self.root) if enabled else None
-        if latest is not None:
-            self.checkpointer.load(latest)
-        return latest
-
-    def maybe_save(self, step: int) -> Path | None:
-        """Save when ``step`` is due (collective); prune all but the newest ``keep``."""
-        if not self.every or step % self.every:
-            return None
-        path = self.checkpointer.save(self.root / f"step_{step:06d}")
-        prune_checkpoints(self.root, self.keep)
-        return path
-
-
-def _suite_for_env(config: TrainConfig, tasks: int, path: Path) -> str:
-    """Write a one-entry suite (the training env's held-out split) and return its path."""
-    kwargs = merge(config.env.kwargs, config.env.eval_kwargs)
-    split = kwargs.pop("split", "test")
-    entry = {"env": config.env.id, "name": "heldout", "split": split, "n_tasks": tasks,
-             "kwargs": kwargs}
-    path.write_text(yaml.safe_dump({"name": "heldout", "entries": [entry]}, sort_keys=False))
-    return str(path)
-
-
-class HeldOut:
-    """Held-out greedy evaluation on the training engine (``rlvr.evaluate.Evaluator``).
-
-    Adds ``eval/accuracy`` (pass@1 over the suite) to the evaluator's ``eval/...`` metrics.
-    """
-
-    def __init__(self, config: TrainConfig, engine: Any, tokenizer: Any, suite: str,
-                 every: int) -> None:
-        from rlvr.evaluate import Evaluator
-
-        ev = config.eval
-        self.evaluator = Evaluator(
-            suite, engine=engine, tokenizer=tokenizer, every=every, samples=ev.samples,
-            max_turns=config.rollout.runner.max_turns, max_new_tokens=ev.max_new_tokens,
-            seed=config.trainer.seed, progress=False,
-        )
-
-    @staticmethod
-    def _with_accuracy(metrics: dict[str, float]) -> dict[str, float]:
-        for key in ("eval/overall/pass@1", "eval/heldout/pass@1"):
-            if key in metrics:
-                return {**metrics, "eval/accuracy": metrics[key]}
-        return metrics
-
-    def maybe_evaluate(self, step: int) -> dict[str, float]:
-        """The metrics when ``step`` is due, else ``{}``."""
-        return self._with_accuracy(self.evaluator.maybe_evaluate(step) or {})
-
-    def evaluate(self, step: int) -> dict[str, float]:
-        """Evaluate now."""
-        return self._with_accuracy(self.evaluator.evaluate(step))
-
-
-def warm_up(config: TrainConfig, base_dir: Path, tokenizer: Any, info: DistInfo,
-            log: Any) -> tuple[Path, Any]:
-    """Run the supervised warm-up on rank 0 and save it as ``output_dir/sft_model``.
-
-    Returns:
-        ``(policy_dir, SFTResult or None)``: the directory RL starts from (the base model when
-        the warm-up is off, or its saved result when resuming) and what the warm-up did.
-    """
-    from agents.hf_engine import TransformersEngine
-    from rlvr.learner import load_causal_lm
-    from rlvr.sft import TaskExamples, save_model, supervised_warmup
-
-    target = Path(config.trainer.output_dir) / "sft_model"
-    if not config.sft.enabled:
-        return base_dir, None
-    if (target / "config.json").is_file():
-        log(f"[sft] reusing the warm-up model in {target}")
-        return target, None
-    result = None
-    if info.is_main:
-        model = load_causal_lm(base_dir, info.device)
-        engine = TransformersEngine(model, tokenizer, max_batch_size=64)
-        suite = _suite_for_env(config, config.sft.eval_tasks, target.parent / "sft_suite.yaml")
-        heldout = HeldOut(config, engine, tokenizer, suite, every=0)
-        try:
-            result = supervised_warmup(
-                model, tokenizer, TaskExamples(config.env.id, config.env.kwargs), config.sft,
-                seed=config.trainer.seed, evaluate=lambda: heldout.evaluate(0)["eval/accuracy"],
-                log=log, progress=config.trainer.progress,
-            )
-        finally:
-            engine.close()
-        save_model(model, tokenizer, target)
-    barrier()
-    return target, result
-
-
-# ---------------------------------------------------------------------------- the trainer
 class Trainer:
     """Builds every component from a ``TrainConfig`` and runs the RL loop.
 
@@ -458,7 +158,7 @@ class Trainer:
             self.sync_weights()
         self.heldout = None
         if self.is_main:
-            suite = cfg.eval.suite or _suite_for_env(cfg, cfg.eval.tasks,
+            suite = cfg.eval.suite or suite_for_env(cfg, cfg.eval.tasks,
                                                      self.out / "eval_suite.yaml")
             self.heldout = HeldOut(cfg, self.engine, self.tokenizer, suite, cfg.eval.every)
         t = cfg.trainer

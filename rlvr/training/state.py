@@ -1,0 +1,101 @@
+"""The trainer's own state: counters, RNG and KL controller; periodic checkpoints; stage timing."""
+
+from __future__ import annotations
+
+import pickle
+import random
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlvr.learner import Checkpointer, latest_checkpoint, prune_checkpoints
+from rlvr.losses import AdaptiveKLController, FixedKLController
+
+
+class TrainerState:
+    """The trainer's own checkpointed state: counters, the KL controller and RNG states.
+
+    Sampling, task choice and shuffles are seeded from ``(seed, step, ...)``, so ``step`` is the
+    data position; RNG states are restored too, for user code that draws from global RNGs.
+    """
+
+    def __init__(self, kl_controller: FixedKLController | AdaptiveKLController) -> None:
+        self.step = 0
+        self.episodes = 0
+        self.kl_controller = kl_controller
+
+    def state_dict(self) -> dict[str, Any]:
+        """Counters, controller and RNG states (picklable values for DCP)."""
+        rng = pickle.dumps({"python": random.getstate(), "torch": torch.get_rng_state()})
+        return {"step": self.step, "episodes": self.episodes, "rng": rng,
+                "kl": self.kl_controller.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore ``state_dict()``."""
+        self.step = int(state["step"])
+        self.episodes = int(state["episodes"])
+        self.kl_controller.load_state_dict(state["kl"])
+        rng = pickle.loads(state["rng"])
+        random.setstate(rng["python"])
+        torch.set_rng_state(rng["torch"])
+
+
+
+class Checkpoints:
+    """Periodic DCP checkpoints under ``output_dir/checkpoints/step_NNNNNN`` and resume.
+
+    Args:
+        checkpointer: saves/loads the actor, critic and trainer state.
+        root: the checkpoints directory.
+        every: save every this many steps (0 = never).
+        keep: how many most recent checkpoints to keep.
+    """
+
+    def __init__(self, checkpointer: Checkpointer, root: Path, every: int, keep: int) -> None:
+        self.checkpointer = checkpointer
+        self.root = root
+        self.every = every
+        self.keep = keep
+
+    def maybe_resume(self, enabled: bool) -> Path | None:
+        """Load the latest complete checkpoint when ``enabled`` and one exists; return it."""
+        latest = latest_checkpoint(self.root) if enabled else None
+        if latest is not None:
+            self.checkpointer.load(latest)
+        return latest
+
+    def maybe_save(self, step: int) -> Path | None:
+        """Save when ``step`` is due (collective); prune all but the newest ``keep``."""
+        if not self.every or step % self.every:
+            return None
+        path = self.checkpointer.save(self.root / f"step_{step:06d}")
+        prune_checkpoints(self.root, self.keep)
+        return path
+
+
+
+class StageTimer:
+    """Accumulates wall-clock seconds per stage: ``with timer("rollout"): ...``."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        """Time the ``with`` block as ``stage``."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
+
+    def metrics(self) -> dict[str, float]:
+        """``time/<stage>`` and ``time/step`` in seconds."""
+        out = {f"time/{k}": v for k, v in self.seconds.items()}
+        out["time/step"] = sum(self.seconds.values())
+        return out
+
