@@ -22,6 +22,7 @@ any violation raises ``ChatTemplateError``.
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,6 +32,8 @@ from envs.base import Message
 _DUMMY_USER: Message = {"role": "user", "content": "dummy question"}
 _DUMMY_ASSISTANT: Message = {"role": "assistant", "content": "dummy"}
 _THINKING_ASSISTANT: Message = {"role": "assistant", "content": "<think>\nhmm\n</think>\n\nok"}
+#: How many distinct opening renderings ``ChatRenderer.prompt_ids`` keeps.
+PROMPT_CACHE_SIZE = 4096
 
 
 class ChatRenderer:
@@ -50,6 +53,7 @@ class ChatRenderer:
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
         self._base: dict[str, list[int]] = {}
+        self._prompts: OrderedDict[str, list[int]] = OrderedDict()
         self.closing = self._find_closing()
         self.end_of_turn_id = self.closing[0]
         self._check_history_is_kept()
@@ -74,8 +78,22 @@ class ChatRenderer:
     def prompt_ids(
         self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = None
     ) -> list[int]:
-        """The opening messages plus the generation prompt (an episode's ``prompt_ids``)."""
-        return self.render(messages, tools, add_generation_prompt=True)
+        """The opening messages plus the generation prompt (an episode's ``prompt_ids``).
+
+        Renderings are memoised (the most recent ``PROMPT_CACHE_SIZE`` distinct openings): the
+        episodes of a group, and tasks that come back, share one opening, and rendering a chat
+        template costs far more than looking it up.
+        """
+        key = json.dumps([messages, tools], sort_keys=True, default=str)
+        ids = self._prompts.get(key)
+        if ids is None:
+            ids = self.render(messages, tools, add_generation_prompt=True)
+            if len(self._prompts) >= PROMPT_CACHE_SIZE:
+                self._prompts.popitem(last=False)
+            self._prompts[key] = ids
+        else:
+            self._prompts.move_to_end(key)
+        return list(ids)
 
     def turn_close(self, model_tokens: Sequence[int]) -> list[int]:
         """Template tokens that close the model's turn after ``model_tokens``.

@@ -9,7 +9,8 @@ sees their generation requests together and batches them. Each turn:
    token it generated) and decoded into the action text;
 3. ``env.step(action)`` runs in a thread pool with a timeout (a slow sandbox never stalls the
    loop); the turn's reward goes on the turn's last model token, reward spans on the tokens
-   covering their last character;
+   covering their last character. To keep trips to the pool few, making and resetting the env
+   is one pool call, and so are the last turn's step and the env's close;
 4. the env's messages are appended as the chat template's token delta (``agents.chat``), with
    ``response_mask`` 0, right before the next turn.
 
@@ -61,9 +62,10 @@ class RunnerConfig:
         max_turns: model turns per episode (``>= 1``).
         max_tokens_per_turn: the most tokens the model may generate in one turn (``>= 1``).
         max_response_tokens: the most response tokens (model AND env) per episode (``>= 1``).
-        env_step_timeout_s: wall-clock limit of one env call (make, reset, step), ``> 0``. The
-            thread running a timed-out call cannot be killed; envs should enforce their own
-            limits (sandboxes do), this is the backstop.
+        env_step_timeout_s: wall-clock limit of one env call (make and reset together, a step,
+            the last step and the close together), ``> 0``. The thread running a timed-out call
+            cannot be killed; envs should enforce their own limits (sandboxes do), this is the
+            backstop.
         env_workers: threads running env calls (``>= 1``).
         check_token_exact: verify every episode with ``EpisodeRecord.check`` (on in tests;
             costs one copy of each turn's context).
@@ -256,14 +258,16 @@ class EpisodeRunner:
 
     async def _play(self, index: int, spec: EpisodeSpec, base_seed: int | None) -> Trajectory:
         state = _EpisodeState(spec=spec, env_id=spec.env_id or "")
+
+        def make_and_reset() -> Any:
+            state.env = spec.make_env()
+            return state.env.reset(seed=spec.seed, options=spec.options)
+
         try:
-            state.env = await self._env_call(spec.make_env)
+            messages, info = await self._env_call(make_and_reset)
             if not spec.env_id:
                 env_spec = getattr(state.env, "spec", None)
                 state.env_id = getattr(env_spec, "id", None) or type(state.env).__name__
-            messages, info = await self._env_call(
-                state.env.reset, seed=spec.seed, options=spec.options
-            )
             state.task_id = str(info.get("task_id", ""))
             state.tools = info.get("tools") or None
             state.messages = [dict(m) for m in messages]
@@ -282,7 +286,8 @@ class EpisodeRunner:
             else:
                 raise
         finally:
-            if state.env is not None and not isinstance(state.exc, TimeoutError):
+            if state.env is not None and not state.closed \
+                    and not isinstance(state.exc, TimeoutError):
                 await self._close_env(state.env)
         if state.record is not None and self.config.check_token_exact:
             state.record.check()
@@ -313,7 +318,12 @@ class EpisodeRunner:
                 action_tokens = action_tokens[:-1]
             action = self.renderer.decode(action_tokens)
             state.messages.append({"role": "assistant", "content": action})
-            obs, reward, terminated, truncated, info = await self._env_call(state.env.step, action)
+            if turn == cfg.max_turns - 1:  # the episode ends after this step whatever it says
+                state.closed = True
+                step = await self._env_call(_step_and_close, state.env, action)
+            else:
+                step = await self._env_call(state.env.step, action)
+            obs, reward, terminated, truncated, info = step
             record.add_turn_rewards(
                 self.renderer, start, action_tokens, action, reward, info.get("reward_spans")
             )
@@ -349,9 +359,25 @@ class EpisodeRunner:
 
     async def _close_env(self, env: Any) -> None:
         try:
-            await self._env_call(env.close)
+            await self._env_call(_close_quietly, env)
         except Exception as exc:  # closing is best effort
             logger.warning("env.close() failed: %r", exc)
+
+
+def _close_quietly(env: Any) -> None:
+    """``env.close()``; closing is best effort, a failure is only logged."""
+    try:
+        env.close()
+    except Exception as exc:
+        logger.warning("env.close() failed: %r", exc)
+
+
+def _step_and_close(env: Any, action: str) -> Any:
+    """The last turn's ``env.step(action)`` and then ``env.close()``, in one env call."""
+    try:
+        return env.step(action)
+    finally:
+        _close_quietly(env)
 
 
 def _raised_by_env(exc: BaseException) -> bool:
@@ -383,6 +409,7 @@ class _EpisodeState:
     answer: Any = None
     error: str | None = None
     exc: BaseException | None = None
+    closed: bool = False
 
     def note_step(self, action: str, obs: Sequence[Message], info: dict[str, Any]) -> None:
         """Update the per-episode stats after one env step."""

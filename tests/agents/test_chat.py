@@ -28,6 +28,27 @@ def test_closing_and_env_delta_of_chatml(tiny_tokenizer):
     assert r.turn_close([5, 6]) == r.closing
 
 
+def test_prompt_renderings_are_memoised_and_bounded(tiny_tokenizer, monkeypatch):
+    import agents.chat
+
+    monkeypatch.setattr(agents.chat, "PROMPT_CACHE_SIZE", 2)
+    r = ChatRenderer(tiny_tokenizer)
+    calls = []
+    render = r.render
+    monkeypatch.setattr(r, "render", lambda *a, **k: calls.append(a) or render(*a, **k))
+    first = [{"role": "user", "content": "1+2="}]
+    ids = r.prompt_ids(first)
+    assert ids == render(first, None, add_generation_prompt=True)
+    ids.append(-1)  # callers get their own copy
+    assert r.prompt_ids([dict(m) for m in first]) == ids[:-1] and len(calls) == 1
+    assert r.prompt_ids(first, [CALC_TOOL]) != ids[:-1] and len(calls) == 2  # tools are keyed
+    r.prompt_ids([{"role": "user", "content": "3+4="}])  # evicts the least recently used
+    r.prompt_ids(first, [CALC_TOOL])
+    assert len(calls) == 3
+    r.prompt_ids(first)
+    assert len(calls) == 4
+
+
 def test_token_for_char_uses_the_models_own_tokens(tiny_tokenizer):
     r = ChatRenderer(tiny_tokenizer)
     ids = tiny_tokenizer.encode("the answer is 1234", add_special_tokens=False)

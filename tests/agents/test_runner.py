@@ -155,6 +155,28 @@ def test_env_error_and_timeout_end_only_their_episode(engine, tiny_tokenizer, fr
     RolloutBatch.from_trajectories(trajs, tiny_tokenizer.pad_token_id)  # still collates
 
 
+def test_every_env_is_closed_once_however_its_episode_ends(engine, tiny_tokenizer,
+                                                            frequent_stops):
+    closes = []
+
+    def counted(cls, **kw):
+        env = cls(**kw)
+        env.close = lambda: closes.append(env)
+        return env
+
+    specs = [
+        EpisodeSpec(env_factory=lambda: counted(EchoToolEnv, n_turns=1), seed=1),
+        EpisodeSpec(env_factory=lambda: counted(NeverEndingEnv), seed=2),
+        EpisodeSpec(env_factory=lambda: counted(RaisingEnv, fail_at=2), seed=3),
+        EpisodeSpec(env_factory=lambda: counted(RaisingEnv, fail_at=0), seed=4),
+    ]
+    cfg = _config(frequent_stops, max_turns=2, max_tokens_per_turn=40)
+    trajs = run_episodes(engine, tiny_tokenizer, specs, cfg)
+    assert len(closes) == len({id(e) for e in closes}) == 4
+    assert trajs[1].finish_reason in ("max_turns", "length")
+    assert trajs[3].finish_reason == "error"
+
+
 def test_token_budgets_end_with_length(engine, tiny_tokenizer, frequent_stops):
     per_turn = run_episodes(
         engine, tiny_tokenizer, _specs(2, n_turns=3),
