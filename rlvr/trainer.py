@@ -229,12 +229,24 @@ class Trainer:
         return self.finish(result)
 
     # ------------------------------------------------------------------ stages
+    def needs_old_logprobs(self, batch: RolloutBatch) -> bool:
+        """Whether stage B must recompute the old logprobs with a separate forward.
+
+        Not when the actor's update is one optimizer step (``Actor.single_step``) and no KL is
+        put in the reward: the update then takes them from its own forward (identical values,
+        one forward less per step) and reports the rollout mismatch from it.
+        """
+        in_reward = self.config.algorithm.kl.placement == "reward"
+        return in_reward or not self.actor.single_step(len(batch) * self.dist.world_size)
+
     def prepare(self, batch: RolloutBatch) -> dict[str, float]:
         """Stage B: old/ref logprobs, values, KL-in-reward, advantages (set on ``batch``)."""
         cfg, t = self.config.algorithm, self.temperature
         mask = batch.response_mask
-        batch.set("old_logprobs", self.actor.compute_logprobs(batch, t))
-        metrics = self._mismatch(batch)
+        metrics: dict[str, float] = {}
+        if self.needs_old_logprobs(batch):
+            batch.set("old_logprobs", self.actor.compute_logprobs(batch, t))
+            metrics = self._mismatch(batch)
         if self.reference is not None:
             batch.set("ref_logprobs", self.reference.compute_logprobs(batch, t))
         if self.critic is not None:

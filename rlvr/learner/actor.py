@@ -10,6 +10,13 @@ micro-batches; per micro-batch the loss is
 
 with all loss math from ``rlvr.losses``. Truncated importance-sampling weights
 ``min(exp(old_logp - rollout_logp), tis_cap)`` are used when ``tis_cap`` is set.
+
+On-policy fast path: when the update is ONE optimizer step (one epoch, one mini-batch holding the
+whole batch), the old logprobs are by definition the logprobs of the update's own forward before
+the step, so ``update`` accepts a batch without ``old_logprobs`` and takes them from that forward
+(detached): the ratio is exactly 1 and the gradient is the one a separate no-grad forward would
+give (up to float rounding), at the cost of one forward less. The rollout/learner mismatch is then
+measured from the same forward (``rollout/logprob_diff``, ``rollout/kl``).
 """
 
 from __future__ import annotations
@@ -20,12 +27,13 @@ from typing import Any, cast
 import torch
 
 from rlvr.data import RolloutBatch
+from rlvr.errors import BatchError
 from rlvr.learner.config import LearnerConfig
 from rlvr.learner.logprobs import policy_forward
 from rlvr.learner.modules import load_causal_lm
 from rlvr.learner.parallel import DistInfo, init_distributed
 from rlvr.learner.worker import TrainedModel, shard
-from rlvr.losses import aggregate, kl_loss, policy_loss, truncated_is_weights
+from rlvr.losses import aggregate, kl_loss, kl_penalty, policy_loss, truncated_is_weights
 
 
 class Actor(TrainedModel):
@@ -75,43 +83,70 @@ class Actor(TrainedModel):
         logp, ent = self._map_micro(batch, fn)
         return logp, ent
 
+    def single_step(self, global_rows: int) -> bool:
+        """Whether ``update`` on ``global_rows`` rows (all ranks) is one optimizer step.
+
+        True with one epoch and one mini-batch holding every row: then ``update`` can compute
+        the old logprobs itself (see the module docstring), and stage B need not.
+        """
+        mini = self.config.mini_batch_size
+        return self.config.epochs == 1 and (mini is None or mini >= global_rows)
+
     def update(self, batch: RolloutBatch, temperature: float = 1.0) -> dict[str, float]:
         """One training step of the policy on this rank's rows.
 
         Args:
-            batch: needs ``old_logprobs`` and ``advantages``; ``ref_logprobs`` when
-                ``kl_loss_coef > 0``; ``rollout_logprobs`` are used when ``tis_cap`` is set.
+            batch: needs ``advantages``; ``ref_logprobs`` when ``kl_loss_coef > 0``;
+                ``rollout_logprobs`` are used when ``tis_cap`` is set. ``old_logprobs`` may be
+                left unset only when ``single_step`` holds (they are then taken from the
+                update's own forward).
             temperature: the rollout's sampling temperature (as for ``compute_logprobs``).
 
         Returns:
             ``actor/pg_loss``, ``actor/pg_clipfrac``, ``actor/pg_clipfrac_lower``,
             ``actor/ppo_kl``, ``actor/entropy``, ``actor/kl_loss`` (when on),
             ``actor/tis_weight_mean`` (when on), ``actor/grad_norm``, ``actor/lr``,
-            ``actor/skipped_steps``.
+            ``actor/skipped_steps``; without ``old_logprobs`` also the rollout mismatch
+            ``rollout/logprob_diff`` (token mean of ``|logp - rollout_logp|``) and
+            ``rollout/kl`` (token mean of k3 between them), over all ranks.
 
         Raises:
             BatchError: a needed field is not set, or ranks hold different row counts.
         """
-        batch.require("old_logprobs")
+        fused = batch.old_logprobs is None
+        if fused and not self.single_step(len(batch) * self.dist.world_size):
+            raise BatchError(
+                "old_logprobs is not set on this batch; only a one-step update (epochs 1, one "
+                "mini-batch) can take them from its own forward; call "
+                "batch.set('old_logprobs', actor.compute_logprobs(batch))"
+            )
         batch.require("advantages")
         if self.config.kl_loss_coef > 0:
             batch.require("ref_logprobs")
-        return self.run_update(batch, lambda mb: self._loss(mb, temperature), prefix="actor")
+        metrics = self.run_update(
+            batch, lambda mb: self._loss(mb, temperature, fused), prefix="actor"
+        )
+        if fused:
+            metrics["rollout/logprob_diff"] = metrics.pop("actor/rollout_logprob_diff")
+            metrics["rollout/kl"] = metrics.pop("actor/rollout_kl")
+        return metrics
 
-    def _loss(self, mb: RolloutBatch, temperature: float) -> tuple[torch.Tensor, dict[str, Any]]:
+    def _loss(
+        self, mb: RolloutBatch, temperature: float, fused: bool = False
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        """The micro-batch loss; ``fused``: old logprobs are this forward's, detached."""
         cfg = self.config
         mask = mb.response_mask
         logp, ent = policy_forward(
             self.module, mb, temperature, entropy=True, entropy_grad=cfg.entropy_coef > 0
         )
         ent = cast(torch.Tensor, ent)  # entropy=True always returns it
+        old = logp.detach() if fused else mb.require("old_logprobs")
         is_weights = None
         if cfg.tis_cap is not None:
-            is_weights = truncated_is_weights(
-                mb.require("old_logprobs"), mb.rollout_logprobs, mask, cfg.tis_cap
-            )
+            is_weights = truncated_is_weights(old, mb.rollout_logprobs, mask, cfg.tis_cap)
         loss, metrics = policy_loss(
-            logp, mb.require("old_logprobs"), mb.require("advantages"), mask,
+            logp, old, mb.require("advantages"), mask,
             clip_low=cfg.clip_low, clip_high=cfg.clip_high, dual_clip_c=cfg.dual_clip,
             agg=cfg.loss_agg, is_weights=is_weights,
         )
@@ -126,6 +161,10 @@ class Actor(TrainedModel):
             metrics.update(kl_metrics)
         if is_weights is not None:
             metrics["tis_weight_mean"] = aggregate(is_weights, mask, "token-mean")
+        if fused:
+            rollout = mb.rollout_logprobs
+            metrics["rollout_logprob_diff"] = aggregate((old - rollout).abs(), mask, "token-mean")
+            metrics["rollout_kl"] = aggregate(kl_penalty(rollout, old, "k3"), mask, "token-mean")
         return loss, metrics
 
 

@@ -2,7 +2,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from learner_helpers import make_batch, max_rel_diff, params, with_advantages
+from learner_helpers import (
+    global_rel_diff,
+    make_batch,
+    make_group_batch,
+    max_rel_diff,
+    params,
+    with_advantages,
+)
 from transformers import AutoModelForCausalLM
 
 from rlvr.errors import BatchError
@@ -86,14 +93,50 @@ def test_kl_loss_entropy_bonus_and_tis_paths(tiny_model_path, dist_info):
     assert all(torch.isfinite(torch.tensor(v)) for v in m2.values())
 
 
-def test_update_requires_old_logprobs_and_advantages(tiny_model_path, dist_info):
-    actor = Actor.from_pretrained(tiny_model_path, LearnerConfig(), dist_info)
+@pytest.mark.parametrize("shape", [{"epochs": 2}, {"mini_batch_size": 2}])
+def test_update_requires_old_logprobs_and_advantages(tiny_model_path, dist_info, shape):
+    actor = Actor.from_pretrained(tiny_model_path, LearnerConfig(**shape), dist_info)
     batch = make_batch(4)
-    with pytest.raises(BatchError, match="old_logprobs is not set"):
+    assert not actor.single_step(4)
+    with pytest.raises(BatchError, match="old_logprobs is not set on this batch; only a one-step"):
         actor.update(batch)
     batch.set("old_logprobs", actor.compute_logprobs(batch))
     with pytest.raises(BatchError, match="advantages is not set"):
         actor.update(batch)
+
+
+@pytest.mark.parametrize("tis_cap", [None, 2.0])
+def test_one_step_update_takes_old_logprobs_from_its_own_forward(tiny_model_path, dist_info,
+                                                                 tis_cap):
+    cfg = LearnerConfig(optim=OptimConfig(lr=1e-3), micro_batch_size=3, mini_batch_size=8,
+                        tis_cap=tis_cap)
+    fused, separate = (Actor.from_pretrained(tiny_model_path, cfg, dist_info) for _ in range(2))
+    assert fused.single_step(8) and not fused.single_step(9)
+    start = params(fused.module)
+    batch = with_advantages(make_batch(8, seed=2), seed=2)
+    old = separate.compute_logprobs(batch)
+    m_fused = fused.update(batch)
+    assert batch.old_logprobs is None
+    batch.set("old_logprobs", old)
+    m_separate = separate.update(batch)
+    for key in ("actor/pg_loss", "actor/entropy", "actor/grad_norm", "actor/pg_clipfrac"):
+        assert m_fused[key] == pytest.approx(m_separate[key], rel=1e-5, abs=1e-7), key
+    assert m_fused["actor/ppo_kl"] == 0.0
+    if tis_cap is not None:
+        assert m_fused["actor/tis_weight_mean"] == pytest.approx(
+            m_separate["actor/tis_weight_mean"], rel=1e-5)
+    delta_f = {k: v - start[k] for k, v in params(fused.module).items()}
+    delta_s = {k: v - start[k] for k, v in params(separate.module).items()}
+    assert global_rel_diff(params(fused.module), params(separate.module), start) < 1e-4
+    assert max(float(d.abs().max()) for d in delta_f.values()) > 1e-4
+    assert max(float(d.abs().max()) for d in delta_s.values()) > 1e-4
+    # the rollout mismatch is measured from the same forward (token means over the mask)
+    mask = batch.response_mask.bool()
+    diff = (old - batch.rollout_logprobs)[mask]
+    assert m_fused["rollout/logprob_diff"] == pytest.approx(float(diff.abs().mean()), rel=1e-5)
+    k3 = (torch.exp(diff) - diff - 1).mean()
+    assert m_fused["rollout/kl"] == pytest.approx(float(k3), rel=1e-4)
+    assert "rollout/logprob_diff" not in m_separate
 
 
 def test_reference_is_frozen_and_matches_the_initial_policy(tiny_model_path, dist_info):
@@ -152,3 +195,17 @@ def test_sharded_module_generates_like_plain_transformers(tiny_model_path, dist_
     fresh.update(batch)
     a, b = params(actor.module), params(fresh.module)
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_update_on_shared_prompts_equals_the_row_by_row_update(tiny_model_path, dist_info):
+    common = dict(optim=OptimConfig(lr=1e-3), entropy_coef=0.01)
+    shared = Actor.from_pretrained(tiny_model_path, LearnerConfig(micro_batch_size=12, **common),
+                                   dist_info)
+    rows = Actor.from_pretrained(tiny_model_path, LearnerConfig(micro_batch_size=1, **common),
+                                 dist_info)
+    start = params(shared.module)
+    batch = with_advantages(make_group_batch(groups=3, size=4, seed=7), seed=7)
+    m_shared, m_rows = shared.update(batch), rows.update(batch)
+    for key in ("actor/pg_loss", "actor/entropy", "actor/grad_norm"):
+        assert m_shared[key] == pytest.approx(m_rows[key], rel=1e-5, abs=1e-7), key
+    assert global_rel_diff(params(shared.module), params(rows.module), start) < 1e-4
