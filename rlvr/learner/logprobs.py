@@ -10,6 +10,14 @@ Only the response span is projected to the vocabulary: the model is called with
 forward, each micro-batch is cropped to the columns some row actually uses (the common left
 padding of the prompts and the common right padding of the responses), which changes nothing
 but the cost: padding is masked out of attention and position ids are explicit.
+
+Shared prompts: GRPO-style batches hold each prompt ``group_size`` times. When rows of a
+micro-batch share their (windowed) prompt, ``policy_forward`` runs each distinct prompt once with
+a KV cache, gathers the cache rows back to one per row (a differentiable index, so gradients of
+every row reach the shared prompt activations), and runs only the response columns on top. The
+logprobs equal the row-by-row forward's (the same attention over the same keys); the gradient is
+the same sum, accumulated in the shared activations. Activation checkpointing (which turns the
+KV cache off in training) and micro-batches without repeated prompts use the plain forward.
 """
 
 from __future__ import annotations
@@ -76,6 +84,38 @@ def _to_response(x: torch.Tensor, batch: RolloutBatch) -> torch.Tensor:
     return torch.where(batch.response_mask != 0, x, torch.zeros((), dtype=x.dtype, device=x.device))
 
 
+def _shared_prompt_logits(model: nn.Module, batch: RolloutBatch, w: _Window) -> torch.Tensor | None:
+    """Response-predicting logits ``(b, width, V)`` with each distinct prompt run once.
+
+    Returns None (use the plain forward) when no two rows share their prompt columns, or when
+    activation checkpointing is on (it disables the KV cache in training).
+    """
+    if getattr(model, "is_activation_checkpointing", False):
+        return None
+    p = batch.prompt_len
+    cols = slice(w.start, p)
+    ids, mask = batch.input_ids[:, cols], batch.attention_mask[:, cols]
+    unique, inverse = torch.unique(torch.cat([ids, mask], dim=1), dim=0, return_inverse=True)
+    if unique.shape[0] == ids.shape[0]:
+        return None
+    from transformers import DynamicCache
+
+    width = p - w.start
+    u_ids, u_mask = unique[:, :width], unique[:, width:]
+    cache = DynamicCache()
+    first = model(input_ids=u_ids, attention_mask=u_mask,
+                  position_ids=(u_mask.cumsum(-1) - 1).clamp(min=0), cache=cache,
+                  use_cache=True, logits_to_keep=1).logits[:, -1:]  # (u, 1, V): response col 0
+    if w.width == 1:
+        return first[inverse]
+    cache.reorder_cache(inverse)  # one cache row per batch row (index_select: differentiable)
+    resp = slice(p, p + w.width - 1)
+    rest = model(input_ids=batch.input_ids[:, resp],
+                 attention_mask=batch.attention_mask[:, w.start : p + w.width - 1],
+                 position_ids=batch.position_ids[:, resp], cache=cache, use_cache=True).logits
+    return torch.cat([first[inverse], rest], dim=1)
+
+
 def policy_forward(
     model: nn.Module,
     batch: RolloutBatch,
@@ -102,8 +142,10 @@ def policy_forward(
         empty = batch.response_mask.new_zeros(batch.response_mask.shape)
         return empty, (empty.clone() if entropy else None)
     w = _window(batch)
-    inputs, keep = _inputs(batch, w)
-    logits = model(**inputs, use_cache=False, logits_to_keep=keep).logits  # (b, width, V)
+    logits = _shared_prompt_logits(model, batch, w)
+    if logits is None:
+        inputs, keep = _inputs(batch, w)
+        logits = model(**inputs, use_cache=False, logits_to_keep=keep).logits  # (b, width, V)
     labels = batch.responses[:, : w.width]
     logp = logprobs_from_logits(logits, labels, temperature)
     ent = None

@@ -34,6 +34,25 @@ def make_batch(rows: int, seed: int = 0, vocab: int = 300, env_tokens: bool = Tr
     return RolloutBatch.from_trajectories(trajs, pad_token_id=PAD)
 
 
+def make_group_batch(groups: int = 3, size: int = 4, seed: int = 0,
+                     vocab: int = 300) -> RolloutBatch:
+    """GRPO-shaped rows: ``size`` ragged responses (some with env tokens) per shared prompt."""
+    rng = random.Random(seed)
+    trajs = []
+    for g in range(groups):
+        prompt = [rng.randint(1, vocab - 1) for _ in range(rng.randint(2, 7))]
+        for _ in range(size):
+            r = rng.randint(1, 8)
+            mask = [1] * r
+            if r >= 4 and rng.random() < 0.5:
+                mask[1] = mask[2] = 0
+            trajs.append(Trajectory(
+                prompt_ids=list(prompt), response_ids=[rng.randint(1, vocab - 1) for _ in range(r)],
+                response_mask=mask, rollout_logprobs=[-rng.random() * 3 for _ in range(r)],
+                token_level_scores=[0.0] * (r - 1) + [float(rng.random() < 0.5)], group_id=g))
+    return RolloutBatch.from_trajectories(trajs, pad_token_id=PAD)
+
+
 def with_advantages(batch: RolloutBatch, seed: int = 0) -> RolloutBatch:
     """Set fixed random advantages and returns (0 where masked)."""
     g = torch.Generator().manual_seed(seed)

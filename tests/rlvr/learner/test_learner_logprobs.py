@@ -2,10 +2,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from learner_helpers import make_batch
+from learner_helpers import make_batch, make_group_batch
 from transformers import AutoModelForCausalLM
 
 from rlvr.learner import Actor, LearnerConfig
+from rlvr.learner.logprobs import policy_forward
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +76,41 @@ def test_micro_batch_size_does_not_change_logprobs(tiny_model_path, dist_info, a
     torch.testing.assert_close(one.compute_logprobs(batch), actor.compute_logprobs(batch),
                                atol=1e-5, rtol=1e-5)
     assert not torch.equal(actor.compute_logprobs(batch, 0.5), actor.compute_logprobs(batch))
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_shared_prompts_run_once_and_give_the_row_by_row_logprobs(tiny_model_path, dist_info,
+                                                                  plain_model, temperature):
+    batch = make_group_batch(groups=3, size=4, seed=5)
+    assert batch.attention_mask[:, 0].min() == 0  # some prompts are left-padded
+    actor = Actor.from_pretrained(tiny_model_path, LearnerConfig(micro_batch_size=12), dist_info)
+    rows = []
+    handle = actor.module.lm_head.register_forward_hook(
+        lambda m, args, out: rows.append(out.shape[0]))
+    try:
+        logp, ent = actor.compute_logprobs_and_entropy(batch, temperature)
+    finally:
+        handle.remove()
+    assert rows == [3, 12]  # each distinct prompt once, then the 12 rows' response columns
+    ref_logp, ref_ent = naive(plain_model, batch, temperature)
+    torch.testing.assert_close(logp, ref_logp, atol=2e-5, rtol=1e-5)
+    torch.testing.assert_close(ent, ref_ent, atol=2e-5, rtol=1e-5)
+
+
+def test_shared_prompt_gradients_equal_the_row_by_row_sum(plain_model):
+    batch = make_group_batch(groups=2, size=3, seed=6)
+    weights = torch.randn(batch.response_mask.shape, generator=torch.Generator().manual_seed(0))
+    params = [p for p in plain_model.parameters()]
+
+    def grads(rows):
+        total = 0.0
+        for sub in rows:
+            logp, _ = policy_forward(plain_model, batch.select(sub))
+            total = total + (logp * weights[sub]).sum()
+        return torch.autograd.grad(total, params)
+
+    shared = grads([list(range(len(batch)))])
+    one_by_one = grads([[i] for i in range(len(batch))])
+    for a, b in zip(shared, one_by_one):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    assert max(float(g.abs().max()) for g in shared) > 1e-3
