@@ -5,11 +5,13 @@ Scheduling (continuous batching, in one worker thread):
 * ``await generate(...)`` queues a request and returns when its completion is ready; the event
   loop is never blocked (the forward passes run in the worker thread), so env steps and other
   coroutines keep running.
-* Requests queued in the same event-loop iteration are prefilled together. Requests that arrive
-  while a batch is decoding are ADMITTED INTO THE RUNNING BATCH at the next decode step (up to
-  ``max_batch_size`` rows): they are prefilled on their own (left-padded, with attention mask and
-  position ids), then their KV cache is merged into the running one (the shorter side is
-  left-padded), so a multi-turn episode whose env answered early does not wait for stragglers.
+* Requests queued in the same event-loop iteration are prefilled together, each distinct prompt
+  once (the samples of a GRPO group share their prompt: its KV cache is copied to each of them).
+  Requests that arrive while a batch is decoding are ADMITTED INTO THE RUNNING BATCH at the next
+  decode step (up to ``max_batch_size`` rows): they are prefilled on their own (left-padded, with
+  attention mask and position ids), then their KV cache is merged into the running one (the
+  shorter side is left-padded), so a multi-turn episode whose env answered early does not wait
+  for stragglers.
 * A row that finishes (stop token, stop string, ``max_new_tokens``, context limit, or its caller
   cancelled) leaves the batch at once: its KV rows are dropped and columns that became padding for
   every remaining row are trimmed, so no padding is ever decoded for finished rows.
@@ -389,16 +391,21 @@ class TransformersEngine:
         return out.logits[:, -1]
 
     def _prefill(self, reqs: list[_Request]) -> _Batch:
-        """Run the left-padded prompts of ``reqs`` and sample their first tokens."""
-        width = max(len(r.prompt_ids) for r in reqs)
+        """Run the left-padded prompts of ``reqs`` and sample their first tokens.
+
+        Each distinct prompt is run once (a GRPO group sends the same prompt ``group_size``
+        times); its KV cache rows and last logits are then copied to every request that sent it.
+        """
+        slot: dict[tuple[int, ...], int] = {}
+        rows = [slot.setdefault(tuple(r.prompt_ids), len(slot)) for r in reqs]
+        prompts = [list(p) for p in slot]
+        width = max(len(p) for p in prompts)
         pad = 0
         ids = torch.tensor(
-            [[pad] * (width - len(r.prompt_ids)) + r.prompt_ids for r in reqs],
-            dtype=torch.long,
-            device=self.device,
+            [[pad] * (width - len(p)) + p for p in prompts], dtype=torch.long, device=self.device
         )
         mask = torch.tensor(
-            [[0] * (width - len(r.prompt_ids)) + [1] * len(r.prompt_ids) for r in reqs],
+            [[0] * (width - len(p)) + [1] * len(p) for p in prompts],
             dtype=torch.long,
             device=self.device,
         )
@@ -407,6 +414,10 @@ class TransformersEngine:
 
         cache = DynamicCache()
         logits = self._forward(ids, mask, positions, cache)
+        if len(prompts) < len(reqs):
+            index = torch.tensor(rows, device=self.device)
+            _select_cache(cache, index, 0)
+            logits, mask = logits[index], mask[index]
         batch = _Batch(rows=list(reqs), cache=cache, attention_mask=mask)
         self._append_sampled(batch, logits)
         return batch

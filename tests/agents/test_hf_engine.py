@@ -87,6 +87,29 @@ def test_concurrent_requests_share_decode_steps_and_finished_rows_leave(tiny_mod
     assert len(decode) == longest - 1  # no padding steps for finished rows
 
 
+def test_a_prompt_sent_by_several_requests_is_prefilled_once(tiny_model, tiny_tokenizer):
+    eng = TransformersEngine(tiny_model, tiny_tokenizer, max_batch_size=8)
+    params = [SamplingParams(temperature=1.0, max_new_tokens=6, seed=s) for s in range(5)]
+    alone = [_gather(eng, [PROMPTS[0]], [sp])[0] for sp in params[:4]]
+    sizes: list[int] = []
+    hook = tiny_model.register_forward_pre_hook(
+        lambda mod, args, kwargs: sizes.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+    )
+    try:
+        outs = _gather(eng, [PROMPTS[0]] * 4 + [PROMPTS[1]], params)
+    finally:
+        hook.remove()
+        eng.close()
+    assert sizes[0] == 2  # two distinct prompts in the prefill, five rows decoded after it
+    assert sizes[1] == sum(len(o.token_ids) > 1 for o in outs) > 2
+    for got, want in zip(outs, alone):
+        assert got.token_ids == want.token_ids
+        assert got.logprobs == pytest.approx(want.logprobs, abs=1e-5)
+    for prompt, out in zip([PROMPTS[0]] * 4 + [PROMPTS[1]], outs):
+        mine = _forward_logprobs(tiny_model, prompt, out)
+        assert (mine - torch.tensor(out.logprobs)).abs().max().item() < 1e-4
+
+
 def test_greedy_top_k_and_stop_conditions(engine, tiny_model, tiny_tokenizer):
     greedy = _gather(engine, [PROMPTS[0]], [SamplingParams(temperature=0, max_new_tokens=8)])[0]
     ids = torch.tensor([PROMPTS[0]])
