@@ -110,6 +110,8 @@ class Trainer:
 
         self.start_time = time.perf_counter()
         self.config = cfg = config
+        if cfg.trainer.threads is not None:
+            torch.set_num_threads(cfg.trainer.threads)
         self.dist = init_distributed(cfg.trainer.device)
         self.is_main = self.dist.is_main
         self.log = log if self.is_main else (lambda *_: None)

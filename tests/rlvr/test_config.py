@@ -70,6 +70,8 @@ def test_yaml_reads_exponent_floats_that_yaml11_leaves_as_strings():
     ("rollout.group_size=2.5", r"rollout.group_size: expected an integer; got 2.5"),
     ("trainer.resume=maybe", r"trainer.resume: expected true or false; got 'maybe'"),
     ("trainer.steps=0", r"trainer.steps must be > 0; got 0"),
+    ("trainer.threads=0", r"trainer.threads must be > 0; got 0"),
+    ("trainer.threads=two", r"trainer.threads: expected int or null; got 'two'"),
     ("algorithm.gamma=1.5", r"algorithm.gamma must be in \[0, 1\]; got 1.5"),
     ("actor.mini_batch_size=7",
      r"actor.mini_batch_size \(7\) must divide rollout.prompts_per_step \* rollout.group_size"),
