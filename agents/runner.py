@@ -37,7 +37,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import hashlib
+import json
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -67,6 +69,11 @@ class RunnerConfig:
             cannot be killed; envs should enforce their own limits (sandboxes do), this is the
             backstop.
         env_workers: threads running env calls (``>= 1``).
+        reuse_envs: keep up to this many idle envs per (env id, kwargs) and reset them for later
+            episodes instead of making a fresh env each time, as gymnasium's vector envs do
+            (``reset`` must fully reset the env); only envs made from an ``env_id`` whose episode
+            ended without an error are kept. 0 = a fresh env per episode. Making an env costs
+            more than playing a one-turn math episode.
         check_token_exact: verify every episode with ``EpisodeRecord.check`` (on in tests;
             costs one copy of each turn's context).
         stop_at_tool_call: when the env offers tools, also stop generation at the end of a tool
@@ -82,6 +89,7 @@ class RunnerConfig:
     max_response_tokens: int = 1024
     env_step_timeout_s: float = 60.0
     env_workers: int = 8
+    reuse_envs: int = 0
     check_token_exact: bool = False
     stop_at_tool_call: bool = True
     sampling: SamplingParams = field(default_factory=SamplingParams)
@@ -93,6 +101,12 @@ class RunnerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise RunnerConfigError(f"RunnerConfig.{name} must be an int >= 1; got {value!r}")
+        if isinstance(self.reuse_envs, bool) or not isinstance(self.reuse_envs, int) or (
+            self.reuse_envs < 0
+        ):
+            raise RunnerConfigError(
+                f"RunnerConfig.reuse_envs must be an int >= 0; got {self.reuse_envs!r}"
+            )
         if not (isinstance(self.env_step_timeout_s, int | float) and self.env_step_timeout_s > 0):
             raise RunnerConfigError(
                 f"RunnerConfig.env_step_timeout_s must be > 0; got {self.env_step_timeout_s!r}"
@@ -194,6 +208,8 @@ class EpisodeRunner:
         pad = getattr(tokenizer, "pad_token_id", None)
         self._pad_id = pad if isinstance(pad, int) else self.renderer.end_of_turn_id
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._idle_envs: dict[str, list[Any]] = {}
+        self._idle_lock = threading.Lock()
 
     # ------------------------------------------------------------------ public API
     def run(
@@ -235,7 +251,14 @@ class EpisodeRunner:
             raise
 
     def close(self) -> None:
-        """Shut the env thread pool down (threads stuck in timed-out env calls are abandoned)."""
+        """Close the idle envs and shut the env thread pool down.
+
+        Threads stuck in timed-out env calls are abandoned.
+        """
+        with self._idle_lock:
+            idle, self._idle_envs = self._idle_envs, {}
+        for env in (e for envs in idle.values() for e in envs):
+            _close_quietly(env)
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
@@ -258,9 +281,12 @@ class EpisodeRunner:
 
     async def _play(self, index: int, spec: EpisodeSpec, base_seed: int | None) -> Trajectory:
         state = _EpisodeState(spec=spec, env_id=spec.env_id or "")
+        key = self._reuse_key(spec)
+        state.env = self._take_idle(key)
 
         def make_and_reset() -> Any:
-            state.env = spec.make_env()
+            if state.env is None:
+                state.env = spec.make_env()
             return state.env.reset(seed=spec.seed, options=spec.options)
 
         try:
@@ -276,6 +302,7 @@ class EpisodeRunner:
                 keep_contexts=self.config.check_token_exact,
             )
             state.finish_reason = await self._turns(index, state, base_seed)
+            state.reusable = key is not None
         except Exception as exc:
             if isinstance(exc, EnvContractError) or _raised_by_env(exc):
                 state.fail(exc)
@@ -286,7 +313,8 @@ class EpisodeRunner:
             else:
                 raise
         finally:
-            if state.env is not None and not state.closed \
+            kept = state.reusable and self._give_idle(key, state.env)
+            if not kept and state.env is not None and not state.closed \
                     and not isinstance(state.exc, TimeoutError):
                 await self._close_env(state.env)
         if state.record is not None and self.config.check_token_exact:
@@ -318,8 +346,8 @@ class EpisodeRunner:
                 action_tokens = action_tokens[:-1]
             action = self.renderer.decode(action_tokens)
             state.messages.append({"role": "assistant", "content": action})
-            if turn == cfg.max_turns - 1:  # the episode ends after this step whatever it says
-                state.closed = True
+            if turn == cfg.max_turns - 1 and self._reuse_key(state.spec) is None:
+                state.closed = True  # the episode ends after this step whatever it says
                 step = await self._env_call(_step_and_close, state.env, action)
             else:
                 step = await self._env_call(state.env.step, action)
@@ -356,6 +384,27 @@ class EpisodeRunner:
             stop=tuple(stops),
             seed=None if base_seed is None else turn_seed(base_seed, index, turn),
         )
+
+    def _reuse_key(self, spec: EpisodeSpec) -> str | None:
+        """The idle-env pool key of ``spec`` (None when its envs are not reused)."""
+        if not self.config.reuse_envs or spec.env_id is None:
+            return None
+        return json.dumps([spec.env_id, spec.env_kwargs], sort_keys=True, default=str)
+
+    def _take_idle(self, key: str | None) -> Any:
+        """An idle env for ``key`` (removed from the pool), or None."""
+        with self._idle_lock:
+            idle = self._idle_envs.get(key) if key is not None else None
+            return idle.pop() if idle else None
+
+    def _give_idle(self, key: str | None, env: Any) -> bool:
+        """Keep ``env`` for reuse under ``key``; False when the pool for ``key`` is full."""
+        with self._idle_lock:
+            idle = self._idle_envs.setdefault(key, []) if key is not None else None
+            if idle is None or env is None or len(idle) >= self.config.reuse_envs:
+                return False
+            idle.append(env)
+            return True
 
     async def _close_env(self, env: Any) -> None:
         try:
@@ -410,6 +459,7 @@ class _EpisodeState:
     error: str | None = None
     exc: BaseException | None = None
     closed: bool = False
+    reusable: bool = False
 
     def note_step(self, action: str, obs: Sequence[Message], info: dict[str, Any]) -> None:
         """Update the per-episode stats after one env step."""

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 
 import pytest
 from agent_helpers import (
@@ -177,6 +178,29 @@ def test_every_env_is_closed_once_however_its_episode_ends(engine, tiny_tokenize
     assert trajs[3].finish_reason == "error"
 
 
+def test_reused_envs_play_the_same_episodes_as_fresh_ones(engine, tiny_tokenizer, monkeypatch):
+    kwargs = {"answer_format": "plain", "system_prompt": None, "source": "arithmetic",
+              "source_kwargs": {"n_tasks": 50}}
+    specs = [EpisodeSpec(env_id="rlvr/Math-v0", env_kwargs=kwargs, seed=s) for s in range(4)]
+    cfg = RunnerConfig(max_turns=1, max_tokens_per_turn=6, max_response_tokens=6, seed=3,
+                       sampling=SamplingParams(temperature=1.0))
+    fresh = [run_episodes(engine, tiny_tokenizer, specs, cfg, group_size=3, seed=k)
+             for k in range(2)]
+    made = []
+    make_env = EpisodeSpec.make_env
+    monkeypatch.setattr(EpisodeSpec, "make_env", lambda self: made.append(1) or make_env(self))
+    runner = EpisodeRunner(engine, tiny_tokenizer, replace(cfg, reuse_envs=8))
+    reused = [runner.run(specs, group_size=3, seed=k) for k in range(2)]
+    assert len(made) == 12 + 4  # 8 envs kept after the first run (the cap), 4 made again
+    assert sum(len(v) for v in runner._idle_envs.values()) == 8
+    runner.close()
+    assert runner._idle_envs == {}
+    for a, b in zip(fresh, reused):
+        for x, y in zip(a, b):
+            assert (x.prompt_ids, x.response_ids, x.token_level_scores, x.finish_reason) == \
+                (y.prompt_ids, y.response_ids, y.token_level_scores, y.finish_reason)
+
+
 def test_token_budgets_end_with_length(engine, tiny_tokenizer, frequent_stops):
     per_turn = run_episodes(
         engine, tiny_tokenizer, _specs(2, n_turns=3),
@@ -207,6 +231,8 @@ def test_max_turns(engine, tiny_tokenizer, frequent_stops):
 def test_config_and_spec_validation():
     with pytest.raises(RunnerConfigError, match="RunnerConfig.max_turns must be an int >= 1"):
         RunnerConfig(max_turns=0)
+    with pytest.raises(RunnerConfigError, match="reuse_envs must be an int >= 0; got -1"):
+        RunnerConfig(reuse_envs=-1)
     with pytest.raises(RunnerConfigError, match="env_step_timeout_s must be > 0"):
         RunnerConfig(env_step_timeout_s=0)
     with pytest.raises(RunnerConfigError, match="exactly one of env_id"):
