@@ -281,7 +281,7 @@ class EpisodeRunner:
 
     async def _play(self, index: int, spec: EpisodeSpec, base_seed: int | None) -> Trajectory:
         state = _EpisodeState(spec=spec, env_id=spec.env_id or "")
-        key = self._reuse_key(spec)
+        key = state.reuse_key = self._reuse_key(spec)
         state.env = self._take_idle(key)
 
         def make_and_reset() -> Any:
@@ -346,7 +346,7 @@ class EpisodeRunner:
                 action_tokens = action_tokens[:-1]
             action = self.renderer.decode(action_tokens)
             state.messages.append({"role": "assistant", "content": action})
-            if turn == cfg.max_turns - 1 and self._reuse_key(state.spec) is None:
+            if turn == cfg.max_turns - 1 and state.reuse_key is None:
                 state.closed = True  # the episode ends after this step whatever it says
                 step = await self._env_call(_step_and_close, state.env, action)
             else:
@@ -459,6 +459,7 @@ class _EpisodeState:
     error: str | None = None
     exc: BaseException | None = None
     closed: bool = False
+    reuse_key: str | None = None
     reusable: bool = False
 
     def note_step(self, action: str, obs: Sequence[Message], info: dict[str, Any]) -> None:
