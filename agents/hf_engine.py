@@ -304,19 +304,21 @@ class TransformersEngine:
         self._done.append(req)
 
     def _deliver(self) -> None:
-        """Resolve the futures of finished requests on their own event loops (thread-safe)."""
+        """Resolve the futures of finished requests on their own event loops (thread-safe).
+
+        One callback per event loop resolves all of its requests (one wake-up of that loop, not
+        one per request).
+        """
         done, self._done = self._done, []
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Completion],
+                                                             Completion]]] = {}
         for req in done:
             completion = Completion(list(req.token_ids), list(req.logprobs), req.finish_reason
                                     or "abort")
-
-            def resolve(fut: asyncio.Future[Completion] = req.future, c: Completion = completion
-                        ) -> None:
-                if not fut.done():
-                    fut.set_result(c)
-
+            by_loop.setdefault(req.loop, []).append((req.future, completion))
+        for loop, items in by_loop.items():
             with contextlib.suppress(RuntimeError):  # the caller's loop is already closed
-                req.loop.call_soon_threadsafe(resolve)
+                loop.call_soon_threadsafe(_resolve_all, items)
 
     def _fail(self, req: _Request, exc: BaseException) -> None:
         def reject() -> None:
@@ -485,6 +487,13 @@ class TransformersEngine:
             [_left_pad(running.attention_mask, width, 1), _left_pad(new_c.attention_mask, width, 1)]
         )
         return _Batch(running.rows + new_c.rows, cache, mask)
+
+
+def _resolve_all(items: list[tuple[asyncio.Future[Completion], Completion]]) -> None:
+    """Set each future's result unless it is done already (e.g. cancelled by its caller)."""
+    for fut, completion in items:
+        if not fut.done():
+            fut.set_result(completion)
 
 
 def _read_checkpoint(path: str | PathLike[str]) -> Iterable[tuple[str, torch.Tensor]]:
