@@ -20,6 +20,9 @@ Deviations and simplifications:
 - With one rank and the transformers engine, the engine runs the actor's own (FSDP2) module, so
   there is nothing to sync; with several ranks each has an unsharded copy that receives the full
   weights after each update.
+- When the actor's update is one optimizer step (one epoch, one mini-batch) and no KL goes in
+  the reward, stage B does not recompute the old logprobs: the update takes them from its own
+  forward, where they are the same numbers (``Trainer.needs_old_logprobs``).
 """
 
 from __future__ import annotations
@@ -110,6 +113,7 @@ class Trainer:
 
         self.start_time = time.perf_counter()
         self.config = cfg = config
+        self.threads_before = torch.get_num_threads()  # restored by close()
         if cfg.trainer.threads is not None:
             torch.set_num_threads(cfg.trainer.threads)
         self.dist = init_distributed(cfg.trainer.device)
@@ -353,9 +357,10 @@ class Trainer:
         return export_hf(self.actor.module, path or self.out / "export", self.tokenizer)
 
     def close(self) -> None:
-        """Stop the engine and the runner's env threads."""
+        """Stop the engine and the runner's env threads; restore torch's thread count."""
         self.runner.close()
         self.engine.close()
+        torch.set_num_threads(self.threads_before)
 
 
 def _pct(value: float | None) -> str:

@@ -175,13 +175,13 @@ def test_kl_loss_truncated_is_and_dynamic_sampling(warm_model, tmp_path):
 
 @pytest.mark.slow
 def test_quickstart_recipe_on_a_small_budget_raises_held_out_accuracy(tmp_path):
-    """configs/quickstart.yaml with 50 RL steps: the warm-up stops early, RL adds accuracy."""
+    """configs/quickstart.yaml with 60 RL steps: the warm-up stops early, RL adds accuracy."""
     config = load_config(CONFIGS / "quickstart.yaml", QUIET + [
-        f"trainer.output_dir={tmp_path}", "trainer.steps=50", "eval.every=0", "eval.tasks=100",
+        f"trainer.output_dir={tmp_path}", "trainer.steps=60", "eval.every=0", "eval.tasks=100",
         "sft.eval_every=20",
     ])
     result = train(config, log=_silent)
     assert result.sft_steps > 0
     assert 0.2 <= result.warmup_accuracy <= 0.6
-    assert result.final_accuracy >= result.warmup_accuracy + 0.10, \
+    assert result.final_accuracy >= result.warmup_accuracy + 0.15, \
         (result.warmup_accuracy, result.final_accuracy)
