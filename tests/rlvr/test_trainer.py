@@ -122,7 +122,8 @@ def test_killed_run_resumes_to_the_same_metrics(warm_model, reference_run, tmp_p
 
 
 @pytest.mark.slow
-def test_two_gloo_ranks_follow_the_one_rank_curve(warm_model, reference_run, tmp_path):
+def test_two_gloo_ranks_follow_the_one_rank_curve(warm_model, reference_run, tmp_path,
+                                                  run_process_group):
     ref_out, _ = reference_run
     out = tmp_path / "ddp"
     config = load_config(CONFIGS / "quickstart.yaml",
@@ -130,10 +131,10 @@ def test_two_gloo_ranks_follow_the_one_rank_curve(warm_model, reference_run, tmp
     cfg_path = tmp_path / "config.yaml"
     dump_config(config, cfg_path)
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.run(
+    proc = run_process_group(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
          "-m", "rlvr.cli", "train", str(cfg_path)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
+        cwd=REPO, env=env, timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
     _assert_same(_history(ref_out / "metrics.jsonl"), _history(out / "metrics.jsonl"),
                  range(1, 4), tol=1e-4)
