@@ -73,6 +73,13 @@ def eval_main(argv: Sequence[str]) -> int:
     return int(cli_main(list(argv)) or 0)
 
 
+def _quiet_transformers() -> None:
+    """Hide transformers' per-load "Loading weights" bars: rlvr shows its own progress."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rlvr`` console script.
 
@@ -87,6 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(USAGE, file=sys.stdout if args else sys.stderr)
         return 0 if args else 2
     command, rest = args[0], args[1:]
+    _quiet_transformers()
     if command == "train":
         return train_main(rest)
     if command == "eval":

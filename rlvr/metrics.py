@@ -131,10 +131,9 @@ class MetricsLogger:
 
             self._tb = SummaryWriter(str(self.tensorboard_dir), purge_step=start_step + 1)
         if progress:
-            from tqdm.auto import tqdm
+            from rlvr.progress import progress_bar
 
-            self._bar = tqdm(total=total_steps, initial=start_step, desc="rl", unit="step",
-                             dynamic_ncols=True)
+            self._bar = progress_bar(total=total_steps, initial=start_step, desc="rl", unit="step")
         self._t0 = time.perf_counter()
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
@@ -154,8 +153,9 @@ class MetricsLogger:
             self._bar.set_postfix(
                 {short: f"{self._last[k]:.3g}" for k, short in PROGRESS_KEYS.items()
                  if k in self._last},
-                refresh=True,
+                refresh=False,
             )
+            self._bar.update(0)  # redraw, at most every mininterval (rlvr.progress)
 
     def write(self, message: str) -> None:
         """Print a line without breaking the progress bar."""

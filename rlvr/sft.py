@@ -139,7 +139,7 @@ def supervised_warmup(
     Raises:
         ConfigError: the loss became non-finite (the learning rate is too high).
     """
-    from tqdm.auto import tqdm
+    from rlvr.progress import progress_bar
 
     rng = random.Random(f"sft:{seed}")
     params = [p for p in model.parameters() if p.requires_grad]
@@ -151,8 +151,7 @@ def supervised_warmup(
     accuracy: float | None = None
     loss_value = math.nan
     model.train()
-    bar = tqdm(total=config.max_steps, desc="warm-up", unit="step", disable=not progress,
-               dynamic_ncols=True)
+    bar = progress_bar(total=config.max_steps, desc="warm-up", unit="step", disable=not progress)
     for step in range(1, config.max_steps + 1):
         batch = collate(
             [encode_example(tokenizer, *examples(rng)) for _ in range(config.batch_size)], pad

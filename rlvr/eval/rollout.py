@@ -133,12 +133,13 @@ def play(
     Returns:
         One record per planned episode (``rlvr.eval.episodes.episode_record``).
     """
-    from tqdm.auto import tqdm
+    from rlvr.progress import progress_bar
 
     def decode(ids: Sequence[int]) -> str:
         return str(tokenizer.decode(list(ids), skip_special_tokens=False))
 
-    with tqdm(total=len(planned), desc=f"eval {label}", unit="ep", disable=not progress) as bar:
+    with progress_bar(total=len(planned), desc=f"eval {label}", unit="ep",
+                      disable=not progress) as bar:
         trajectories = _run_coroutine(_play_all(runner, planned, bar, concurrency))
     records = []
     for p, traj in zip(planned, trajectories, strict=True):
