@@ -22,6 +22,14 @@ masked tokens are ignored by these two. The outcome estimators (grpo, drgrpo, rl
 reinforce_pp_baseline) score a response as the sum of ``token_level_rewards`` over all its
 positions, as verl does (the collator writes 0 on padding).
 
+Error rows: ``valid`` (``(B,)`` bool, ``RolloutBatch.valid``) is False on rows whose episode
+ended in an env/sandbox error. ``compute_advantages`` zeroes their mask before any estimator
+runs (so GAE's and REINFORCE++'s whitening never see them), the group estimators leave them out
+of their group's size, mean and std, and their advantages and returns are 0. Example: scores
+[1, 1, 1, error] give [0, 0, 0, 0] (three equal valid scores), not [0.5, 0.5, 0.5, -1.5] as a
+wrong answer would. A group whose valid rows number one follows the group-of-one rule of each
+estimator; a group with none gives 0.
+
 Deviations from verl, on purpose:
 
 - Whitening needs two valid tokens (``masked_var`` raises otherwise, as verl's does). The
@@ -163,6 +171,14 @@ def _check_per_token(**tensors: torch.Tensor | None) -> None:
             raise ShapeError(f"{name} has shape {shape}; expected {first} like {first_name}")
 
 
+def _valid_mask(response_mask: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+    """``response_mask`` with the rows whose ``valid`` is False zeroed (same dtype)."""
+    if valid is None:
+        return response_mask
+    keep = _check_valid(valid, response_mask.shape[0]).to(response_mask.device)
+    return response_mask * keep[:, None].to(response_mask.dtype)
+
+
 def _check_unit_interval(**params: float) -> None:
     for name, value in params.items():
         if not 0.0 <= value <= 1.0:
@@ -196,27 +212,50 @@ def group_index(group_ids: GroupIds, batch_size: int) -> tuple[torch.Tensor, int
 
 
 def _group_stats(
-    scores: torch.Tensor, group_ids: GroupIds
+    scores: torch.Tensor, group_ids: GroupIds, valid: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per-row group size, group mean and unbiased group std, in float64.
+    """Per-row group size, group mean and unbiased group std over the valid rows, in float64.
 
     Args:
         scores: ``(B,)`` one score per row.
         group_ids: one id per row.
+        valid: ``(B,)`` bool; rows with False are left out of every statistic (their own
+            score is never read). None = all rows valid.
 
     Returns:
-        ``(size, mean, std)``, each ``(B,)`` float64 on ``scores.device``; ``std`` is 0 for
-        groups of one.
+        ``(size, mean, std)``, each ``(B,)`` float64 on ``scores.device``: the number of valid
+        rows of the row's group, their mean (0 when none) and unbiased std (0 for fewer than
+        two).
     """
     codes, n_groups = group_index(group_ids, scores.shape[0])
     codes = codes.to(scores.device)
     s = scores.to(torch.float64)
     zeros = torch.zeros(n_groups, dtype=torch.float64, device=s.device)
-    size = zeros.index_add(0, codes, torch.ones_like(s))
-    mean = zeros.index_add(0, codes, s) / size
-    dev = s - mean[codes]
+    if valid is None:
+        w = torch.ones_like(s)
+    else:
+        keep = _check_valid(valid, s.shape[0]).to(s.device)
+        s = torch.where(keep, s, torch.zeros_like(s))
+        w = keep.to(torch.float64)
+    size = zeros.index_add(0, codes, w)
+    mean = zeros.index_add(0, codes, s) / size.clamp(min=1)
+    dev = (s - mean[codes]) * w
     var = zeros.index_add(0, codes, dev * dev) / (size - 1).clamp(min=1)
     return size[codes], mean[codes], var.sqrt()[codes]
+
+
+def _check_valid(valid: torch.Tensor, batch_size: int) -> torch.Tensor:
+    """``valid`` as a ``(B,)`` bool tensor, or ``ShapeError``."""
+    if tuple(valid.shape) != (batch_size,):
+        raise ShapeError(f"valid has shape {tuple(valid.shape)}; expected ({batch_size},)")
+    return valid.bool()
+
+
+def _zero_invalid(adv: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+    """``(B,)`` advantages with the invalid rows set to 0."""
+    if valid is None:
+        return adv
+    return torch.where(valid.to(adv.device), adv, torch.zeros_like(adv))
 
 
 # ---------------------------------------------------------------------------- estimators
@@ -272,6 +311,7 @@ def compute_grpo(
     group_ids: GroupIds,
     norm_by_std: bool = True,
     eps: float = 1e-6,
+    valid: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """GRPO outcome advantage (https://arxiv.org/abs/2402.03300); Dr. GRPO without std.
 
@@ -285,20 +325,23 @@ def compute_grpo(
         group_ids: one id per row (rows from the same prompt share one).
         norm_by_std: divide by the group std.
         eps: added to the std.
+        valid: ``(B,)`` bool; False rows (env errors) are left out of their group's mean and
+            std and get 0. None = all valid.
 
     Returns:
         ``(advantages, returns)``, both ``A[:, None] * response_mask``, ``(B, R)``, zero where
-        the mask is 0; a group whose scores are all equal gets exactly 0.
+        the mask is 0; a group whose valid scores are all equal gets exactly 0.
     """
     _check_per_token(token_level_rewards=token_level_rewards, response_mask=response_mask)
     with torch.no_grad():
         scores = token_level_rewards.sum(dim=-1)
-        size, mean, std = _group_stats(scores, group_ids)
+        size, mean, std = _group_stats(scores, group_ids, valid)
         single = size < 2
         mean = torch.where(single, torch.zeros_like(mean), mean)
         adv = scores.to(torch.float64) - mean
         if norm_by_std:
             adv = adv / (torch.where(single, torch.ones_like(std), std) + eps)
+        adv = _zero_invalid(adv, valid)
         out = adv.to(token_level_rewards.dtype)[:, None] * response_mask.to(
             token_level_rewards.dtype
         )
@@ -309,6 +352,7 @@ def compute_rloo(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,
     group_ids: GroupIds,
+    valid: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """REINFORCE leave-one-out (https://arxiv.org/abs/2402.14740).
 
@@ -319,6 +363,8 @@ def compute_rloo(
         token_level_rewards: ``(B, R)``.
         response_mask: ``(B, R)``.
         group_ids: one id per row.
+        valid: ``(B,)`` bool; False rows (env errors) are not among the "others" and get 0
+            (``n`` counts the valid rows). None = all valid.
 
     Returns:
         ``(advantages, returns)``, both ``A[:, None] * response_mask``, ``(B, R)``.
@@ -326,10 +372,10 @@ def compute_rloo(
     _check_per_token(token_level_rewards=token_level_rewards, response_mask=response_mask)
     with torch.no_grad():
         scores = token_level_rewards.sum(dim=-1)
-        size, mean, _ = _group_stats(scores, group_ids)
+        size, mean, _ = _group_stats(scores, group_ids, valid)
         s = scores.to(torch.float64)
         scale = size / (size - 1).clamp(min=1)
-        adv = torch.where(size > 1, s * scale - mean * scale, s)
+        adv = _zero_invalid(torch.where(size > 1, s * scale - mean * scale, s), valid)
         out = adv.to(token_level_rewards.dtype)[:, None] * response_mask.to(
             token_level_rewards.dtype
         )
@@ -372,6 +418,7 @@ def compute_reinforce_pp_baseline(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,
     group_ids: GroupIds,
+    valid: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """REINFORCE++ with a group-mean baseline (https://arxiv.org/abs/2501.03262).
 
@@ -382,6 +429,8 @@ def compute_reinforce_pp_baseline(
         token_level_rewards: ``(B, R)``.
         response_mask: ``(B, R)``.
         group_ids: one id per row.
+        valid: ``(B,)`` bool; False rows (env errors) are left out of the group mean and of
+            the whitening, and get 0. None = all valid.
 
     Returns:
         ``(advantages, returns)``, equal, ``(B, R)``, zero where masked (all 0 with fewer than
@@ -390,9 +439,10 @@ def compute_reinforce_pp_baseline(
     _check_per_token(token_level_rewards=token_level_rewards, response_mask=response_mask)
     with torch.no_grad():
         scores = token_level_rewards.sum(dim=-1)
-        size, mean, _ = _group_stats(scores, group_ids)
+        size, mean, _ = _group_stats(scores, group_ids, valid)
         adv = scores.to(torch.float64) - torch.where(size > 1, mean, torch.zeros_like(mean))
-        m = response_mask.to(token_level_rewards.dtype)
+        adv = _zero_invalid(adv, valid)
+        m = _valid_mask(response_mask, valid).to(token_level_rewards.dtype)
         out = adv.to(token_level_rewards.dtype)[:, None] * m
         out = _whiten_or_zero(out, m) * m
         return out, out
@@ -409,6 +459,8 @@ class AdvantageEstimatorFn(Protocol):
         group_ids: one id per row (estimators with ``needs_groups``), else ignored.
         gamma, lam: discount and GAE lambda (used by the estimators that discount).
         norm_by_std, eps: GRPO's std normalisation and its epsilon.
+        valid: ``(B,)`` bool, False on env-error rows (their mask is already 0); group
+            estimators leave them out of group statistics. None = all valid.
 
     Returns:
         ``(advantages, returns)``, each ``(B, R)``, detached.
@@ -425,6 +477,7 @@ class AdvantageEstimatorFn(Protocol):
         lam: float,
         norm_by_std: bool,
         eps: float,
+        valid: torch.Tensor | None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Compute ``(advantages, returns)``."""
         ...
@@ -518,8 +571,13 @@ def compute_advantages(
     lam: float = 1.0,
     norm_by_std: bool = True,
     eps: float = 1e-6,
+    valid: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the registered estimator ``name`` (see ``AdvantageEstimatorFn`` for the arguments).
+
+    With ``valid`` (``(B,)`` bool, False on env-error rows) the mask the estimator sees is 0 on
+    the invalid rows (so no whitening counts them) and the estimator is given ``valid`` to
+    leave them out of group statistics.
 
     Returns:
         ``(advantages, returns)``, each ``(B, R)``, detached.
@@ -535,13 +593,14 @@ def compute_advantages(
         _need(group_ids, "group_ids", name)
     return entry.fn(
         token_level_rewards,
-        response_mask,
+        _valid_mask(response_mask, valid),
         values=values,
         group_ids=group_ids,
         gamma=gamma,
         lam=lam,
         norm_by_std=norm_by_std,
         eps=eps,
+        valid=valid,
     )
 
 
@@ -565,23 +624,37 @@ def _grpo(
     group_ids: Any,
     norm_by_std: bool,
     eps: float,
+    valid: torch.Tensor | None = None,
     **_: Any,
 ) -> _Pair:
     groups = _need(group_ids, "group_ids", "grpo")
-    return compute_grpo(rewards, mask, groups, norm_by_std=norm_by_std, eps=eps)
+    return compute_grpo(rewards, mask, groups, norm_by_std=norm_by_std, eps=eps, valid=valid)
 
 
 @register_estimator("drgrpo", needs_groups=True, paper="https://arxiv.org/abs/2503.20783")
 def _drgrpo(
-    rewards: torch.Tensor, mask: torch.Tensor, *, group_ids: Any, eps: float, **_: Any
+    rewards: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    group_ids: Any,
+    eps: float,
+    valid: torch.Tensor | None = None,
+    **_: Any,
 ) -> _Pair:
     groups = _need(group_ids, "group_ids", "drgrpo")
-    return compute_grpo(rewards, mask, groups, norm_by_std=False, eps=eps)
+    return compute_grpo(rewards, mask, groups, norm_by_std=False, eps=eps, valid=valid)
 
 
 @register_estimator("rloo", needs_groups=True, paper="https://arxiv.org/abs/2402.14740")
-def _rloo(rewards: torch.Tensor, mask: torch.Tensor, *, group_ids: Any, **_: Any) -> _Pair:
-    return compute_rloo(rewards, mask, _need(group_ids, "group_ids", "rloo"))
+def _rloo(
+    rewards: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    group_ids: Any,
+    valid: torch.Tensor | None = None,
+    **_: Any,
+) -> _Pair:
+    return compute_rloo(rewards, mask, _need(group_ids, "group_ids", "rloo"), valid=valid)
 
 
 @register_estimator("reinforce_pp", paper="https://arxiv.org/abs/2501.03262")
@@ -593,7 +666,12 @@ def _reinforce_pp(rewards: torch.Tensor, mask: torch.Tensor, *, gamma: float, **
     "reinforce_pp_baseline", needs_groups=True, paper="https://arxiv.org/abs/2501.03262"
 )
 def _reinforce_pp_baseline(
-    rewards: torch.Tensor, mask: torch.Tensor, *, group_ids: Any, **_: Any
+    rewards: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    group_ids: Any,
+    valid: torch.Tensor | None = None,
+    **_: Any,
 ) -> _Pair:
     groups = _need(group_ids, "group_ids", "reinforce_pp_baseline")
-    return compute_reinforce_pp_baseline(rewards, mask, groups)
+    return compute_reinforce_pp_baseline(rewards, mask, groups, valid=valid)

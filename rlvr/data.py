@@ -15,6 +15,13 @@ response are ``logits[:, P - 1 : -1]``. ``attention_mask`` is 1 on every real to
 model and env tokens) and 0 on padding; ``position_ids = clamp(cumsum(attention_mask) - 1, 0)``
 (so padding on the left gets position 0 and real tokens count from 0). ``response_mask`` is 1
 only on tokens the model generated; env/tool tokens inside a response and padding are 0.
+
+Error rows: an episode that ended in an env/sandbox error (``finish_reason == "error"``) stays a
+row, so every rank keeps the same row count, but it is not trained on. ``RolloutBatch.valid``
+(``(B,)`` bool) is False on such rows and their ``response_mask`` is all 0 (``from_trajectories``
+zeroes it; the constructor refuses a batch that breaks this). The advantage estimators leave
+rows with ``valid`` False out of their group's mean and std (``rlvr.advantages``), and every
+loss, whitening and aggregate counts only mask-1 tokens, so an error row contributes nothing.
 """
 
 from __future__ import annotations
@@ -84,6 +91,10 @@ RESPONSE_FIELDS: tuple[str, ...] = (
 )
 #: Fields over the whole sequence (prompt + response), each ``(B, P + R)``.
 SEQUENCE_FIELDS: tuple[str, ...] = ("input_ids", "attention_mask", "position_ids")
+#: Per-row tensor fields, each ``(B,)``.
+ROW_FIELDS: tuple[str, ...] = ("valid",)
+#: The finish reason of an episode that ended in an env/sandbox error (its row is not valid).
+ERROR_FINISH_REASON = "error"
 #: Non-tensor per-row fields, each a list of length ``B``.
 LIST_FIELDS: tuple[str, ...] = ("group_ids", "env_ids", "task_ids", "finish_reasons", "metadata")
 
@@ -163,6 +174,10 @@ class RolloutBatch:
         finish_reasons: one per row: "stop", "length", "max_turns", "truncated" or "error".
         metadata: one dict per row (per-episode stats).
         pad_token_id: the id written in padded positions of ``input_ids``/``responses``.
+        valid: ``(B,)`` bool on the batch's device: False on rows whose episode ended in an
+            error (``finish_reason == "error"``). Such rows have ``response_mask`` 0 and are
+            left out of group statistics (see the module docstring). None (the default) means
+            "derive from ``finish_reasons``"; after construction it is always a tensor.
     """
 
     input_ids: torch.Tensor
@@ -184,6 +199,7 @@ class RolloutBatch:
     token_level_rewards: torch.Tensor | None = None
     advantages: torch.Tensor | None = None
     returns: torch.Tensor | None = None
+    valid: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         """Check that every field has the batch's shape (raises ``ShapeError``/``BatchError``)."""
@@ -209,6 +225,29 @@ class RolloutBatch:
             got = len(getattr(self, name))
             if got != b:
                 raise BatchError(f"{name} has {got} entries; expected one per row ({b})")
+        self._check_valid(b)
+
+    def _check_valid(self, b: int) -> None:
+        """Derive ``valid`` from ``finish_reasons`` when None; check it against the mask."""
+        if self.valid is None:
+            self.valid = torch.tensor(
+                [r != ERROR_FINISH_REASON for r in self.finish_reasons], dtype=torch.bool,
+                device=self.response_mask.device,
+            )
+        if self.valid.dtype != torch.bool or tuple(self.valid.shape) != (b,):
+            raise ShapeError(
+                f"valid must be a ({b},) bool tensor; got {self.valid.dtype} of shape "
+                f"{tuple(self.valid.shape)}"
+            )
+        if b and self.valid.device.type != "meta" and not bool(self.valid.all()):
+            bad = (self.response_mask[~self.valid.to(self.response_mask.device)] != 0).any(-1)
+            if bool(bad.any()):
+                rows = torch.nonzero(~self.valid).flatten()[bad.to(self.valid.device)].tolist()
+                raise BatchError(
+                    f"rows {rows} are not valid (an env error) but have response_mask 1; an "
+                    "error row must have response_mask 0 (RolloutBatch.from_trajectories "
+                    "zeroes it)"
+                )
 
     @staticmethod
     def _check_shape(name: str, value: torch.Tensor, shape: tuple[int, int]) -> None:
@@ -233,7 +272,9 @@ class RolloutBatch:
                 response raises. If None, ``R`` is the longest response (at least 1).
 
         Returns:
-            The collated batch; optional per-token fields are None.
+            The collated batch; optional per-token fields are None. Rows whose
+            ``finish_reason`` is "error" get ``valid`` False and ``response_mask`` 0 (their
+            tokens stay, so the row still has a layout; nothing of it is trained on).
 
         Raises:
             BatchError: an empty list, or a malformed trajectory (the message names the field
@@ -266,6 +307,10 @@ class RolloutBatch:
             attention_mask[row, p - n_p : p + n_r] = 1
             for name, tensor in per_token.items():
                 tensor[row, :n_r] = torch.tensor(getattr(traj, name), dtype=torch.float32)
+        valid = torch.tensor(
+            [t.finish_reason != ERROR_FINISH_REASON for t in trajectories], dtype=torch.bool
+        )
+        per_token["response_mask"] *= valid[:, None]
         return cls(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -278,6 +323,7 @@ class RolloutBatch:
             finish_reasons=[t.finish_reason for t in trajectories],
             metadata=[t.metadata for t in trajectories],
             pad_token_id=pad_token_id,
+            valid=valid,
         )
 
     # ------------------------------------------------------------------ shape helpers
@@ -337,7 +383,7 @@ class RolloutBatch:
         return value
 
     def tensor_fields(self) -> dict[str, torch.Tensor]:
-        """All tensor fields that are set, by name."""
+        """All sequence and per-token tensor fields that are set, by name (not ``ROW_FIELDS``)."""
         names = SEQUENCE_FIELDS + RESPONSE_FIELDS + OPTIONAL_FIELDS
         return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
 
@@ -356,7 +402,7 @@ class RolloutBatch:
         rows = idx.tolist()
         moved: dict[str, Any] = {n: t[idx.to(t.device)] for n, t in self.tensor_fields().items()}
         lists: dict[str, Any] = {n: [getattr(self, n)[i] for i in rows] for n in LIST_FIELDS}
-        return replace(self, **moved, **lists)
+        return replace(self, **moved, **lists, **self._row_fields(lambda t: t[idx.to(t.device)]))
 
     @classmethod
     def concat(cls, batches: Sequence[RolloutBatch]) -> RolloutBatch:
@@ -393,7 +439,11 @@ class RolloutBatch:
         lists: dict[str, Any] = {
             n: [x for b in batches for x in getattr(b, n)] for n in LIST_FIELDS
         }
-        return cls(**tensors, **lists, pad_token_id=pad)
+        device = batches[0].response_mask.device
+        rows: dict[str, Any] = {
+            n: torch.cat([getattr(b, n).to(device) for b in batches]) for n in ROW_FIELDS
+        }
+        return cls(**tensors, **lists, **rows, pad_token_id=pad)
 
     def _padded(self, prompt_len: int, response_len: int) -> RolloutBatch:
         """This batch widened to ``prompt_len`` + ``response_len`` columns."""
@@ -453,13 +503,26 @@ class RolloutBatch:
         moved: dict[str, Any] = {
             n: t.to(device, non_blocking=non_blocking) for n, t in self.tensor_fields().items()
         }
-        return replace(self, **moved)
+        rows = self._row_fields(lambda t: t.to(device, non_blocking=non_blocking))
+        return replace(self, **moved, **rows)
+
+    def rows_valid(self) -> torch.Tensor:
+        """``valid`` as a tensor: ``(B,)`` bool, False on error rows (never None after init)."""
+        if self.valid is None:  # unreachable after __post_init__; keeps the type checker honest
+            raise BatchError("valid is not set; construct RolloutBatch normally")
+        return self.valid
+
+    def _row_fields(self, fn: Any) -> dict[str, torch.Tensor]:
+        """``fn`` applied to every per-row tensor field (``ROW_FIELDS``), by name."""
+        return {n: fn(getattr(self, n)) for n in ROW_FIELDS}
 
 
 __all__ = [
+    "ERROR_FINISH_REASON",
     "LIST_FIELDS",
     "OPTIONAL_FIELDS",
     "RESPONSE_FIELDS",
+    "ROW_FIELDS",
     "SEQUENCE_FIELDS",
     "RolloutBatch",
     "Trajectory",

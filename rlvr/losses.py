@@ -455,7 +455,8 @@ def apply_kl_in_reward(
 
     ``rewards = scores - beta * kl * mask`` with ``beta = controller.value`` before the update;
     the controller then sees ``current_kl`` = the mean over sequences of each sequence's
-    masked-mean KL, and ``n_steps`` = the batch size (as verl's ``apply_kl_penalty``).
+    masked-mean KL, and ``n_steps`` = the batch size (as verl's ``apply_kl_penalty``). Rows
+    without any mask-1 token (env-error rows) are left out of that mean; verl counts them as 0.
 
     Args:
         token_level_scores: ``(B, R)``.
@@ -479,7 +480,8 @@ def apply_kl_in_reward(
         kld = _masked(kl_penalty(logprobs, ref_logprobs, kind), mask)
         beta = float(controller.value)
         rewards = token_level_scores - beta * kld
-        current_kl = float(masked_mean(kld, mask, dim=-1).mean())
+        has_tokens = (mask != 0).any(dim=-1)
+        current_kl = float(masked_mean(masked_mean(kld, mask, dim=-1), has_tokens))
     controller.update(current_kl, n_steps=int(token_level_scores.shape[0]))
     return rewards, {"reward_kl_penalty": current_kl, "reward_kl_penalty_coeff": beta}
 

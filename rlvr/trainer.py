@@ -13,8 +13,10 @@ so the same config gives the same episodes on one rank or many, and after a resu
 
 Deviations and simplifications:
 
-- Rows whose episode failed (``finish_reason == "error"``) are kept with zero scores rather than
-  dropped, so every rank keeps the same row count.
+- Rows whose episode ended in an env/sandbox error (``finish_reason == "error"``) are kept, so
+  every rank keeps the same row count, but with ``RolloutBatch.valid`` False and response mask 0:
+  they are left out of their group's statistics and of every loss (``rlvr.data``), and counted
+  in ``rollout/error_episodes`` (over all ranks).
 - Dynamic sampling (DAPO) refills per rank; when ``max_refill_rounds`` runs out the batch is
   topped up with dropped (zero-advantage) groups, so the batch size stays fixed.
 - With one rank and the transformers engine, the engine runs the actor's own (FSDP2) module, so
@@ -260,6 +262,8 @@ class Trainer:
         rank, b, r = self.dist.rank, len(batch), batch.response_len
         rewards = gather_rows(batch.token_level_scores)
         full_mask = gather_rows(mask)
+        valid = gather_rows(batch.rows_valid().long()[:, None])[:, 0].bool()
+        metrics["rollout/error_episodes"] = float((~valid).sum())
         if cfg.kl.placement == "reward" and batch.ref_logprobs is not None:
             rewards, kl_metrics = apply_kl_in_reward(
                 rewards, gather_rows(batch.require("old_logprobs")),
@@ -269,7 +273,8 @@ class Trainer:
         values = gather_rows(batch.values) if batch.values is not None else None
         advantages, returns = compute_advantages(
             cfg.estimator, rewards, full_mask, values=values,
-            group_ids=gather_objects(list(batch.group_ids)), gamma=cfg.gamma, lam=cfg.lam)
+            group_ids=gather_objects(list(batch.group_ids)), gamma=cfg.gamma, lam=cfg.lam,
+            valid=valid)
         rows = slice(rank * b, (rank + 1) * b)
         batch.set("token_level_rewards", rewards[rows, :r].contiguous())
         batch.set("advantages", advantages[rows, :r].contiguous())

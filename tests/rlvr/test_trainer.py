@@ -9,9 +9,11 @@ import sys
 import time
 from pathlib import Path
 
+import gymnasium
 import pytest
 import torch
 
+from envs.math_env import MathEnv
 from rlvr.config import dump_config, load_config
 from rlvr.metrics import read_jsonl
 from rlvr.trainer import train
@@ -172,6 +174,34 @@ def test_kl_loss_truncated_is_and_dynamic_sampling(warm_model, tmp_path):
         assert metrics["rollout/refill_rounds"] <= 2
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "reward/mean" in r] == [1, 2, 3]
+
+
+class _FlakyMath(MathEnv):
+    """Math whose reset raises on two tasks in three: a broken sandbox (the untrained model
+    never ends its turn, so ``step`` would never run)."""
+
+    def reset(self, *, seed=None, options=None):
+        out = super().reset(seed=seed, options=options)
+        if self._task_index % 3:
+            raise RuntimeError("sandbox crashed")
+        return out
+
+
+def test_env_errors_are_counted_and_not_trained_on(tmp_path):
+    gymnasium.register("rlvrtest/FlakyMath-v0", entry_point=_FlakyMath)
+    try:
+        config = load_config(CONFIGS / "quickstart.yaml", SMALL_MODEL + QUIET + [
+            "env.id=rlvrtest/FlakyMath-v0", "sft.enabled=false", f"trainer.output_dir={tmp_path}",
+            "trainer.steps=2", "rollout.prompts_per_step=2", "rollout.group_size=4",
+            "eval.tasks=4", "algorithm.estimator=grpo"])
+        result = train(config, log=_silent)
+    finally:
+        gymnasium.registry.pop("rlvrtest/FlakyMath-v0")
+    errors = [m["rollout/error_episodes"] for m in result.history]
+    assert sum(errors) > 0, errors
+    for m in result.history:
+        assert m["response/error_ratio"] == pytest.approx(m["rollout/error_episodes"] / 8)
+        assert math.isfinite(m["actor/pg_loss"])
 
 
 @pytest.mark.slow
