@@ -25,7 +25,7 @@ import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import yaml
 
@@ -122,49 +122,123 @@ class EnvConfig:
             raise ConfigError("env.id must be a registered gymnasium id such as 'rlvr/Math-v0'")
 
 
+KL_PLACEMENTS: tuple[str, ...] = ("reward", "loss", "both", "off")
+KL_CONTROLLERS: tuple[str, ...] = ("fixed", "adaptive")
+
+
+def _check_kl_estimator(key: str, value: str) -> None:
+    from rlvr.learner.config import KL_ESTIMATORS
+
+    if value not in KL_ESTIMATORS:
+        raise ConfigError(_unknown_message(key, value, KL_ESTIMATORS))
+
+
 @dataclass(kw_only=True)
-class KLConfig:
-    """The KL penalty toward the frozen reference policy (the initial policy).
+class KLRewardConfig:
+    """The KL penalty subtracted from the token rewards (verl's ``use_kl_in_reward``).
+
+    ``token_level_rewards = token_level_scores - coef * kl`` per token, before the advantages.
 
     Attributes:
-        placement: ``reward`` subtracts ``coef * kl`` from the token rewards before the
-            advantages (PPO/RLHF style); ``loss`` adds ``coef * agg(kl)`` to the policy loss
-            (GRPO style); ``off`` loads no reference model at all.
-        estimator: ``k1``, ``abs``, ``k2``, ``k3`` (low-variance, Schulman) or their verl
-            aliases, each optionally with ``+`` (that value, k2's gradient).
-        coef: the KL coefficient (the initial one with the adaptive controller).
-        controller: ``fixed`` keeps ``coef``; ``adaptive`` steers it toward ``target`` (only with
-            ``placement: reward``).
+        estimator: ``k1`` (verl's ``algorithm.kl_penalty: kl``, the default), ``abs``, ``k2``,
+            ``k3`` or their verl aliases (``kl``, ``mse``, ``low_var_kl``), each optionally
+            with ``+`` (that value, k2's gradient).
+        coef: beta (verl's ``kl_ctrl.kl_coef``); the initial one with the adaptive controller.
+        controller: ``fixed`` keeps ``coef``; ``adaptive`` steers it toward ``target``.
         target: the KL the adaptive controller aims for.
         horizon: the adaptive controller's horizon in samples.
     """
 
-    placement: Literal["reward", "loss", "off"] = "off"
-    estimator: str = "k3"
+    estimator: str = "k1"
     coef: float = 0.001
     controller: Literal["fixed", "adaptive"] = "fixed"
     target: float = 0.1
     horizon: int = 10000
 
     def __post_init__(self) -> None:
-        from rlvr.learner.config import KL_ESTIMATORS
-
-        if self.estimator not in KL_ESTIMATORS:
+        _check_kl_estimator("algorithm.kl.reward.estimator", self.estimator)
+        if self.controller not in KL_CONTROLLERS:
             raise ConfigError(
-                _unknown_message("algorithm.kl.estimator", self.estimator, KL_ESTIMATORS)
+                _unknown_message("algorithm.kl.reward.controller", self.controller, KL_CONTROLLERS)
             )
-        _non_negative("algorithm.kl", coef=self.coef)
-        _positive("algorithm.kl", target=self.target, horizon=self.horizon)
-        if self.controller == "adaptive" and self.placement != "reward":
+        _non_negative("algorithm.kl.reward", coef=self.coef)
+        _positive("algorithm.kl.reward", target=self.target, horizon=self.horizon)
+
+
+@dataclass(kw_only=True)
+class KLLossConfig:
+    """The KL term added to the policy loss (verl's ``actor.use_kl_loss``).
+
+    ``loss += coef * agg(kl)``, aggregated like ``actor.loss_agg``.
+
+    Attributes:
+        estimator: ``k3`` (low-variance, verl's ``kl_loss_type: low_var_kl``, the default),
+            ``k1``, ``abs``, ``k2`` or their verl aliases, each optionally with ``+``.
+        coef: the weight of the term (verl's ``kl_loss_coef``).
+    """
+
+    estimator: str = "k3"
+    coef: float = 0.001
+
+    def __post_init__(self) -> None:
+        _check_kl_estimator("algorithm.kl.loss.estimator", self.estimator)
+        _non_negative("algorithm.kl.loss", coef=self.coef)
+
+
+@dataclass(kw_only=True)
+class KLConfig:
+    """The KL penalty toward the frozen reference policy (the initial policy).
+
+    Each placement has its own estimator and coefficient: ``reward`` (default k1, as verl's
+    in-reward ``kl``) and ``loss`` (default k3, as verl's ``low_var_kl``). Both may be on at
+    once (``placement: both``, allowed by verl too); the trainer then logs a NOTICE.
+
+    Attributes:
+        placement: ``reward`` subtracts ``reward.coef * kl`` from the token rewards before the
+            advantages (PPO/RLHF style); ``loss`` adds ``loss.coef * agg(kl)`` to the policy
+            loss (GRPO style); ``both`` does both; ``off`` loads no reference model at all.
+        reward: the in-reward penalty's estimator, coefficient and controller.
+        loss: the in-loss term's estimator and coefficient.
+    """
+
+    #: Keys of the single-placement KL config, and where each one lives now.
+    MOVED_KEYS: ClassVar[dict[str, str]] = {
+        "estimator": "algorithm.kl.reward.estimator or algorithm.kl.loss.estimator",
+        "coef": "algorithm.kl.reward.coef or algorithm.kl.loss.coef",
+        "controller": "algorithm.kl.reward.controller",
+        "target": "algorithm.kl.reward.target",
+        "horizon": "algorithm.kl.reward.horizon",
+    }
+
+    placement: Literal["reward", "loss", "both", "off"] = "off"
+    reward: KLRewardConfig = field(default_factory=KLRewardConfig)
+    loss: KLLossConfig = field(default_factory=KLLossConfig)
+
+    def __post_init__(self) -> None:
+        if self.placement not in KL_PLACEMENTS:
             raise ConfigError(
-                "algorithm.kl.controller='adaptive' needs algorithm.kl.placement='reward'; "
-                f"got placement={self.placement!r}"
+                _unknown_message("algorithm.kl.placement", self.placement, KL_PLACEMENTS)
+            )
+        if self.reward.controller == "adaptive" and not self.in_reward:
+            raise ConfigError(
+                "algorithm.kl.reward.controller='adaptive' needs algorithm.kl.placement "
+                f"'reward' or 'both'; got placement={self.placement!r}"
             )
 
     @property
     def enabled(self) -> bool:
         """Whether a reference model and KL terms are needed."""
         return self.placement != "off"
+
+    @property
+    def in_reward(self) -> bool:
+        """Whether the KL penalty goes into the token rewards."""
+        return self.placement in ("reward", "both")
+
+    @property
+    def in_loss(self) -> bool:
+        """Whether the KL term goes into the policy loss."""
+        return self.placement in ("loss", "both")
 
 
 @dataclass(kw_only=True)
@@ -356,20 +430,20 @@ class TrainConfig:
         if self.actor.kl_loss_coef != 0.0:
             raise ConfigError(
                 "actor.kl_loss_coef is set from algorithm.kl; use algorithm.kl.placement=loss "
-                "and algorithm.kl.coef instead"
+                "(or both) and algorithm.kl.loss.coef instead"
             )
 
     def learner_configs(self) -> tuple[LearnerConfig, LearnerConfig]:
         """The actor's and critic's learner configs as the learner gets them.
 
         ``seed`` comes from ``trainer.seed`` and the actor's KL-loss fields from
-        ``algorithm.kl`` (placement ``loss``).
+        ``algorithm.kl.loss`` (placement ``loss`` or ``both``).
         """
         kl = self.algorithm.kl
         actor = dataclasses.replace(self.actor, seed=self.trainer.seed)
-        if kl.placement == "loss":
-            actor = dataclasses.replace(actor, kl_loss_coef=kl.coef,
-                                        kl_loss_estimator=kl.estimator)
+        if kl.in_loss:
+            actor = dataclasses.replace(actor, kl_loss_coef=kl.loss.coef,
+                                        kl_loss_estimator=kl.loss.estimator)
         return actor, dataclasses.replace(self.critic, seed=self.trainer.seed)
 
 
@@ -481,6 +555,9 @@ def from_dict(cls: type[Any], data: Mapping[str, Any], *, prefix: str = "") -> A
         dotted = f"{prefix}.{key}" if prefix else str(key)
         if key not in names:
             message = f"unknown config key {dotted!r}; allowed keys here: {', '.join(names)}"
+            moved = getattr(cls, "MOVED_KEYS", {}).get(key)
+            if moved:
+                raise ConfigError(f"{message}. {dotted!r} moved: use {moved}")
             close = difflib.get_close_matches(str(key), names, n=3)
             if close:
                 message += f". Did you mean {' or '.join(repr(c) for c in close)}?"

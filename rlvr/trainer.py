@@ -152,8 +152,10 @@ class Trainer:
         self.runner = EpisodeRunner(self.engine, self.tokenizer, cfg.rollout.runner)
         self.stream = EpisodeStream(self.runner, cfg, self.dist.rank, self.dist.world_size)
         kl = cfg.algorithm.kl
-        controller = AdaptiveKLController(kl.coef, kl.target, kl.horizon) \
-            if kl.controller == "adaptive" else FixedKLController(kl.coef)
+        if kl.placement == "both":
+            self.log(kl_notice(kl))
+        controller = AdaptiveKLController(kl.reward.coef, kl.reward.target, kl.reward.horizon) \
+            if kl.reward.controller == "adaptive" else FixedKLController(kl.reward.coef)
         self.state = TrainerState(controller)
         states: dict[str, Any] = {"actor": self.actor, "trainer": self.state}
         if self.critic is not None:
@@ -244,7 +246,7 @@ class Trainer:
         put in the reward: the update then takes them from its own forward (identical values,
         one forward less per step) and reports the rollout mismatch from it.
         """
-        in_reward = self.config.algorithm.kl.placement == "reward"
+        in_reward = self.config.algorithm.kl.in_reward
         return in_reward or not self.actor.single_step(len(batch) * self.dist.world_size)
 
     def prepare(self, batch: RolloutBatch) -> dict[str, float]:
@@ -264,11 +266,11 @@ class Trainer:
         full_mask = gather_rows(mask)
         valid = gather_rows(batch.rows_valid().long()[:, None])[:, 0].bool()
         metrics["rollout/error_episodes"] = float((~valid).sum())
-        if cfg.kl.placement == "reward" and batch.ref_logprobs is not None:
+        if cfg.kl.in_reward and batch.ref_logprobs is not None:
             rewards, kl_metrics = apply_kl_in_reward(
                 rewards, gather_rows(batch.require("old_logprobs")),
                 gather_rows(batch.ref_logprobs), full_mask, self.state.kl_controller,
-                cfg.kl.estimator)
+                cfg.kl.reward.estimator)
             metrics |= {f"kl/{k}": v for k, v in kl_metrics.items()}
         values = gather_rows(batch.values) if batch.values is not None else None
         advantages, returns = compute_advantages(
@@ -366,6 +368,13 @@ class Trainer:
         self.runner.close()
         self.engine.close()
         torch.set_num_threads(self.threads_before)
+
+
+def kl_notice(kl: Any) -> str:
+    """The NOTICE logged when the KL goes both into the reward and into the loss (as verl)."""
+    return (f"[rlvr] NOTICE: KL to the reference is both in the reward (-{kl.reward.coef:g} * "
+            f"{kl.reward.estimator}) and in the loss (+{kl.loss.coef:g} * agg("
+            f"{kl.loss.estimator})); the policy is pulled toward the reference twice")
 
 
 def _pct(value: float | None) -> str:

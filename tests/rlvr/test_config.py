@@ -65,8 +65,17 @@ def test_yaml_reads_exponent_floats_that_yaml11_leaves_as_strings():
      r"algorithm.estimator: unknown value 'grop'; allowed: drgrpo, gae, grpo, reinforce_pp, "
      r"reinforce_pp_baseline, rloo. Did you mean 'grpo'"),
     ("algorithm.kl.placement=rewards",
-     r"algorithm.kl.placement: unknown value 'rewards'; allowed: loss, off, reward"),
-    ("algorithm.kl.estimator=k4", r"algorithm.kl.estimator: unknown value 'k4'; allowed: abs"),
+     r"algorithm.kl.placement: unknown value 'rewards'; allowed: both, loss, off, reward"),
+    ("algorithm.kl.reward.estimator=k4",
+     r"algorithm.kl.reward.estimator: unknown value 'k4'; allowed: abs"),
+    ("algorithm.kl.loss.estimator=low_var",
+     r"algorithm.kl.loss.estimator: unknown value 'low_var'; allowed: .*Did you mean "
+     r"'low_var_kl'"),
+    ("algorithm.kl.loss.coef=-1", r"algorithm.kl.loss.coef must be >= 0; got -1"),
+    ("algorithm.kl.estimator=k3",
+     r"unknown config key 'algorithm.kl.estimator'.*moved: use algorithm.kl.reward.estimator "
+     r"or algorithm.kl.loss.estimator"),
+    ("algorithm.kl.coef=0.1", r"moved: use algorithm.kl.reward.coef or algorithm.kl.loss.coef"),
     ("rollout.group_size=2.5", r"rollout.group_size: expected an integer; got 2.5"),
     ("trainer.resume=maybe", r"trainer.resume: expected true or false; got 'maybe'"),
     ("trainer.steps=0", r"trainer.steps must be > 0; got 0"),
@@ -80,8 +89,11 @@ def test_yaml_reads_exponent_floats_that_yaml11_leaves_as_strings():
      r"unknown config key 'rollout.runner.max_turn'.*Did you mean 'max_turns'\?"),
     ("rollout.runner.sampling.top_p=2", r"rollout.runner.sampling.*top_p must be in \(0, 1\]"),
     ("actor.kl_loss_coef=0.1", r"actor.kl_loss_coef is set from algorithm.kl"),
-    ("algorithm.kl.controller=adaptive",
-     r"algorithm.kl.controller='adaptive' needs algorithm.kl.placement='reward'"),
+    ("algorithm.kl.reward.controller=adaptive",
+     r"algorithm.kl.reward.controller='adaptive' needs algorithm.kl.placement 'reward' or "
+     r"'both'; got placement='off'"),
+    ("algorithm.kl.reward.controller=pid",
+     r"algorithm.kl.reward.controller: unknown value 'pid'; allowed: adaptive, fixed"),
     ("model.tiny.hidden_size=33", r"model.tiny.*hidden_size \(33\) must be divisible"),
     ("rollout.engine=vllm", r"rollout.engine: unknown value 'vllm'; allowed: sglang, transformers"),
     ("sft.target_accuracy=2", r"sft.target_accuracy must be in \(0, 1\] or null"),
@@ -108,13 +120,25 @@ def test_override_under_a_plain_value_is_rejected():
 
 
 def test_learner_configs_take_seed_and_kl_loss_from_one_place():
-    config = load_config(None, ["algorithm.kl.placement=loss", "algorithm.kl.coef=0.05",
-                                "algorithm.kl.estimator=k2", "trainer.seed=7"])
+    config = load_config(None, ["algorithm.kl.placement=loss", "algorithm.kl.loss.coef=0.05",
+                                "algorithm.kl.loss.estimator=k2", "trainer.seed=7"])
     actor, critic = config.learner_configs()
     assert (actor.kl_loss_coef, actor.kl_loss_estimator, actor.seed) == (0.05, "k2", 7)
     assert critic.seed == 7 and critic.kl_loss_coef == 0.0
     reward = load_config(None, ["algorithm.kl.placement=reward"]).learner_configs()[0]
     assert reward.kl_loss_coef == 0.0
+
+
+def test_each_kl_placement_has_its_own_estimator_and_coef_with_verl_defaults():
+    kl = load_config(None, ["algorithm.kl.placement=both"]).algorithm.kl
+    assert (kl.in_reward, kl.in_loss) == (True, True)
+    assert (kl.reward.estimator, kl.loss.estimator) == ("k1", "k3")  # verl: kl, low_var_kl
+    both = load_config(None, ["algorithm.kl.placement=both", "algorithm.kl.reward.coef=0.2",
+                              "algorithm.kl.loss.coef=0.03", "algorithm.kl.reward.controller="
+                              "adaptive"])
+    actor = both.learner_configs()[0]
+    assert (actor.kl_loss_coef, actor.kl_loss_estimator) == (0.03, "k3")
+    assert both.algorithm.kl.reward.coef == 0.2
 
 
 def test_from_dict_accepts_component_instances_and_to_dict_is_plain_data():

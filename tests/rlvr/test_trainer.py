@@ -145,7 +145,7 @@ def test_two_gloo_ranks_follow_the_one_rank_curve(warm_model, reference_run, tmp
 def test_ppo_with_critic_kl_in_reward_and_entropy_bonus(warm_model, tmp_path):
     config = load_config(CONFIGS / "ppo_gae_quickstart.yaml", run_overrides(
         warm_model, tmp_path, "trainer.steps=8", "algorithm.kl.placement=reward",
-        "algorithm.kl.controller=adaptive", "actor.entropy_coef=0.01", "critic.optim.lr=3e-3",
+        "algorithm.kl.reward.controller=adaptive", "actor.entropy_coef=0.01", "critic.optim.lr=3e-3",
         "trainer.export_at_end=true"))
     result = train(config, log=_silent)
     first, last = result.history[0], result.history[-1]
@@ -164,7 +164,7 @@ def test_ppo_with_critic_kl_in_reward_and_entropy_bonus(warm_model, tmp_path):
 def test_kl_loss_truncated_is_and_dynamic_sampling(warm_model, tmp_path):
     config = load_config(CONFIGS / "quickstart.yaml", run_overrides(
         warm_model, tmp_path, "trainer.steps=3", "algorithm.kl.placement=loss",
-        "algorithm.kl.coef=0.1", "actor.tis_cap=2.0", "rollout.dynamic_sampling=true",
+        "algorithm.kl.loss.coef=0.1", "actor.tis_cap=2.0", "rollout.dynamic_sampling=true",
         "rollout.max_refill_rounds=2", "algorithm.estimator=rloo"))
     result = train(config, log=_silent)
     for metrics in result.history:
