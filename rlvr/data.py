@@ -512,7 +512,7 @@ class RolloutBatch:
             raise BatchError("valid is not set; construct RolloutBatch normally")
         return self.valid
 
-    def _row_fields(self, fn: Any) -> dict[str, torch.Tensor]:
+    def _row_fields(self, fn: Any) -> dict[str, Any]:
         """``fn`` applied to every per-row tensor field (``ROW_FIELDS``), by name."""
         return {n: fn(getattr(self, n)) for n in ROW_FIELDS}
 

@@ -145,8 +145,8 @@ def test_two_gloo_ranks_follow_the_one_rank_curve(warm_model, reference_run, tmp
 def test_ppo_with_critic_kl_in_reward_and_entropy_bonus(warm_model, tmp_path):
     config = load_config(CONFIGS / "ppo_gae_quickstart.yaml", run_overrides(
         warm_model, tmp_path, "trainer.steps=8", "algorithm.kl.placement=reward",
-        "algorithm.kl.reward.controller=adaptive", "actor.entropy_coef=0.01", "critic.optim.lr=3e-3",
-        "trainer.export_at_end=true"))
+        "algorithm.kl.reward.controller=adaptive", "actor.entropy_coef=0.01",
+        "critic.optim.lr=3e-3", "trainer.export_at_end=true"))
     result = train(config, log=_silent)
     first, last = result.history[0], result.history[-1]
     for key in ("critic/vf_loss", "critic/vf_clipfrac", "kl/reward_kl_penalty",
