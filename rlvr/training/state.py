@@ -2,36 +2,35 @@
 
 from __future__ import annotations
 
-import pickle
-import random
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from rlvr.learner import Checkpointer, latest_checkpoint, prune_checkpoints
 from rlvr.losses import AdaptiveKLController, FixedKLController
+from rlvr.training.rng import gather_rng_states, restore_rng_states
 
 
 class TrainerState:
     """The trainer's own checkpointed state: counters, the KL controller and RNG states.
 
     Sampling, task choice and shuffles are seeded from ``(seed, step, ...)``, so ``step`` is the
-    data position; RNG states are restored too, for user code that draws from global RNGs.
+    data position; RNG states (python, numpy, torch, CUDA) are saved for every rank, keyed by
+    rank, and each rank gets its own back (``rlvr.training.rng``), for user code that draws from
+    global RNGs. ``state_dict`` is collective (DCP calls it on every rank).
     """
 
     def __init__(self, kl_controller: FixedKLController | AdaptiveKLController) -> None:
         self.step = 0
         self.episodes = 0
         self.kl_controller = kl_controller
+        self.rng_restored = False  # whether the last load gave this rank its own RNG states
 
     def state_dict(self) -> dict[str, Any]:
-        """Counters, controller and RNG states (picklable values for DCP)."""
-        rng = pickle.dumps({"python": random.getstate(), "torch": torch.get_rng_state()})
-        return {"step": self.step, "episodes": self.episodes, "rng": rng,
+        """Counters, controller and every rank's RNG states (picklable values for DCP)."""
+        return {"step": self.step, "episodes": self.episodes, "rng": gather_rng_states(),
                 "kl": self.kl_controller.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -39,9 +38,7 @@ class TrainerState:
         self.step = int(state["step"])
         self.episodes = int(state["episodes"])
         self.kl_controller.load_state_dict(state["kl"])
-        rng = pickle.loads(state["rng"])
-        random.setstate(rng["python"])
-        torch.set_rng_state(rng["torch"])
+        self.rng_restored = restore_rng_states(state["rng"])
 
 
 
