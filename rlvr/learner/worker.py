@@ -28,6 +28,7 @@ from torch.distributed.tensor import DTensor
 from rlvr.data import RolloutBatch
 from rlvr.errors import BatchError, ConfigError
 from rlvr.learner.config import LearnerConfig
+from rlvr.learner.dropout import disable_dropout
 from rlvr.learner.logprobs import micro_batches, policy_forward
 from rlvr.learner.optim import build_optimizer
 from rlvr.learner.parallel import (
@@ -44,10 +45,16 @@ LossFn = Callable[[RolloutBatch], tuple[torch.Tensor, dict[str, torch.Tensor]]]
 
 
 def shard(module: nn.Module, config: LearnerConfig, dist_info: DistInfo, *, trainable: bool):
-    """Freeze (if not trainable), enable checkpointing (if asked) and FSDP2-shard ``module``."""
+    """Freeze (if not trainable), enable checkpointing (if asked) and FSDP2-shard ``module``.
+
+    A trainable module (the policy, the critic) also gets every dropout probability set to 0
+    (``rlvr.learner.dropout``): RL compares forwards of the same tokens.
+    """
     if not trainable:
         module.requires_grad_(False)
-    elif config.activation_checkpointing:
+    else:
+        disable_dropout(module)
+    if trainable and config.activation_checkpointing:
         enable_activation_checkpointing(module)
     policy = mixed_precision_policy(config.mixed_precision, dist_info.device)
     return apply_fsdp(module, dist_info.mesh, policy)
