@@ -383,6 +383,32 @@ class TrainerConfig:
         _non_negative("trainer", checkpoint_every=self.checkpoint_every, seed=self.seed)
 
 
+def _check_mini_batch(owner: str, learner: LearnerConfig, rollout: RolloutConfig) -> None:
+    """``<owner>.mini_batch_size`` counts prompts (verl's unit) and must divide the step's.
+
+    A value that would only make sense as a count of sequences (the old unit) is rejected with a
+    message that says so and gives the number of prompts it meant.
+    """
+    if learner.group_size != 1:
+        raise ConfigError(
+            f"{owner}.group_size is set from rollout.group_size; leave it out of the config"
+        )
+    mini, prompts, group = learner.mini_batch_size, rollout.prompts_per_step, rollout.group_size
+    if not mini or prompts % mini == 0:
+        return
+    message = (
+        f"{owner}.mini_batch_size ({mini}) counts prompts, like verl's ppo_mini_batch_size (each "
+        f"prompt brings its rollout.group_size={group} sequences); it must divide "
+        f"rollout.prompts_per_step ({prompts})"
+    )
+    if group > 1 and mini % group == 0 and (prompts * group) % mini == 0:
+        message += (
+            f". If {mini} was meant as sequences, write {owner}.mini_batch_size={mini // group} "
+            "(prompts)"
+        )
+    raise ConfigError(message)
+
+
 def _critic_default() -> LearnerConfig:
     return LearnerConfig(optim=OptimConfig(lr=1e-5))
 
@@ -397,13 +423,16 @@ class TrainConfig:
         env: the environment trained on.
         rollout: stage A, episode generation.
         algorithm: the advantage estimator and the KL penalty.
-        actor: the policy's learner (``rlvr.learner.LearnerConfig``): optimizer, micro- and
-            mini-batches, epochs, PPO clip/dual clip, loss aggregation, entropy bonus,
-            truncated IS (``tis_cap``). Its KL-loss fields are set from ``algorithm.kl``; a
+        actor: the policy's learner (``rlvr.learner.LearnerConfig``): optimizer, micro-batches
+            (sequences per rank), mini-batches (PROMPTS over all ranks, as verl's
+            ``ppo_mini_batch_size``; ``group_size`` comes from ``rollout.group_size``), epochs,
+            PPO clip/dual clip, loss aggregation, entropy bonus, truncated IS (``tis_cap``).
+            Its KL-loss fields are set from ``algorithm.kl``; a
             decaying ``optim.schedule`` without ``total_steps`` decays over ``trainer.steps``
             (when loaded with ``load_config``).
-        critic: the critic's learner config (optimizer, micro-batches, ``value_clip``); used
-            only by estimators that need values, such as ``gae``.
+        critic: the critic's learner config (optimizer, micro-batches, mini-batches in
+            prompts like the actor's, ``value_clip``); used only by estimators that need values,
+            such as ``gae``.
         eval: held-out evaluation during training.
         trainer: run length, seed, outputs and checkpoints.
     """
@@ -419,14 +448,8 @@ class TrainConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
     def __post_init__(self) -> None:
-        batch = self.rollout.episodes_per_step
         for owner in ("actor", "critic"):
-            learner = getattr(self, owner)
-            if learner.mini_batch_size and batch % learner.mini_batch_size:
-                raise ConfigError(
-                    f"{owner}.mini_batch_size ({learner.mini_batch_size}) must divide "
-                    f"rollout.prompts_per_step * rollout.group_size ({batch})"
-                )
+            _check_mini_batch(owner, getattr(self, owner), self.rollout)
         if self.actor.kl_loss_coef != 0.0:
             raise ConfigError(
                 "actor.kl_loss_coef is set from algorithm.kl; use algorithm.kl.placement=loss "
@@ -436,15 +459,17 @@ class TrainConfig:
     def learner_configs(self) -> tuple[LearnerConfig, LearnerConfig]:
         """The actor's and critic's learner configs as the learner gets them.
 
-        ``seed`` comes from ``trainer.seed`` and the actor's KL-loss fields from
-        ``algorithm.kl.loss`` (placement ``loss`` or ``both``).
+        ``seed`` comes from ``trainer.seed``, ``group_size`` (the unit of ``mini_batch_size``)
+        from ``rollout.group_size`` and the actor's KL-loss fields from ``algorithm.kl.loss``
+        (placement ``loss`` or ``both``).
         """
         kl = self.algorithm.kl
-        actor = dataclasses.replace(self.actor, seed=self.trainer.seed)
+        common: dict[str, Any] = {"seed": self.trainer.seed, "group_size": self.rollout.group_size}
+        actor = dataclasses.replace(self.actor, **common)
         if kl.in_loss:
             actor = dataclasses.replace(actor, kl_loss_coef=kl.loss.coef,
                                         kl_loss_estimator=kl.loss.estimator)
-        return actor, dataclasses.replace(self.critic, seed=self.trainer.seed)
+        return actor, dataclasses.replace(self.critic, **common)
 
 
 # ---------------------------------------------------------------------------- loading

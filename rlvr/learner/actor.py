@@ -89,7 +89,7 @@ class Actor(TrainedModel):
         True with one epoch and one mini-batch holding every row: then ``update`` can compute
         the old logprobs itself (see the module docstring), and stage B need not.
         """
-        mini = self.config.mini_batch_size
+        mini = self.config.mini_batch_sequences
         return self.config.epochs == 1 and (mini is None or mini >= global_rows)
 
     def update(self, batch: RolloutBatch, temperature: float = 1.0) -> dict[str, float]:

@@ -114,11 +114,18 @@ class LearnerConfig:
 
     Attributes:
         optim: the optimizer (ignored by the frozen reference model).
-        micro_batch_size: sequences per forward/backward on each rank; gradients accumulate
-            over the micro-batches of a mini-batch.
-        mini_batch_size: sequences per optimizer step over ALL ranks; must be a multiple of
-            the world size, and each rank trains on ``mini_batch_size / world_size`` of its
-            local rows per step. None = the whole batch (one optimizer step per epoch).
+        micro_batch_size: sequences per forward/backward on each rank (verl's
+            ``ppo_micro_batch_size_per_gpu``); gradients accumulate over the micro-batches of a
+            mini-batch.
+        mini_batch_size: PROMPTS per optimizer step over ALL ranks, as verl's
+            ``ppo_mini_batch_size``: each prompt brings its ``group_size`` sampled sequences, so
+            an optimizer step trains on ``mini_batch_size * group_size`` sequences
+            (``mini_batch_sequences``), which must be a multiple of the world size; each rank
+            trains on that many divided by the world size of its local rows per step. None =
+            the whole batch (one optimizer step per epoch).
+        group_size: sequences per prompt in the batches this learner trains on (the unit of
+            ``mini_batch_size``). The trainer sets it from ``rollout.group_size``; 1 (the
+            default) for batches without groups, where a prompt is a sequence.
         epochs: passes over each training step's batch (PPO's K).
         mixed_precision: ``auto`` = bf16 compute (fp32 master weights and gradient reduction)
             on GPU, fp32 on CPU; ``bf16`` or ``fp32`` force it.
@@ -146,6 +153,7 @@ class LearnerConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     micro_batch_size: int = 8
     mini_batch_size: int | None = None
+    group_size: int = 1
     epochs: int = 1
     mixed_precision: MixedPrecision = "auto"
     activation_checkpointing: bool = False
@@ -167,6 +175,7 @@ class LearnerConfig:
         _check_int(owner, "micro_batch_size", self.micro_batch_size, 1)
         if self.mini_batch_size is not None:
             _check_int(owner, "mini_batch_size", self.mini_batch_size, 1)
+        _check_int(owner, "group_size", self.group_size, 1)
         _check_int(owner, "epochs", self.epochs, 1)
         _check_choice(owner, "mixed_precision", self.mixed_precision, MIXED_PRECISIONS)
         if not isinstance(self.activation_checkpointing, bool):
@@ -188,6 +197,11 @@ class LearnerConfig:
             _check_min(owner, "tis_cap", self.tis_cap, 0.0, strict=True)
         _check_min(owner, "value_clip", self.value_clip, 0.0, strict=True)
         _check_int(owner, "seed", self.seed, 0)
+
+    @property
+    def mini_batch_sequences(self) -> int | None:
+        """Sequences per optimizer step over all ranks: ``mini_batch_size * group_size``."""
+        return None if self.mini_batch_size is None else self.mini_batch_size * self.group_size
 
 
 __all__ = ["KL_ESTIMATORS", "LOSS_AGGS", "LearnerConfig", "OptimConfig"]

@@ -192,11 +192,12 @@ class TrainedModel(ShardedModel, Stateful):
                 f"every rank must hold the same number of rows; this rank has {local_rows}, "
                 f"the mean over {ws} ranks is {mean}"
             )
-        global_size = self.config.mini_batch_size or local_rows * ws
+        global_size = self.config.mini_batch_sequences or local_rows * ws
         if global_size % ws:
             raise ConfigError(
-                f"learner.mini_batch_size ({global_size}) must be a multiple of the world size "
-                f"({ws})"
+                f"learner.mini_batch_size ({self.config.mini_batch_size} prompts x group_size "
+                f"{self.config.group_size} = {global_size} sequences) must give a multiple of "
+                f"the world size ({ws})"
             )
         return max(1, global_size // ws)
 

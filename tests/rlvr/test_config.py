@@ -83,7 +83,8 @@ def test_yaml_reads_exponent_floats_that_yaml11_leaves_as_strings():
     ("trainer.threads=two", r"trainer.threads: expected int or null; got 'two'"),
     ("algorithm.gamma=1.5", r"algorithm.gamma must be in \[0, 1\]; got 1.5"),
     ("actor.mini_batch_size=7",
-     r"actor.mini_batch_size \(7\) must divide rollout.prompts_per_step \* rollout.group_size"),
+     r"actor.mini_batch_size \(7\) counts prompts, like verl's ppo_mini_batch_size .*must "
+     r"divide rollout.prompts_per_step \(16\)"),
     ("actor.optim.lr=0", r"actor.optim.*lr must be > 0"),
     ("rollout.runner.max_turn=2",
      r"unknown config key 'rollout.runner.max_turn'.*Did you mean 'max_turns'\?"),
