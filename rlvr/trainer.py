@@ -8,7 +8,8 @@ Distributed layout (SPMD): every rank plays ``prompts_per_step / world_size`` wh
 own engine, computes stage B on its rows and trains on them (FSDP2 averages the gradients).
 Advantages (and an in-reward KL) are computed on the whole step's batch, gathered on every rank,
 so batch-level whitening (GAE, REINFORCE++) and the adaptive KL controller see the same numbers
-as one rank would. Each group's task and sampling seed depend only on ``(seed, step, group)``,
+as one rank would. Tasks are drawn in epochs without replacement (``rlvr.training.tasks``), the
+position is checkpointed, and each group's sampling seed depends only on ``(seed, step, group)``,
 so the same config gives the same episodes on one rank or many, and after a resume.
 
 Deviations and simplifications:
@@ -125,7 +126,7 @@ class Trainer:
         if self.is_main:
             self.out.mkdir(parents=True, exist_ok=True)
             dump_config(cfg, self.out / "config.yaml")
-        check_env(cfg)
+        num_tasks = check_env(cfg)
         torch.manual_seed(cfg.trainer.seed)
         random.seed(cfg.trainer.seed)
         if cfg.model.path is None and self.is_main:
@@ -150,7 +151,8 @@ class Trainer:
         from agents.runner import EpisodeRunner
 
         self.runner = EpisodeRunner(self.engine, self.tokenizer, cfg.rollout.runner)
-        self.stream = EpisodeStream(self.runner, cfg, self.dist.rank, self.dist.world_size)
+        self.stream = EpisodeStream(self.runner, cfg, self.dist.rank, self.dist.world_size,
+                                    num_tasks)
         kl = cfg.algorithm.kl
         if kl.placement == "both":
             self.log(kl_notice(kl))
@@ -215,7 +217,7 @@ class Trainer:
         for step in range(self.state.step + 1, cfg.trainer.steps + 1):
             timer = StageTimer()
             with timer("rollout"), self.engine_weights():          # stage A
-                trajs, metrics = self.stream.collect(step)
+                trajs, metrics = self.stream.collect(step, self.state.tasks_drawn)
                 self.release_engine_memory()
             with timer("prepare"):                                   # stage B
                 batch = RolloutBatch.from_trajectories(trajs, self.pad_id).to(self.dist.device)
@@ -225,6 +227,7 @@ class Trainer:
             with timer("sync"):
                 self.sync_weights()
             self.state.step = step
+            self.state.tasks_drawn += cfg.rollout.prompts_per_step
             self.state.episodes += len(trajs) * self.dist.world_size
             metrics |= rollout_metrics(trajs, self.dist.device)
             metrics |= self._throughput(batch, timer, metrics["perf/rollout_tokens"])

@@ -16,27 +16,31 @@ from rlvr.training.rng import gather_rng_states, restore_rng_states
 class TrainerState:
     """The trainer's own checkpointed state: counters, the KL controller and RNG states.
 
-    Sampling, task choice and shuffles are seeded from ``(seed, step, ...)``, so ``step`` is the
-    data position; RNG states (python, numpy, torch, CUDA) are saved for every rank, keyed by
-    rank, and each rank gets its own back (``rlvr.training.rng``), for user code that draws from
-    global RNGs. ``state_dict`` is collective (DCP calls it on every rank).
+    Sampling and shuffles are seeded from ``(seed, step, ...)``; ``tasks_drawn`` is the position
+    in the task stream (epochs without replacement, ``rlvr.training.tasks``). RNG states
+    (python, numpy, torch, CUDA) are saved for every rank, keyed by rank, and each rank gets its
+    own back (``rlvr.training.rng``), for user code that draws from global RNGs.
+    ``state_dict`` is collective (DCP calls it on every rank).
     """
 
     def __init__(self, kl_controller: FixedKLController | AdaptiveKLController) -> None:
         self.step = 0
         self.episodes = 0
+        self.tasks_drawn = 0  # the task stream position (rlvr.training.tasks): tasks played
         self.kl_controller = kl_controller
         self.rng_restored = False  # whether the last load gave this rank its own RNG states
 
     def state_dict(self) -> dict[str, Any]:
         """Counters, controller and every rank's RNG states (picklable values for DCP)."""
-        return {"step": self.step, "episodes": self.episodes, "rng": gather_rng_states(),
+        return {"step": self.step, "episodes": self.episodes, "tasks_drawn": self.tasks_drawn,
+                "rng": gather_rng_states(),
                 "kl": self.kl_controller.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore ``state_dict()``."""
         self.step = int(state["step"])
         self.episodes = int(state["episodes"])
+        self.tasks_drawn = int(state["tasks_drawn"])
         self.kl_controller.load_state_dict(state["kl"])
         self.rng_restored = restore_rng_states(state["rng"])
 

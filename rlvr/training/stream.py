@@ -1,15 +1,15 @@
 """Stage A of the RL loop: this rank's groups of episodes for a step, and cross-rank gathers.
 
-Each group's task and sampling seed depend only on ``(seed, step, group)``, so the same config
-gives the same episodes on one rank or many, and after a resume. Dynamic sampling (DAPO) refills
-per rank; when ``max_refill_rounds`` runs out the batch is topped up with dropped
-(zero-advantage) groups, so the batch size stays fixed.
+Each group's task depends only on its position in the run's task stream (epochs without
+replacement, ``rlvr.training.tasks``) and its sampling seed only on ``(seed, step, group)``, so
+the same config gives the same episodes on one rank or many, and after a resume. Dynamic
+sampling (DAPO) refills per rank; when ``max_refill_rounds`` runs out the batch is topped up with
+dropped (zero-advantage) groups, so the batch size stays fixed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,13 +19,8 @@ import torch.distributed as dist
 from rlvr.config import TrainConfig
 from rlvr.data import Trajectory
 from rlvr.errors import ConfigError
-
-
-def derived_seed(*parts: object) -> int:
-    """A 62-bit seed from ``parts`` (stable across processes and Python versions)."""
-    digest = hashlib.blake2b("/".join(map(str, parts)).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") >> 2
-
+from rlvr.training.seeds import derived_seed
+from rlvr.training.tasks import TaskOrder
 
 
 def _world() -> tuple[int, int]:
@@ -61,20 +56,26 @@ def gather_objects(items: list[Any]) -> list[Any]:
 class EpisodeStream:
     """Stage A: this rank's groups of episodes for a step, with optional dynamic sampling.
 
-    Group ``j`` of step ``s`` resets its env with seed ``derived_seed(seed, "task", s, j)`` and
-    samples with ``derived_seed(seed, "sample", s, j)``, whatever the rank that plays it.
+    Group ``j`` of step ``s`` whose step starts at task position ``p`` plays task
+    ``order.task_index(p + j)`` (``reset(options={"task_index": ...})``), resets its env with
+    seed ``derived_seed(seed, "task", s, j)`` and samples with ``derived_seed(seed, "sample", s,
+    j)``, whatever the rank that plays it. Without ``num_tasks`` the env picks the task from
+    the reset seed.
 
     Args:
         runner: an ``agents.EpisodeRunner`` on this rank's engine.
         config: the run's config (env, rollout and seed are used).
         rank: this rank.
         world_size: the number of ranks; must divide ``rollout.prompts_per_step``.
+        num_tasks: the training env's task count (``check_env``), or None when it has none.
     """
 
-    def __init__(self, runner: Any, config: TrainConfig, rank: int, world_size: int) -> None:
+    def __init__(self, runner: Any, config: TrainConfig, rank: int, world_size: int,
+                 num_tasks: int | None = None) -> None:
         self.runner = runner
         self.config = config
         self.rank = rank
+        self.order = TaskOrder(num_tasks, config.trainer.seed) if num_tasks else None
         rollout = config.rollout
         if rollout.prompts_per_step % world_size:
             raise ConfigError(
@@ -83,40 +84,57 @@ class EpisodeStream:
             )
         self.groups_per_rank = rollout.prompts_per_step // world_size
 
-    def _spec(self, key: tuple[object, ...]) -> Any:
+    def _spec(self, key: tuple[object, ...], position: int | None) -> Any:
         from agents.runner import EpisodeSpec
 
         env = self.config.env
+        options = None
+        if position is not None and self.order is not None:
+            options = {"task_index": self.order.task_index(position)}
         return EpisodeSpec(env_id=env.id, env_kwargs=dict(env.kwargs),
                            seed=derived_seed(self.config.trainer.seed, "task", *key),
-                           group_id="/".join(map(str, key)))
+                           options=options, group_id="/".join(map(str, key)))
 
-    def _play(self, keys: list[tuple[object, ...]]) -> list[list[Trajectory]]:
-        """Play one group per key, all concurrently on the engine."""
+    def _play(self, keys: list[tuple[object, ...]],
+              positions: list[int] | None = None) -> list[list[Trajectory]]:
+        """Play one group per key (at its task position, if given), concurrently."""
         size = self.config.rollout.group_size
         seed = self.config.trainer.seed
+        where: list[int | None] = list(positions) if positions is not None else [None] * len(keys)
 
         async def play_all() -> list[list[Trajectory]]:
             return list(await asyncio.gather(*(
-                self.runner.arun([self._spec(k)], group_size=size,
+                self.runner.arun([self._spec(k, p)], group_size=size,
                                  seed=derived_seed(seed, "sample", *k))
-                for k in keys
+                for k, p in zip(keys, where)
             )))
 
         return asyncio.run(play_all())
 
-    def collect(self, step: int) -> tuple[list[Trajectory], dict[str, float]]:
+    def collect(self, step: int, position: int = 0) -> tuple[list[Trajectory], dict[str, float]]:
         """Play this rank's groups of ``step``.
+
+        Args:
+            step: the training step (seeds the episodes).
+            position: the task stream position where this step starts (over all ranks); the
+                step plays positions ``position ... position + prompts_per_step - 1``.
 
         Returns:
             ``(trajectories, metrics)``: ``groups_per_rank * group_size`` trajectories, group
-            by group; metrics ``rollout/refill_rounds`` and ``rollout/kept_group_frac`` with
-            dynamic sampling.
+            by group; metrics ``data/epoch`` (epochs of the task stream completed after this
+            step, when the env has ``num_tasks``), ``rollout/refill_rounds`` and
+            ``rollout/kept_group_frac`` with dynamic sampling.
         """
         n = self.groups_per_rank
-        groups = self._play([(step, self.rank * n + j) for j in range(n)])
+        first = self.rank * n
+        groups = self._play([(step, first + j) for j in range(n)],
+                            [position + first + j for j in range(n)])
+        progress: dict[str, float] = {}
+        if self.order is not None:
+            end = position + self.config.rollout.prompts_per_step
+            progress["data/epoch"] = self.order.epoch(end)
         if not self.config.rollout.dynamic_sampling:
-            return [t for g in groups for t in g], {}
+            return [t for g in groups for t in g], progress
         kept = [g for g in groups if _has_signal(g)]
         dropped = [g for g in groups if not _has_signal(g)]
         first_kept = len(kept)
@@ -128,7 +146,7 @@ class EpisodeStream:
             dropped += [g for g in more if not _has_signal(g)]
         chosen = kept[:n] + dropped[: max(0, n - len(kept))]
         metrics = {"rollout/refill_rounds": float(rounds),
-                   "rollout/kept_group_frac": first_kept / n}
+                   "rollout/kept_group_frac": first_kept / n, **progress}
         return [t for g in chosen for t in g], metrics
 
 

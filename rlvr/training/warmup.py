@@ -12,8 +12,12 @@ from rlvr.learner import DistInfo
 from rlvr.learner.worker import barrier
 
 
-def check_env(config: TrainConfig) -> None:
+def check_env(config: TrainConfig) -> int | None:
     """Import the env plugins and build the env once, so a bad id or kwarg fails before work.
+
+    Returns:
+        The training env's ``num_tasks`` (the size of its task source), or None when the env
+        has no such attribute (it then picks tasks from its reset seed).
 
     Raises:
         envs.errors.EnvError: an unknown env id (with close matches) or a rejected keyword.
@@ -21,8 +25,17 @@ def check_env(config: TrainConfig) -> None:
     import envs
 
     envs.import_plugins(config.env.imports)
-    envs.make(config.env.id, **config.env.kwargs).close()
+    env = envs.make(config.env.id, **config.env.kwargs)
+    try:
+        num_tasks = env.get_wrapper_attr("num_tasks")
+    except AttributeError:
+        num_tasks = None
+    finally:
+        env.close()
     envs.make(config.env.id, **merge(config.env.kwargs, config.env.eval_kwargs)).close()
+    if isinstance(num_tasks, bool) or not isinstance(num_tasks, int) or num_tasks < 1:
+        return None
+    return num_tasks
 
 
 
