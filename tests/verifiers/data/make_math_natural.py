@@ -13,6 +13,7 @@ template filled with a form (at most two wrong forms per gold answer). Categorie
 Run: python tests/verifiers/data/make_math_natural.py
 """
 
+# ruff: noqa: E501  (the data tables read best one entry per line)
 from __future__ import annotations
 
 import itertools
@@ -194,7 +195,7 @@ def rows() -> list[dict]:
     for k, gold in enumerate(["42", "7", "99", "5"]):
         template = LIST_EXPLOITS[k]
         add("list_exploit", gold, template.format(a=gold, w="3", w2="11"), None, False)
-    for k, gold in enumerate(["8", "13", "2"]):
+    for gold in ["8", "13", "2"]:
         add("list_exploit", gold, f"Checking 1, 2 and 3 first; none works. The answer is {gold}.",
             gold, True)
         add("list_exploit", gold, f"Values tried: 4, 9, 10. Only one fits: \\boxed{{{gold}}}",
