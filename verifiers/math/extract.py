@@ -41,9 +41,9 @@ _BARE_ARGUMENT = re.compile(r"[^\s$]+")
 _REAL = r"(?:\d[\d,]*(?:\.\d+)?(?:/\d+)?|\.\d+)"
 _NUMBER = re.compile(rf"-?{_REAL}(?:\s*[-+]\s*(?:{_REAL})?\s*i\b|i\b)?")  # also a + bi, bi
 _SEPARATOR_WORDS = r"or|and|to|through|nor|either|maybe|perhaps|possibly|also|alternatively"
-_LIST_SEPARATOR = re.compile(
-    rf"(?:\s|[,;$]|\\\$|\\quad|\\qquad|\\text\s*\{{\s*(?:{_SEPARATOR_WORDS})?\s*\}}"
-    rf"|\b(?:{_SEPARATOR_WORDS})\b)*",
+_LIST_SEPARATOR = re.compile(  # boxes count too: "\boxed{3} \boxed{4}", but not "\frac{3}{4}"
+    rf"(?:\s|[,;$}}]|\\\$|\\(?:boxed|fbox)\s*\{{|\\quad|\\qquad"
+    rf"|\\text\s*\{{\s*(?:{_SEPARATOR_WORDS})?\s*\}}|\b(?:{_SEPARATOR_WORDS})\b)*",
     re.IGNORECASE,
 )
 _SPAN_GAP = re.compile(  # what may stand between two boxes or math spans of one list
@@ -59,6 +59,7 @@ _COMMAND = re.compile(r"\\[a-zA-Z]+")
 _WORD = re.compile(r"[a-zA-Z]{2,}")
 _CONNECTIVE = re.compile(r"\b(?:or|and)\b")
 _SPACED_NUMBERS = re.compile(r"\d\s+\d")
+_THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _FALLBACK_WINDOWS = (4096, 65536)
 _MAX_BOX_CHARS = 20_000  # a box longer than this is returned cut (and then refused as too long)
 _MAX_BOXES_TRIED = 16  # unclosed boxes skipped before giving up (keeps hostile input linear)
@@ -270,4 +271,6 @@ def _number_list(text: str, matches: list[re.Match[str]]) -> AnswerSpan:
             break
         start = previous.start()
         items.append(previous.group(0).rstrip(","))
+    if len(items) > 1:  # in a list, "1,234" is one number: drop its thousands separators
+        items = [item.replace(",", "") if _THOUSANDS.fullmatch(item) else item for item in items]
     return AnswerSpan(start, last.end(), ", ".join(reversed(items)), len(items))
