@@ -5,11 +5,11 @@ Answer formats (``answer_format``):
 - ``"boxed"``: the answer is the content of the last ``\boxed{...}``; none -> ``no_answer``.
 - ``"plain"``: the answer is the last number in the response (the CPU quickstart's tiny model
   answers ``"19"`` after ``"12+7="``); none -> ``no_answer``.
-
-In both, answers side by side (``\boxed{3} \boxed{4}``, "3 or 4") are one list, which never
-equals a single gold answer (``verifiers.math.find_boxed`` / ``find_numbers``).
 - ``"auto"``: ``verifiers.math.verify`` with its own extraction chain (``\boxed{}``, ``####``,
-  "The answer is", "Answer:", last number).
+  "The answer is", "Answer:", math spans, a bare expression, last number).
+
+In every format, answers side by side (``\boxed{3} \boxed{4}``, "3 or 4") are one list, which
+never equals a single gold answer (``verifiers.math.find_boxed`` / ``find_numbers``).
 
 Gold answers that are whole solutions (a ``\boxed{}`` or a GSM8K ``#### 42`` inside) are reduced
 to their final answer with ``verifiers.math.extract_answer`` first.

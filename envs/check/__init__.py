@@ -60,9 +60,6 @@ DEFAULT_PROBES = (
 )
 """Actions of the contract and determinism episodes, played in turn (cycled) until the end."""
 
-_USE_TASK_REFERENCE = object()
-
-
 def check_env(
     env: gymnasium.Env,
     *,
@@ -70,7 +67,7 @@ def check_env(
     seed: int = 0,
     actions: Sequence[str] = DEFAULT_PROBES,
     max_steps: int = 32,
-    reference: Reference | None | object = _USE_TASK_REFERENCE,
+    reference: Reference | None = task_reference,
     step_timeout_s: float | None = None,
     name: str | None = None,
     raise_on_failure: bool = True,
@@ -108,8 +105,7 @@ def check_env(
     report.add(check_determinism(session, actions))
     if deep:
         report.add(check_limits(session, step_budget(env, step_timeout_s)))
-        chosen = task_reference if reference is _USE_TASK_REFERENCE else reference
-        report.add(check_probes(session, chosen))  # type: ignore[arg-type]
+        report.add(check_probes(session, reference))
         report.add(check_tools(session))
     report.results[:0] = contract_results(session.violations)
     if raise_on_failure:
