@@ -5,7 +5,7 @@ Importing this package registers the built-in ids (``rlvr/Math-v0``, ``rlvr/Code
 """
 
 from envs.base import Message, TextEnv
-from envs.checker import check_env
+from envs.check import CheckReport, CheckResult, check_env, task_reference
 from envs.code_env import CodeEnv
 from envs.errors import (
     EnvArgumentError,
@@ -55,6 +55,8 @@ __all__ = [
     "ArithmeticSource",
     "BundledCodeSource",
     "ChatMessages",
+    "CheckReport",
+    "CheckResult",
     "CodeEnv",
     "DatasetSource",
     "EnvArgumentError",
@@ -94,4 +96,5 @@ __all__ = [
     "make",
     "register_builtins",
     "resolve_source",
+    "task_reference",
 ]

@@ -6,7 +6,10 @@ Answer formats (``answer_format``):
 - ``"plain"``: the answer is the last number in the response (the CPU quickstart's tiny model
   answers ``"19"`` after ``"12+7="``); none -> ``no_answer``.
 - ``"auto"``: ``verifiers.math.verify`` with its own extraction chain (``\boxed{}``, ``####``,
-  "The answer is", "Answer:", last number).
+  "The answer is", "Answer:", math spans, a bare expression, last number).
+
+In every format, answers side by side (``\boxed{3} \boxed{4}``, "3 or 4") are one list, which
+never equals a single gold answer (``verifiers.math.find_boxed`` / ``find_numbers``).
 
 Gold answers that are whole solutions (a ``\boxed{}`` or a GSM8K ``#### 42`` inside) are reduced
 to their final answer with ``verifiers.math.extract_answer`` first.
@@ -14,7 +17,6 @@ to their final answer with ``verifiers.math.extract_answer`` first.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,7 +24,7 @@ from envs.errors import EnvArgumentError
 from envs.tasks import SourceSpec, Task
 from envs.verifier_env import VerifierEnv
 from verifiers import Verdict
-from verifiers.math import extract_answer, is_equivalent, verify
+from verifiers.math import extract_answer, find_boxed, find_numbers, is_equivalent, verify
 
 ANSWER_FORMATS = ("boxed", "plain", "auto")
 
@@ -36,8 +38,6 @@ DEFAULT_SYSTEM_PROMPTS: dict[str, str | None] = {
 }
 
 DEFAULT_MATH_FEEDBACK = "Your answer {answer} is not correct. Please try again."
-
-_NUMBER = re.compile(r"(?<![\d)\].])-?(?:\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?|\.\d+)")
 
 
 class MathEnv(VerifierEnv):
@@ -147,40 +147,25 @@ def gold_answer(gold: str) -> str:
 
 
 def last_boxed(text: str) -> tuple[int, int, str] | None:
-    r"""Find the last ``\boxed{...}`` (nested braces allowed).
+    r"""Find the last ``\boxed{...}`` (nested braces allowed), as ``verifiers.math.find_boxed``.
+
+    Boxes side by side (``\boxed{3} or \boxed{4}``) are one answer, their contents joined by
+    ", " (a list, which never equals a single gold answer).
 
     Returns:
-        ``(start, end, content)`` with ``text[start:end] == "\boxed{content}"``, or None.
+        ``(start, end, content)`` with ``text[start:end]`` the box(es), or None.
     """
-    search_end = len(text)
-    while True:
-        start = text.rfind("\\boxed", 0, search_end)
-        if start < 0:
-            return None
-        brace = start + len("\\boxed")
-        while brace < len(text) and text[brace] == " ":
-            brace += 1
-        if brace < len(text) and text[brace] == "{":
-            depth = 0
-            for position in range(brace, len(text)):
-                if text[position] == "{":
-                    depth += 1
-                elif text[position] == "}":
-                    depth -= 1
-                    if depth == 0:
-                        return start, position + 1, text[brace + 1 : position].strip()
-        search_end = start
+    found = find_boxed(text)
+    return (found.start, found.end, found.answer) if found else None
 
 
 def last_number(text: str) -> tuple[int, int, str] | None:
-    """Find the last number (``-12``, ``1,234``, ``3.5``, ``7/2``) in ``text``.
+    """Find the last number (``-12``, ``1,234``, ``3.5``, ``7/2``), as ``find_numbers``.
+
+    Numbers side by side ("3 or 4", "1, 2, 3") are one answer, joined by ", ".
 
     Returns:
         ``(start, end, number)`` or None when the text has no number.
     """
-    found = None
-    for match in _NUMBER.finditer(text):
-        found = match
-    if found is None:
-        return None
-    return found.start(), found.end(), found.group()
+    found = find_numbers(text)
+    return (found.start, found.end, found.answer) if found else None

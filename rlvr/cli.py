@@ -3,6 +3,8 @@
 ``rlvr train`` loads the YAML config, applies the dotted overrides, checks everything (an unknown
 key or a bad value stops here, before any work, with a message naming the key) and runs
 ``rlvr.trainer.train``. ``rlvr eval ...`` hands its arguments to ``rlvr.evaluate.cli_main``.
+``rlvr check-env ENV_ID [--import MODULE]`` runs ``envs.check_env(env, deep=True)`` and prints
+its table (exit code 1 when a check failed).
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from collections.abc import Sequence
 from envs.errors import EnvError
 from rlvr.errors import RlvrError
 
-USAGE = """usage: rlvr {train,eval} ...
+USAGE = """usage: rlvr {train,eval,check-env} ...
 
   rlvr train CONFIG [key=value ...] [--import MODULE]   train with a YAML config
   rlvr eval --model PATH --suite NAME [...]            evaluate checkpoints (rlvr eval -h)
+  rlvr check-env ENV_ID [--import MODULE]              check an env's contract and hackability
 """
 
 
@@ -73,6 +76,34 @@ def eval_main(argv: Sequence[str]) -> int:
     return int(cli_main(list(argv)) or 0)
 
 
+def check_env_main(argv: Sequence[str]) -> int:
+    """``rlvr check-env``: 0 when every check passed, 1 when one failed, 2 on a usage error."""
+    parser = argparse.ArgumentParser(
+        prog="rlvr check-env", description="Check a registered env: contract, determinism, "
+        "limits, anti-hacking probes, tool calls (envs.check_env with deep=True).")
+    parser.add_argument("env_id", help="a registered id, e.g. rlvr/Math-v0")
+    parser.add_argument("--import", dest="imports", action="append", default=[],
+                        metavar="MODULE", help="import MODULE first so it can register its envs")
+    parser.add_argument("--kwargs", default="{}",
+                        help='env arguments as JSON, e.g. \'{"max_attempts": 2}\'')
+    parser.add_argument("--seed", type=int, default=0, help="reset seed of every episode")
+    parser.add_argument("--quick", action="store_true", help="contract and determinism only")
+    args = parser.parse_args(list(argv))
+    import json
+
+    import envs
+
+    try:
+        envs.import_plugins(args.imports)
+        env = envs.make(args.env_id, **json.loads(args.kwargs))
+    except (EnvError, ValueError) as err:
+        print(f"rlvr check-env: error: {err}", file=sys.stderr)
+        return 2
+    report = envs.check_env(env, deep=not args.quick, seed=args.seed, raise_on_failure=False)
+    print(report.table())
+    return 0 if report.passed else 1
+
+
 def _quiet_transformers() -> None:
     """Hide transformers' per-load "Loading weights" bars: rlvr shows its own progress."""
     from transformers.utils import logging as hf_logging
@@ -87,7 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: the arguments after the program name (default ``sys.argv[1:]``).
 
     Returns:
-        The exit code: 0 on success, 2 on a usage or config error.
+        The exit code: 0 on success, 2 on a usage or config error (``check-env``: 1 when a
+        check failed).
     """
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
@@ -99,7 +131,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return train_main(rest)
     if command == "eval":
         return eval_main(rest)
-    print(f"rlvr: error: unknown command {command!r}; allowed: train, eval\n{USAGE}",
+    if command == "check-env":
+        return check_env_main(rest)
+    print(f"rlvr: error: unknown command {command!r}; allowed: train, eval, check-env\n{USAGE}",
           file=sys.stderr)
     return 2
 

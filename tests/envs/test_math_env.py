@@ -109,7 +109,7 @@ def test_helpers():
     assert last_boxed("a \\boxed{\\frac{1}{2}} b \\boxed{x^{2}}")[2] == "x^{2}"
     assert last_boxed("\\boxed{unclosed") is None
     assert last_number("12+7=19")[2] == "19"
-    assert last_number("it is -3.5 or 1,234")[2] == "1,234"
+    assert last_number("it is -3.5 or 1,234")[2] == "-3.5, 1234"  # a hedge reads as a list
     assert last_number("none") is None
 
 

@@ -6,7 +6,10 @@ r"""Math answer verification: extract the final answer, compare it with the gold
 
 Public API:
 
-- ``extract_answer(text, *, last_number_fallback=True) -> str | None``
+- ``extract_answer(text, *, last_number_fallback=True) -> str | None``; ``find_boxed(text)`` and
+  ``find_numbers(text)`` give where the boxed answer / the last number (list) sits
+  (``AnswerSpan``), for envs that reward one answer format
+- ``gold_answer(gold) -> str``: the final answer of a gold solution (``\boxed{}``, ``####``)
 - ``is_equivalent(pred, gold, *, timeout_s=5.0) -> bool``
 - ``verify(response, gold, *, timeout_s=5.0, last_number_fallback=True) -> Verdict``
 - ``grade(pred, gold, *, timeout_s=5.0) -> Grade`` (``is_equivalent`` with the reason)
@@ -18,17 +21,28 @@ the rest go to sympy in worker processes killed at the deadline. See ``grader.py
 
 from __future__ import annotations
 
-from verifiers.math.extract import extract_answer
-from verifiers.math.grader import DEFAULT_TIMEOUT_S, Grade, grade, is_equivalent, verify
+from verifiers.math.extract import AnswerSpan, extract_answer, find_boxed, find_numbers
+from verifiers.math.grader import (
+    DEFAULT_TIMEOUT_S,
+    Grade,
+    gold_answer,
+    grade,
+    is_equivalent,
+    verify,
+)
 from verifiers.math.numeric import REL_TOL_APPROX
 from verifiers.math.worker import WorkerPool, default_pool, shutdown_default_pool
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "REL_TOL_APPROX",
+    "AnswerSpan",
     "Grade",
     "WorkerPool",
     "extract_answer",
+    "find_boxed",
+    "find_numbers",
+    "gold_answer",
     "grade",
     "is_equivalent",
     "shutdown",

@@ -8,8 +8,10 @@ r"""Structural comparison of two parsed answers (the gold answer decides the sem
 - ``\{a, b\}`` and bare lists ``a, b``: unordered, duplicates ignored;
 - unions of intervals: unordered;
 - matrices: same shape, entry by entry; a column or row vector also matches a tuple;
-- equations: the same sides, swapped sides, or the same ``lhs - rhs`` up to sign; ``x = 3``
-  compared with a non-equation stands for 3;
+- equations: the same sides, swapped sides, or the same ``lhs - rhs`` up to sign;
+- ``x = 3`` compared with a non-equation stands for 3 (either side); a predicted equation chain
+  such as ``12 + 7 = 19`` or ``a + b = 19`` stands for 19 when every side without variables
+  equals the gold answer (so ``1 = 2 = 19`` is not 19);
 
 Each comparison answers True, False or None (undecided by the scalar callback); None wins over
 False only where a True there could still make the whole answer equal.
@@ -20,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 
-from verifiers.math.numeric import infinity_sign
+from verifiers.math.numeric import free_symbols, infinity_sign
 from verifiers.math.parse import (
     Answer,
     Bracketed,
@@ -63,7 +65,14 @@ def _equal(pred: Answer, gold: Answer, scalar: ScalarEqual) -> bool | None:
     gold = _unwrap_singleton(gold)
     if isinstance(gold, Relation) and isinstance(pred, Relation):
         return _relations_equal(pred, gold, scalar)
-    pred, gold = _strip_assignment(pred), _strip_assignment(gold)
+    if isinstance(pred, Relation) and not isinstance(gold, Relation):
+        values = _chain_values(pred, computed=True)
+        if values:
+            return _all([_equal(Expr(value), gold, scalar) for value in values])
+    if isinstance(gold, Relation) and not isinstance(pred, Relation):
+        values = _chain_values(gold, computed=False)
+        if values:
+            return _equal(pred, Expr(values[0]), scalar)
     if isinstance(gold, Expr):
         return scalar(pred.node, gold.node) if isinstance(pred, Expr) else False
     if isinstance(gold, Relation):
@@ -81,13 +90,21 @@ def _equal(pred: Answer, gold: Answer, scalar: ScalarEqual) -> bool | None:
     return False
 
 
-def _strip_assignment(answer: Answer) -> Answer:
-    """``x = 3`` stands for 3 when compared with something that is not an equation."""
-    if isinstance(answer, Relation) and answer.ops == ("=",):
-        lhs, rhs = answer.sides
-        if lhs[0] == "sym" and rhs[0] != "sym":
-            return Expr(rhs)
-    return answer
+def _chain_values(relation: Relation, *, computed: bool) -> tuple[Node, ...]:
+    """The values an equation chain states.
+
+    With ``computed`` (a response's ``12 + 7 = 19``): its sides without variables, when it has
+    any. Otherwise (and always for a gold answer): the value of ``x = value``.
+    """
+    if not relation.ops or any(op != "=" for op in relation.ops):
+        return ()
+    constant = tuple(side for side in relation.sides if not free_symbols(side))
+    if computed and constant:
+        return constant
+    lhs, rhs = relation.sides[0], relation.sides[-1]
+    if len(relation.sides) == 2 and lhs[0] == "sym" and rhs[0] != "sym":
+        return (rhs,)
+    return ()
 
 
 def _unwrap_singleton(answer: Answer) -> Answer:

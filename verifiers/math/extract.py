@@ -6,8 +6,19 @@ Priority, first hit wins:
 2. the last GSM8K marker ``#### 42`` (rest of that line);
 3. the last "The final answer is ...", "The answer is ...", "Answer: ..." (rest of the sentence,
    or the ``$...$`` right after it);
-4. optionally (``last_number_fallback=True``, the default) the last number in the text
-   (``-12``, ``3.5``, ``1,000``, ``3/4``).
+4. the last math span (``$...$``, ``$$...$$``, ``\(...\)``, ``\[...\]``) when no number follows
+   it outside math: "so the probability is $\frac{3}{4}$." reads ``\frac{3}{4}``, not the
+   denominator;
+5. the whole response when it is one expression (one line, no words): ``3 + 4i``, ``x^2 + 1``;
+6. optionally (``last_number_fallback=True``, the default) the last number in the text
+   (``-12``, ``3.5``, ``1,000``, ``3/4``, ``3 + 4i``).
+
+Several answers side by side are read as the list they are, never as their last item: boxes,
+math spans or numbers that follow one another with only separators between them (commas, "or",
+"and", "to", whitespace) come back joined by commas. So "\boxed{3} or \boxed{4}", "either 3 or 4",
+"between 3 and 4" and a long list of numbers never equal a single gold answer (they do equal a
+gold list such as ``3, 4``). A correction ("\boxed{3}. Wait, ... \boxed{5}") is not a list: the
+last answer wins.
 
 Every step is a linear scan (box contents are scanned at most 20,000 characters, and at most 16
 unclosed boxes are skipped), so a 1 MB response costs milliseconds.
@@ -16,8 +27,9 @@ unclosed boxes are skipped), so a 1 MB response costs milliseconds.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-__all__ = ["extract_answer"]
+__all__ = ["AnswerSpan", "extract_answer", "find_boxed", "find_numbers"]
 
 _BOX_COMMANDS = ("\\boxed", "\\fbox")
 _GSM8K_MARKER = "####"
@@ -26,10 +38,51 @@ _ANSWER_IS = re.compile(
     re.IGNORECASE,
 )
 _BARE_ARGUMENT = re.compile(r"[^\s$]+")
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?|-?\.\d+")
+_REAL = r"(?:\d[\d,]*(?:\.\d+)?(?:/\d+)?|\.\d+)"
+_NUMBER = re.compile(rf"-?{_REAL}(?:\s*[-+]\s*(?:{_REAL})?\s*i\b|i\b)?")  # also a + bi, bi
+_SEPARATOR_WORDS = r"or|and|to|through|nor|either|maybe|perhaps|possibly|also|alternatively"
+_LIST_SEPARATOR = re.compile(  # boxes count too: "\boxed{3} \boxed{4}", but not "\frac{3}{4}"
+    rf"(?:\s|[,;$}}]|\\\$|\\(?:boxed|fbox)\s*\{{|\\quad|\\qquad"
+    rf"|\\text\s*\{{\s*(?:{_SEPARATOR_WORDS})?\s*\}}|\b(?:{_SEPARATOR_WORDS})\b)*",
+    re.IGNORECASE,
+)
+_SPAN_GAP = re.compile(  # what may stand between two boxes or math spans of one list
+    rf"(?:\s|[,;:&.$]|\\quad|\\qquad|\\[()\[\]]|\\text\s*\{{\s*(?:{_SEPARATOR_WORDS})?\s*\}}"
+    rf"|\b(?:{_SEPARATOR_WORDS})\b)*",
+    re.IGNORECASE,
+)
+_MATH_SPAN = re.compile(
+    r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$((?:[^$\\]|\\.)+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]",
+    re.DOTALL,
+)
+_COMMAND = re.compile(r"\\[a-zA-Z]+")
+_WORD = re.compile(r"[a-zA-Z]{2,}")
+_CONNECTIVE = re.compile(r"\b(?:or|and)\b")
+_SPACED_NUMBERS = re.compile(r"\d\s+\d")
+_THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _FALLBACK_WINDOWS = (4096, 65536)
 _MAX_BOX_CHARS = 20_000  # a box longer than this is returned cut (and then refused as too long)
 _MAX_BOXES_TRIED = 16  # unclosed boxes skipped before giving up (keeps hostile input linear)
+_MAX_LIST_ITEMS = 1000  # items joined into one answer (more are refused as too long anyway)
+_MAX_WHOLE_CHARS = 400  # a longer response is not read as one bare expression
+_MAX_SPAN_TAIL = 4096  # math spans are looked for in the response's last characters only
+
+
+@dataclass(frozen=True)
+class AnswerSpan:
+    r"""Where an answer sits in a response.
+
+    Attributes:
+        start: index of the first character (of the first item's ``\boxed``, for boxes).
+        end: index after the last character.
+        answer: the answer text; several items are joined by ", ".
+        items: how many answers stand side by side there (more than one: a list or a hedge).
+    """
+
+    start: int
+    end: int
+    answer: str
+    items: int = 1
 
 
 def extract_answer(text: str, *, last_number_fallback: bool = True) -> str | None:
@@ -37,38 +90,64 @@ def extract_answer(text: str, *, last_number_fallback: bool = True) -> str | Non
 
     Args:
         text: the model response.
-        last_number_fallback: when no boxed/``####``/"answer is" answer is present, return the
-            last number in the text (default True; set False to require an explicit answer).
+        last_number_fallback: when no boxed/``####``/"answer is" answer, no final math span and
+            no whole-response expression is present, return the last number in the text
+            (default True; set False to require an explicit answer).
 
     Returns:
-        The answer as written (LaTeX kept, surrounding whitespace stripped), or None.
+        The answer as written (LaTeX kept, surrounding whitespace stripped; several answers side
+        by side joined by ", "), or None.
     """
-    for finder in (_last_boxed, _last_gsm8k, _last_answer_is):
+    boxed = find_boxed(text)
+    if boxed is not None:
+        return boxed.answer
+    for finder in (_last_gsm8k, _last_answer_is, _final_math, _whole_expression):
         found = finder(text)
         if found:
             return found
     if last_number_fallback:
-        return _last_number(text)
+        numbers = find_numbers(text)
+        return numbers.answer if numbers else None
     return None
 
 
-def _last_boxed(text: str) -> str | None:
-    r"""Content of the last complete ``\boxed``/``\fbox`` in ``text``."""
-    found = {cmd: text.rfind(cmd) for cmd in _BOX_COMMANDS}
+def find_boxed(text: str) -> AnswerSpan | None:
+    r"""The last complete ``\boxed``/``\fbox`` answer, with the boxes listed just before it.
+
+    Boxes separated only by separators (``\boxed{3} or \boxed{4}``, ``\boxed{1}, \boxed{2}``)
+    are one list; their contents come back joined by ", ".
+    """
+    last = _box_before(text, len(text))
+    if last is None:
+        return None
+    start, end, content = last
+    contents = [content]
+    while len(contents) < _MAX_LIST_ITEMS:
+        previous = _box_before(text, start)
+        if previous is None or not _SPAN_GAP.fullmatch(text, previous[1], start):
+            break
+        start = previous[0]
+        contents.append(previous[2])
+    return AnswerSpan(start, end, ", ".join(reversed(contents)), len(contents))
+
+
+def _box_before(text: str, limit: int) -> tuple[int, int, str] | None:
+    r"""``(start, end, content)`` of the last complete box that ends by ``limit``."""
+    found = {cmd: text.rfind(cmd, 0, limit) for cmd in _BOX_COMMANDS}
     for _ in range(_MAX_BOXES_TRIED):
         cmd = max(found, key=found.__getitem__)
         start = found[cmd]
         if start < 0:
             return None
-        content = _command_argument(text, start + len(cmd))
-        if content:
-            return content
+        argument = _command_argument(text, start + len(cmd))
+        if argument is not None and argument[1] <= limit:
+            return start, argument[1], argument[0]
         found[cmd] = text.rfind(cmd, 0, start)
     return None
 
 
-def _command_argument(text: str, pos: int) -> str | None:
-    """The braced (or space-separated) argument that starts at ``pos``, or None."""
+def _command_argument(text: str, pos: int) -> tuple[str, int] | None:
+    """The braced (or space-separated) argument that starts at ``pos`` and where it ends."""
     if pos < len(text) and text[pos].isalpha():
         return None  # another command that merely starts with the name, e.g. \boxeds
     while pos < len(text) and text[pos] in " \t":
@@ -77,7 +156,7 @@ def _command_argument(text: str, pos: int) -> str | None:
         return None
     if text[pos] != "{":
         match = _BARE_ARGUMENT.match(text, pos)
-        return match.group(0).strip() if match else None
+        return (match.group(0).strip(), match.end()) if match else None
     depth = 0
     i = pos
     stop = min(len(text), pos + _MAX_BOX_CHARS)
@@ -91,10 +170,11 @@ def _command_argument(text: str, pos: int) -> str | None:
         elif char == "}":
             depth -= 1
             if depth == 0:
-                return text[pos + 1 : i].strip() or None
+                content = text[pos + 1 : i].strip()
+                return (content, i + 1) if content else None
         i += 1
     if stop < len(text):  # longer than any answer we read: hand it on to be refused as such
-        return text[pos + 1 : stop]
+        return text[pos + 1 : stop], stop
     return None  # unbalanced: the response was cut off inside the box
 
 
@@ -125,15 +205,72 @@ def _last_answer_is(text: str) -> str | None:
     return line.strip().rstrip(".").strip() or None
 
 
-def _last_number(text: str) -> str | None:
-    """The last number in ``text`` (looking at the tail first, so long texts stay cheap)."""
+def _final_math(text: str) -> str | None:
+    """The last math span, with the spans listed just before it, when no number follows it."""
+    offset = max(0, len(text) - _MAX_SPAN_TAIL)
+    if text.count("$", 0, offset) % 2:  # the window starts inside a $...$: skip to its end
+        offset = text.find("$", offset) + 1 or len(text)
+    spans = [
+        (m.start(), m.end(), next(g for g in m.groups() if g is not None).strip())
+        for m in _MATH_SPAN.finditer(text, offset)
+    ]
+    spans = [s for s in spans if s[2]]
+    if not spans or any(char.isdigit() for char in text[spans[-1][1] :]):
+        return None
+    start, _, content = spans[-1]
+    if not any(char.isdigit() or char == "\\" for char in content):
+        return None  # a variable named in passing ("for every $n$"), not an answer
+    contents = [content]
+    for previous in reversed(spans[:-1]):
+        if not _SPAN_GAP.fullmatch(text, previous[1], start):
+            break
+        start = previous[0]
+        contents.append(previous[2])
+    return ", ".join(reversed(contents))
+
+
+def _whole_expression(text: str) -> str | None:
+    """The whole response when it is one bare expression (one line, no words, balanced)."""
+    stripped = text.strip().rstrip(".").strip()
+    if not stripped or len(stripped) > _MAX_WHOLE_CHARS or "\n" in stripped:
+        return None
+    if stripped.count("{") != stripped.count("}") or any(c in stripped for c in _BOX_COMMANDS):
+        return None  # cut off (inside a box): not a complete expression
+    letters = _CONNECTIVE.sub(" ", _COMMAND.sub(" ", stripped))
+    if _WORD.search(letters) or _SPACED_NUMBERS.search(_COMMAND.sub("#", stripped)):
+        return None
+    if not any(char.isalnum() or char == "\\" for char in stripped):
+        return None
+    return stripped
+
+
+def find_numbers(text: str) -> AnswerSpan | None:
+    """The last number in ``text``, with the numbers listed just before it.
+
+    Numbers separated only by separators ("3 or 4", "between 3 and 4", "1, 2, 3", whitespace)
+    are one list, joined by ", ". The tail of the text is searched first, so long texts stay
+    cheap.
+    """
     for window in (*_FALLBACK_WINDOWS, len(text)):
-        start = max(0, len(text) - window)
-        last = None
-        for match in _NUMBER.finditer(text, start):
-            last = match
-        if last is not None and (last.start() > start or start == 0):
-            return last.group(0).rstrip(",") or None
-        if start == 0:
+        begin = max(0, len(text) - window)
+        matches = list(_NUMBER.finditer(text, begin))
+        if matches and (matches[0].start() > begin or begin == 0):
+            return _number_list(text, matches)
+        if begin == 0:
             return None
     return None
+
+
+def _number_list(text: str, matches: list[re.Match[str]]) -> AnswerSpan:
+    last = matches[-1]
+    items = [last.group(0).rstrip(",")]
+    start = last.start()
+    for previous in reversed(matches[:-1]):
+        gap_is_separator = _LIST_SEPARATOR.fullmatch(text, previous.end(), start)
+        if len(items) >= _MAX_LIST_ITEMS or previous.end() == start or not gap_is_separator:
+            break
+        start = previous.start()
+        items.append(previous.group(0).rstrip(","))
+    if len(items) > 1:  # in a list, "1,234" is one number: drop its thousands separators
+        items = [item.replace(",", "") if _THOUSANDS.fullmatch(item) else item for item in items]
+    return AnswerSpan(start, last.end(), ", ".join(reversed(items)), len(items))

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from verifiers.errors import AnswerParseError, InvalidArgumentError, VerifierTimeout
 from verifiers.math.compare import answers_equal
 from verifiers.math.extract import extract_answer
-from verifiers.math.normalize import NormalizedAnswer, normalize_answer
+from verifiers.math.normalize import MAX_ANSWER_CHARS, NormalizedAnswer, normalize_answer
 from verifiers.math.numeric import check_size, scalar_equal
 from verifiers.math.parse import Answer, choice_letter, parse_answer
 from verifiers.math.worker import default_pool
@@ -183,6 +183,14 @@ def gold_answer(gold: str) -> str:
     return gold
 
 
+def _is_written_as_gold(response: str, gold: str) -> bool:
+    r"""Whether the whole response is the gold answer as written (e.g. ``	ext{Monday}``)."""
+    if len(response) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
+        return False
+    written = _canonical(normalize_answer(response).text)
+    return written != "" and written == _canonical(_prepare(gold).normalized.text)
+
+
 def is_equivalent(pred: str, gold: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
     """Whether the answer ``pred`` is mathematically the same as ``gold``.
 
@@ -202,7 +210,8 @@ def verify(
     r"""Score a model response against the gold answer.
 
     Args:
-        response: the full model output; the answer is found by ``extract_answer``.
+        response: the full model output; the answer is found by ``extract_answer`` (a response
+            that is the gold answer as written, e.g. ``\text{Monday}``, is that answer).
         gold: the reference answer; a gold string that itself contains ``\boxed{}`` or ``####``
             (a full reference solution) has its answer extracted first.
         timeout_s: hard wall-clock limit of the sympy stage, in seconds (default 5).
@@ -220,7 +229,10 @@ def verify(
     """
     _check_arguments(response, gold, timeout_s)
     gold = gold_answer(gold)
-    extracted = extract_answer(response, last_number_fallback=last_number_fallback)
+    if _is_written_as_gold(response, gold):
+        extracted: str | None = response.strip()
+    else:
+        extracted = extract_answer(response, last_number_fallback=last_number_fallback)
     details: dict[str, object] = {"extracted": extracted, "gold": gold}
     if extracted is None:
         return Verdict(0.0, False, "no_answer", {**details, "method": "extract"})

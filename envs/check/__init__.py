@@ -1,0 +1,113 @@
+"""check_env: does an env keep the TextEnv contract, and can it be gamed? (``rlvr check-env``).
+
+In the spirit of gymnasium's env checker, for text envs with verifiable rewards. Topics, one
+module each:
+
+- ``contract``: spaces, what ``reset``/``step`` return (types, terminated/truncated, finite
+  rewards inside ``reward_range``, ``info["verdict"]`` when decided, messages, reward spans,
+  fresh objects, ``step`` after the end raises); checked on every episode any topic plays;
+- ``determinism``: the same seed and actions give the same opening messages and verdicts;
+- ``limits`` (deep): 1 MB, empty, binary-looking, unicode and deeply nested actions return in
+  time and never raise out of ``step``;
+- ``probes`` (deep): hedges, success claims, the prompt copied back, extraction exploits and
+  cheating programs never earn full reward;
+- ``tools`` (deep, tool envs): malformed calls get an error message; the tool-call limit truncates.
+
+``check_env(env)`` raises :class:`~envs.errors.EnvCheckError` listing what failed;
+``check_env(env, deep=True)`` adds the deep topics; ``raise_on_failure=False`` returns the
+:class:`CheckReport` (``report.table()`` is what ``rlvr check-env`` prints).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import gymnasium
+
+from envs.check.contract import RULES, check_spaces, contract_results
+from envs.check.determinism import check_determinism
+from envs.check.episode import Episode, Session
+from envs.check.limits import LIMIT_INPUTS, check_limits, step_budget
+from envs.check.probes import PROBE_FIXES, Reference, check_probes, task_reference
+from envs.check.report import FAIL, PASS, SKIP, CheckReport, CheckResult
+from envs.check.tools import check_tools
+
+__all__ = [
+    "DEFAULT_PROBES",
+    "FAIL",
+    "LIMIT_INPUTS",
+    "PASS",
+    "PROBE_FIXES",
+    "RULES",
+    "SKIP",
+    "CheckReport",
+    "CheckResult",
+    "Episode",
+    "Reference",
+    "Session",
+    "check_env",
+    "task_reference",
+]
+
+DEFAULT_PROBES = (
+    "I am not sure.",
+    '<tool_call>{"name": "calculator", "arguments": {"expression": "6*7"}}</tool_call>',
+    "<tool_call>{not json",
+    "```python\nprint(42)\n```",
+    "The answer is \\boxed{42}.",
+    "42",
+    "",
+)
+"""Actions of the contract and determinism episodes, played in turn (cycled) until the end."""
+
+def check_env(
+    env: gymnasium.Env,
+    *,
+    deep: bool = False,
+    seed: int = 0,
+    actions: Sequence[str] = DEFAULT_PROBES,
+    max_steps: int = 32,
+    reference: Reference | None = task_reference,
+    step_timeout_s: float | None = None,
+    name: str | None = None,
+    raise_on_failure: bool = True,
+) -> CheckReport:
+    """Check ``env``; by default raise when anything failed.
+
+    Args:
+        env: a TextEnv, possibly wrapped (e.g. from ``gymnasium.make``).
+        deep: also run the limits, probes and tools topics (``rlvr check-env`` does).
+        seed: the reset seed of every episode.
+        actions: the contract/determinism episodes' actions, played in turn until the end.
+        max_steps: an episode still running after this many steps fails the contract.
+        reference: ``reference(env) -> str | None``, the right answer of the current episode,
+            for the probes that hide it among wrong ones; default :func:`task_reference` (the
+            task's ``answer`` or ``solution``); None skips those probes.
+        step_timeout_s: the time one step may take in the limits topic; default the env's
+            ``timeout_s`` (5 s when it has none) plus 5 s.
+        name: what the report calls the env (default its spec id or class name).
+        raise_on_failure: raise on failures (default) instead of only returning the report.
+
+    Returns:
+        The :class:`CheckReport`, one row per check.
+
+    Raises:
+        EnvCheckError: when a check failed and ``raise_on_failure`` is True.
+    """
+    spec = getattr(env, "spec", None)
+    report = CheckReport(name or (spec.id if spec is not None else type(env.unwrapped).__name__))
+    session = Session(env, seed=seed, max_steps=max_steps)
+    check_spaces(env, session.violations)
+    contract_episode = session.play(actions)
+    if not contract_episode.ended and contract_episode.error is None:
+        session.violations.setdefault("ends", []).append(
+            f"the episode did not end within {max_steps} steps of probe actions")
+    report.add(check_determinism(session, actions))
+    if deep:
+        report.add(check_limits(session, step_budget(env, step_timeout_s)))
+        report.add(check_probes(session, reference))
+        report.add(check_tools(session))
+    report.results[:0] = contract_results(session.violations)
+    if raise_on_failure:
+        report.raise_for_failures()
+    return report
