@@ -1,0 +1,75 @@
+"""Every weight sync proven: the engine-vs-learner logprob gap must stay under a threshold.
+
+After each sync the next step's rollout was sampled by the engine with the weights it was sent;
+the learner recomputes the same tokens' logprobs with its own weights (``rollout/logprob_diff``:
+the token mean of ``|logp_learner - logp_engine|`` over response tokens, all ranks). A sync that
+silently did not land (the engine kept old weights), a dtype mismatch or a template/tokenizer
+mismatch shows up there, long before the run merely looks "stale". ``SyncGuard.check`` stops the
+run with ``WeightSyncError`` naming the likely causes and the step's numbers.
+
+Default thresholds per rollout dtype (``rollout.max_logprob_diff: null``), from measured gaps (see
+BENCHMARKS.md, "SGLang engine"): float32 measured ~1e-7 (transformers engine on CPU) and ~1e-6
+(real sglang 0.5.23 on CPU, float32); a stale engine one step behind the quickstart's learner
+measured ~1e-2. bfloat16/float16 rounding alone gives gaps of ~1e-2, so their defaults only
+catch gross failures (wrong weights, a template mismatch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+
+from rlvr.errors import WeightSyncError
+
+DEFAULT_MAX_LOGPROB_DIFF: dict[torch.dtype, float] = {
+    torch.float32: 1e-3,
+    torch.bfloat16: 0.1,
+    torch.float16: 0.05,
+}
+"""``rollout.max_logprob_diff`` when it is null, by the dtype the engine computes in."""
+
+METRIC = "rollout/logprob_diff"
+
+
+def default_limit(dtype: torch.dtype) -> float:
+    """The default threshold for an engine computing in ``dtype`` (float32's for unknown ones)."""
+    return DEFAULT_MAX_LOGPROB_DIFF.get(dtype, DEFAULT_MAX_LOGPROB_DIFF[torch.float32])
+
+
+class SyncGuard:
+    """Stops the run when the logprob gap after a weight sync exceeds ``limit``.
+
+    Args:
+        limit: the most allowed ``rollout/logprob_diff``; None picks ``default_limit(dtype)``;
+            ``inf`` disables the guard.
+        dtype: the dtype the rollout engine computes in.
+        engine: the engine's name (for the message).
+    """
+
+    def __init__(self, limit: float | None, dtype: torch.dtype, engine: str) -> None:
+        self.limit = default_limit(dtype) if limit is None else float(limit)
+        self.dtype = dtype
+        self.engine = engine
+
+    def check(self, step: int, metrics: Mapping[str, float]) -> None:
+        """Raise ``WeightSyncError`` if ``metrics``' logprob gap is over the limit.
+
+        Steps that did not measure the gap (no ``rollout/logprob_diff``) pass.
+        """
+        diff = metrics.get(METRIC)
+        if diff is None or diff <= self.limit:
+            return
+        kl = metrics.get("rollout/kl")
+        kl_text = "n/a" if kl is None else f"{kl:.3g}"
+        raise WeightSyncError(
+            f"step {step}: the {self.engine} engine's logprobs differ from the learner's by "
+            f"{diff:.3g} per token (rollout/logprob_diff; rollout/kl {kl_text}), "
+            f"over rollout.max_logprob_diff = {self.limit:.3g} (default for "
+            f"{str(self.dtype).removeprefix('torch.')}). Likely causes: the last weight sync did "
+            "not land (the engine kept older weights: check the server log of "
+            "update_weights_from_disk/_distributed), a dtype mismatch between the engine and "
+            "the learner (e.g. a float16 server for a float32 policy), or a chat template/"
+            "tokenizer that differs between the engine and the learner. Raise the threshold "
+            "only if the gap is expected (rollout.max_logprob_diff: .inf disables the guard)."
+        )
