@@ -39,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Sequence
 from os import PathLike
 from pathlib import Path
@@ -137,6 +138,7 @@ class SGLangEngine:
         self._group: WeightGroup | None = None
         self._group_name = "weight_update_group"
         self._broadcast_device = "cpu"
+        self._abandoned: list[WeightGroup | None] = []
         self._released: dict[str, tuple[str, ...]] = {}
         self._weights_stale = False
         self._closed = False
@@ -453,7 +455,7 @@ class SGLangEngine:
         master_port: int | None = None,
         *,
         backend: str | None = None,
-        group_name: str = "weight_update_group",
+        group_name: str | None = None,
         group_factory: GroupFactory | None = None,
     ) -> None:
         """Join this process (rank 0) and every server's ranks in one process group.
@@ -467,10 +469,13 @@ class SGLangEngine:
                 the engine, else the local end of a connection to the first server).
             master_port: a free port here (default: picked).
             backend: "nccl" for GPU servers, "gloo" for CPU ones (default: by server device).
-            group_name: the group's name on the servers.
+            group_name: the group's name (default: a fresh ``rlvr_weights_<hex>``; a group
+                abandoned after a failure keeps its name registered in torch, so a new one
+                needs another).
             group_factory: overrides the engine's factory.
         """
         infos = self.infos
+        group_name = group_name or f"rlvr_weights_{uuid.uuid4().hex[:12]}"
         address = master_address or self.master_address or _local_address(self.server_urls[0])
         port = master_port or _free_port(address)
         backend = backend or ("gloo" if all(i.device == "cpu" for i in infos.values()) else "nccl")
@@ -513,27 +518,74 @@ class SGLangEngine:
 
     def _update_from_distributed(self, weights: Iterable[tuple[str, torch.Tensor]],
                                  weight_version: str | None) -> None:
+        """One weight-update session, one request plus one broadcast round per bucket.
+
+        ``/begin_weight_update`` first (sglang >= 0.5.23 refuses
+        ``/update_weights_from_distributed`` outside a session), ``/end_weight_update`` after the
+        last bucket, then a cache flush.
+        """
         if self._group is None:
             self.init_weight_update_group()
-        group = self._group
-        if group is None:  # for mypy: init_weight_update_group sets it or raises
-            raise SGLangError("the weight-update group could not be formed")
-        for bucket in buckets(weights, max_bytes=self.bucket_bytes, dtype=self.dtype,
-                              device=self._broadcast_device):
-            payload: dict[str, Any] = {**meta(bucket), "group_name": self._group_name,
-                                       "flush_cache": False}
-            if weight_version is not None:
-                payload["weight_version"] = weight_version
-            posts = [self._pool.submit(self.clients[u].post, "/update_weights_from_distributed",
-                                       payload) for u in self.server_urls]
-            try:
-                for _, tensor in bucket:
-                    group.broadcast(tensor)
-            finally:
-                answers = [p.result() for p in posts]
-            for answer in answers:
-                check_success("/update_weights_from_distributed", answer)
+        session = self._session_call("/begin_weight_update", {})
+        try:
+            for bucket in buckets(weights, max_bytes=self.bucket_bytes, dtype=self.dtype,
+                                  device=self._broadcast_device):
+                self._send_bucket(bucket, weight_version)
+        finally:
+            if session:
+                self._session_call("/end_weight_update", {})
         self.flush_cache()
+
+    def _session_call(self, path: str, payload: dict[str, Any]) -> bool:
+        """POST a session route to every server; False where none has it (older sglang)."""
+        opened = False
+        for url in self.server_urls:
+            try:
+                check_success(path, self.clients[url].post(path, payload))
+                opened = True
+            except SGLangHTTPError as exc:
+                if exc.status != 404:
+                    raise
+        return opened
+
+    def _send_bucket(self, bucket: list[tuple[str, torch.Tensor]],
+                     weight_version: str | None) -> None:
+        group = self._group
+        if group is None:
+            raise SGLangError("no weight-update group (init_weight_update_group failed)")
+        payload: dict[str, Any] = {**meta(bucket), "group_name": self._group_name,
+                                   "flush_cache": False}
+        if weight_version is not None:
+            payload["weight_version"] = weight_version
+        posts = [self._pool.submit(self.clients[u].post, "/update_weights_from_distributed",
+                                   payload) for u in self.server_urls]
+        works = [group.broadcast(tensor) for _, tensor in bucket]
+        errors: list[str] = []
+        for url, post in zip(self.server_urls, posts):
+            try:
+                answer = post.result()
+                if answer.get("success") is False:
+                    errors.append(f"{url}: {answer.get('message', answer)}")
+            except SGLangError as exc:
+                errors.append(str(exc))
+        if errors:
+            # A server that refused never joined the broadcast: ours can never complete. Leave
+            # the group (the next update forms a new one) instead of waiting on it forever.
+            self._abandon_group()
+            raise SGLangError("/update_weights_from_distributed failed: " + "; ".join(errors))
+        for work in works:
+            if work is not None:
+                work.wait()
+
+    def _abandon_group(self) -> None:
+        group, self._group = self._group, None
+        for url in self.server_urls:
+            try:
+                self.clients[url].post("/destroy_weights_update_group",
+                                       {"group_name": self._group_name}, timeout_s=30)
+            except SGLangError:
+                pass
+        self._abandoned.append(group)  # pending work: never destroyed, only forgotten
 
     # ------------------------------------------------------------------ HTTP
     def _post_all(self, path: str, payload: dict[str, Any]) -> None:

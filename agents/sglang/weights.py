@@ -35,8 +35,13 @@ Bucket = list[tuple[str, torch.Tensor]]
 class WeightGroup(Protocol):
     """The trainer's end (rank 0) of the weight-update process group."""
 
-    def broadcast(self, tensor: torch.Tensor) -> None:
-        """Send ``tensor`` from rank 0 to every other rank of the group."""
+    def broadcast(self, tensor: torch.Tensor) -> Any:
+        """Start sending ``tensor`` from rank 0 to every other rank of the group.
+
+        Returns a handle with ``wait()`` (an asynchronous broadcast: the engine first waits for
+        the servers' answers, so a server that refused the request cannot hang the trainer), or
+        None when the broadcast already completed.
+        """
         ...
 
     def destroy(self) -> None:
@@ -112,9 +117,9 @@ class TorchGroup:
     def __init__(self, group: Any) -> None:
         self.group = group
 
-    def broadcast(self, tensor: torch.Tensor) -> None:
-        """Broadcast from rank 0 of the group."""
-        torch.distributed.broadcast(tensor, src=0, group=self.group)
+    def broadcast(self, tensor: torch.Tensor) -> Any:
+        """Start an asynchronous broadcast from rank 0 of the group; returns its work."""
+        return torch.distributed.broadcast(tensor, src=0, group=self.group, async_op=True)
 
     def destroy(self) -> None:
         """Destroy the group."""

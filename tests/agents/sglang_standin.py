@@ -15,6 +15,8 @@ released server's (``reference/sglang-http-api.md``, the 0.5.23 wheel's ``http_s
 * an abort carrying a status code (``abort_next``) is an HTTP error with ``{"detail": ...}``;
 * ``/update_weights_from_distributed`` allocates every announced tensor before loading: over
   ``memory_limit_bytes`` per request it fails with an out-of-memory message;
+* from 0.5.23 ``/update_weights_from_distributed`` is refused (HTTP 400, before any broadcast)
+  outside a ``/begin_weight_update`` .. ``/end_weight_update`` session;
 * the weight-update group is made like sglang's ``init_custom_process_group`` (store prefixed
   with ``group_name``, then torch's helper prefixes ``group_name + "/"``);
 * release asserts an idle scheduler and resuming a tag never released raises: either kills the
@@ -58,6 +60,8 @@ ADMIN_KEYS = {
     "/pause_generation": {"mode"},
     "/continue_generation": set(),
     "/destroy_weights_update_group": {"group_name"},
+    "/begin_weight_update": {"selector"},
+    "/end_weight_update": set(),
     "/flush_cache": set(),
 }
 
@@ -128,6 +132,8 @@ class FakeSGLang:
         self.memory_limit_bytes = memory_limit_bytes
         self.keep_old_weights = keep_old_weights
         self.group_timeout_s = group_timeout_s
+        self.has_sessions = tuple(int(x) for x in version.split(".")[:3]) >= (0, 5, 23)
+        self.session = False
         self.calls: list[tuple[str, dict]] = []
         self.dist_requests: list[dict] = []
         self.group = None
@@ -221,6 +227,15 @@ class FakeSGLang:
             self.paused = False
             self.gate.set()
             return 200, {"message": "Generation continued successfully.", "status": "ok"}
+        if path in ("/begin_weight_update", "/end_weight_update"):
+            if not self.has_sessions:
+                return 404, {"detail": "Not Found"}
+            opening = path == "/begin_weight_update"
+            if self.session == opening:
+                return 400, {"success": False, "message": "session already open" if opening
+                             else "no weight-update session is open"}
+            self.session = opening
+            return 200, {"success": True, "message": "Success"}
         if path == "/destroy_weights_update_group":
             self._forget_group()
             return 200, {"success": True, "message": "ok"}
@@ -242,6 +257,9 @@ class FakeSGLang:
         return 200, {"success": True, "message": "ok"}
 
     def update_distributed(self, body):
+        if self.has_sessions and not self.session:  # 0.5.23: refused before any broadcast
+            return 400, {"success": False, "message": "update_weights_from_distributed must run "
+                         "between begin_weight_update() and end_weight_update()"}
         self.dist_requests.append(body)
         tensors, total = [], 0
         for dtype, shape in zip(body["dtypes"], body["shapes"]):

@@ -431,3 +431,37 @@ def test_launch_without_sglang_says_how_to_install(monkeypatch):
     monkeypatch.delenv("RLVR_SGLANG_PYTHON", raising=False)
     with pytest.raises(MissingDependencyError, match="pip install 'rlvr\\[sglang\\]'"):
         SGLangEngine.launch("/nonexistent")
+
+
+def test_distributed_updates_run_in_a_weight_update_session(make_fake, tiny_model_path):
+    """sglang 0.5.23 refuses /update_weights_from_distributed outside begin/end_weight_update
+    (found against the real server); older servers have no such routes and need none."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32)
+    new = make_fake(device="cpu")
+    sg = _engine(new)
+    sg.update_weights(model.state_dict().items())
+    paths = [p for p, _ in new.calls if "weight" in p]
+    assert paths[1] == "/begin_weight_update" and paths[-1] == "/end_weight_update"
+    assert not new.session
+    old = make_fake(device="cpu", version="0.5.10")
+    sg2 = _engine(old)
+    sg2.update_weights(model.state_dict().items())
+    assert old.dist_requests
+    sg.close()
+    sg2.close()
+
+
+def test_a_refused_bucket_raises_instead_of_hanging(make_fake, tiny_model_path):
+    from transformers import AutoModelForCausalLM
+
+    fake = make_fake(device="cpu")
+    sg = _engine(fake)
+    sg._session_call = lambda path, payload: False  # as if the session were never opened
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32)
+    t0 = time.monotonic()
+    with pytest.raises(SGLangError, match="begin_weight_update"):
+        sg.update_weights(model.state_dict().items())
+    assert time.monotonic() - t0 < 30 and sg._group is None
+    sg.close()

@@ -64,3 +64,16 @@ def test_a_sync_that_does_not_land_stops_the_run(tiny_model_path, tmp_path):
     assert message.startswith("step 2:")  # step 1 ran on the start weights, equal on both sides
     for cause in ("did not land", "dtype", "tokenizer", "rollout.max_logprob_diff"):
         assert cause in message
+
+
+def test_sglang_quickstart_differs_from_the_quickstart_only_in_its_engine():
+    from dataclasses import asdict
+
+    plain = asdict(load_config(CONFIGS / "quickstart.yaml"))
+    on_sglang = asdict(load_config(CONFIGS / "quickstart_sglang.yaml"))
+    assert on_sglang["rollout"]["engine"] == "sglang"
+    for cfg in (plain, on_sglang):
+        cfg["rollout"].pop("engine")
+        cfg["rollout"].pop("sglang")
+        cfg["trainer"].pop("output_dir")
+    assert plain == on_sglang
