@@ -388,6 +388,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--sglang-url", default=None, metavar="URL",
         help="with --engine sglang: attach to this server (it loads each --model from disk) "
              "instead of launching one per model")
+    add("--sglang-allow-unseeded", action="store_true",
+        help="with --engine sglang: accept a server that ignores sampling seeds (CPU sglang); "
+             "sampled episodes are then not reproducible")
     add(
         "--import",
         dest="imports",
@@ -419,8 +422,11 @@ def cli_main(argv: Sequence[str] | None = None) -> int:
     engine_kwargs: dict[str, Any] = {}
     if args.device and args.engine == "transformers":
         engine_kwargs["device"] = args.device
-    if args.sglang_url and args.engine == "sglang":
-        engine_kwargs["url"] = args.sglang_url
+    if args.engine == "sglang":
+        if args.sglang_url:
+            engine_kwargs["url"] = args.sglang_url
+        if args.sglang_allow_unseeded:
+            engine_kwargs["allow_unseeded"] = True
     try:
         results = evaluate(
             args.model,

@@ -72,8 +72,8 @@ from agents.sglang.wire import aborted, parse_generate_response, sampling_payloa
 _DTYPES = {"float32": torch.float32, "float": torch.float32, "bfloat16": torch.bfloat16,
            "float16": torch.float16, "half": torch.float16}
 ALL_TAGS = ("kv_cache", "weights", "cuda_graph")
-_CONTEXT_ERROR = "context length"
-"""In sglang's HTTP 400 for a prompt (+ max_new_tokens) over the model's context length."""
+_CONTEXT_ERRORS = ("context length", "maximum allowed length")
+"""In sglang's HTTP 400s for a prompt (+ max_new_tokens) over the context or input limit."""
 
 
 class SGLangEngine:
@@ -290,6 +290,12 @@ class SGLangEngine:
         return min(known) if known else None
 
     @property
+    def max_input_len(self) -> int | None:
+        """The smallest prompt limit of the servers (prompts must be shorter)."""
+        known = [i.max_input_len for i in self.infos.values() if i.max_input_len]
+        return min(known) if known else None
+
+    @property
     def dtype(self) -> torch.dtype:
         """The dtype the servers compute in (bfloat16 for ``--dtype auto``)."""
         return _DTYPES.get(next(iter(self.infos.values())).dtype, torch.bfloat16)
@@ -312,6 +318,9 @@ class SGLangEngine:
         self._check_seed(sampling)
         max_new = sampling.max_new_tokens
         ctx = self.context_length
+        max_input = self.max_input_len
+        if max_input is not None and len(prompt_ids) >= max_input:
+            return Completion([], [], "length", {"max_input_len": max_input})
         if ctx is not None:
             room = ctx - len(prompt_ids)  # sglang refuses prompt + max_new_tokens > context
             if room < 1:
@@ -328,7 +337,7 @@ class SGLangEngine:
         try:
             body = await loop.run_in_executor(self._pool, client.post, "/generate", payload)
         except SGLangHTTPError as exc:
-            if _CONTEXT_ERROR in exc.detail:  # the context length was not known here
+            if any(e in exc.detail for e in _CONTEXT_ERRORS):  # limits unknown here
                 return Completion([], [], "length", {"error": exc.detail})
             if exc.status >= 500:
                 return aborted(exc.detail)

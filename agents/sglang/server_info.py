@@ -35,6 +35,8 @@ class ServerInfo:
             ``tp_size * pp_size``.
         dtype: the server's ``--dtype`` ("auto", "float32", "bfloat16", ...).
         context_length: prompt + completion tokens a request may hold (None when unknown).
+        max_input_len: prompts must be shorter than this (sglang's ``max_req_input_len``:
+            ``min(context_length, KV pool tokens) - 6``; None when not reported).
         deterministic: launched with ``--enable-deterministic-inference`` (``sampling_seed``
             works only then).
         memory_saver: launched with ``--enable-memory-saver`` (release/resume free memory).
@@ -50,6 +52,7 @@ class ServerInfo:
     pp_size: int = 1
     dtype: str = "auto"
     context_length: int | None = None
+    max_input_len: int | None = None
     deterministic: bool = False
     memory_saver: bool = False
     weights_cpu_backup: bool = False
@@ -83,6 +86,7 @@ class ServerInfo:
             pp_size=int(get("pp_size", 1)),
             dtype=str(get("dtype", "auto")),
             context_length=int(ctx) if ctx else None,
+            max_input_len=int(get("max_req_input_len", 0)) or None,
             deterministic=bool(get("enable_deterministic_inference", False)),
             memory_saver=bool(get("enable_memory_saver", False)),
             weights_cpu_backup=bool(get("enable_weights_cpu_backup", False)),

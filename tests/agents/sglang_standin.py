@@ -199,7 +199,8 @@ class FakeSGLang:
             return 200, {}
         parsed = tuple(int(x) for x in self.version.split(".")[:3])
         if path == "/server_info" and parsed >= (0, 5, 10) or path == "/get_server_info":
-            return 200, {**self.args, "version": self.version, "internal_states": []}
+            return 200, {**self.args, "version": self.version, "internal_states": [],
+                         "max_req_input_len": self.context_length - 6}
         if path == "/v1/models":
             return 200, {"object": "list", "data": [{"id": "m", "object": "model",
                                                      "max_model_len": self.context_length}]}
@@ -311,6 +312,9 @@ class FakeSGLang:
         if not (isinstance(ids, list) and all(isinstance(t, int) for t in ids)):
             raise ValueError("input_ids must be a list of ints")
         max_new = sp.get("max_new_tokens", 128)
+        if len(ids) >= self.context_length - 6:  # the scheduler's max_req_input_len
+            return 400, {"error": {"message": f"Input length ({len(ids)} tokens) exceeds the "
+                         f"maximum allowed length ({self.context_length - 6} tokens)."}}
         if len(ids) >= self.context_length:
             raise ValueError(f"The input ({len(ids)} tokens) is longer than the model's context "
                              f"length ({self.context_length} tokens).")

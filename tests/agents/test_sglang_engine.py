@@ -314,12 +314,12 @@ def test_launched_server_env_drops_the_variable():
 # ---------------------------------------------------------------- 6. context overflow
 def test_context_overflow_is_length_not_http_400(make_fake):
     """Point 6: max_new_tokens is clamped to the context left; a full prompt gets "length"."""
-    fake = make_fake(context_length=16)
+    fake = make_fake(context_length=32)  # prompts must be shorter than 32 - 6 = 26
     sg = _engine(fake)
-    out = asyncio.run(sg.generate(list(range(5, 17)), SamplingParams(max_new_tokens=10)))
-    assert len(out.token_ids) <= 4
-    assert json_body(fake, "/generate")[-1]["sampling_params"]["max_new_tokens"] == 4
-    full = asyncio.run(sg.generate(list(range(5, 21)), SamplingParams(max_new_tokens=10)))
+    out = asyncio.run(sg.generate(list(range(5, 29)), SamplingParams(max_new_tokens=20)))
+    assert len(out.token_ids) <= 8
+    assert json_body(fake, "/generate")[-1]["sampling_params"]["max_new_tokens"] == 8
+    full = asyncio.run(sg.generate(list(range(5, 31)), SamplingParams(max_new_tokens=10)))
     assert (full.token_ids, full.finish_reason) == ([], "length")
     sg.close()
 

@@ -173,15 +173,16 @@ def test_flush_release_resume(server):
 def test_context_overflow_is_a_length_finish(server):
     from agents.sglang.client import SGLangHTTPError
 
-    ctx = server.context_length
-    prompt = [7] * (ctx - 3)
-    out = asyncio.run(server.generate(prompt, SamplingParams(max_new_tokens=10)))
-    assert out.finish_reason == "length" and len(out.token_ids) <= 3
-    full = asyncio.run(server.generate([7] * ctx, SamplingParams(max_new_tokens=10)))
+    ctx, max_input = server.context_length, server.max_input_len
+    assert max_input is not None and max_input < ctx
+    prompt = [7] * (max_input - 1)
+    out = asyncio.run(server.generate(prompt, SamplingParams(max_new_tokens=20)))
+    assert out.finish_reason == "length" and len(out.token_ids) <= ctx - len(prompt)
+    full = asyncio.run(server.generate([7] * max_input, SamplingParams(max_new_tokens=10)))
     assert (full.token_ids, full.finish_reason) == ([], "length")
     with pytest.raises(SGLangHTTPError) as err:  # what the clamp avoids: sglang's HTTP 400
         server.clients[server.urls[0]].post("/generate", {
-            "input_ids": prompt, "sampling_params": {"max_new_tokens": 10}})
+            "input_ids": prompt, "sampling_params": {"max_new_tokens": 20}})
     assert err.value.status == 400 and "context length" in err.value.detail
 
 
@@ -228,7 +229,8 @@ def test_rlvr_eval_engine_sglang_end_to_end(server, tiny_model_path, tmp_path, c
         "                             operators: '+'}}\n"
     )
     args = ["--model", str(tiny_model_path), "--suite", str(suite), "--engine", "sglang",
-            "--sglang-url", server.urls[0], "--samples", "2", "--temperature", "1.0",
+            "--sglang-url", server.urls[0], "--sglang-allow-unseeded",
+            "--samples", "2", "--temperature", "1.0",
             "--max-new-tokens", "6", "--out", str(tmp_path / "out"), "--no-progress"]
     assert cli_main(args) == 0, capsys.readouterr().err
     results = json.loads((tmp_path / "out" / "results.json").read_text())
