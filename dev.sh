@@ -3,6 +3,7 @@
 #   bash dev.sh quickstart [overrides]   train the tiny CPU model with GRPO (the README's main command)
 #   bash dev.sh test [pytest args]       ruff + import contracts + mypy + the whole test suite
 #   bash dev.sh setup                    only create/refresh the environment
+#   bash dev.sh setup-sglang             only build the real sglang server's venv (tests use it)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -53,6 +54,72 @@ setup() {
   fi
 }
 
+# --- real SGLang server for the tests (issue 11) -------------------------------------------------
+# The server gets its own venv (sglang 0.5.23 pins transformers==5.19.0), cached under
+# ~/.cache/rlvr/ keyed by a hash of what goes into it (tools/sglang_cpu/). Facts behind each step:
+# shared/reference/sglang-cpu.md. PyPI only; torch stays the pinned CPU build.
+SGLANG_VERSION="0.5.23"
+sglang_venv_path() {
+  local key
+  key="$( (echo "$SGLANG_VERSION"; cat tools/sglang_cpu/requirements.txt tools/sglang_cpu/constraints.txt) \
+          | sha256sum | cut -c1-12)"
+  echo "${RLVR_SGLANG_VENV:-$HOME/.cache/rlvr/sglang-$SGLANG_VERSION-$key}"
+}
+
+install_sglang_standins() {
+  # CPU stand-ins, copied on every call (cheap; edits land without a rebuild): sgl_kernel (PyPI's
+  # wheels are CUDA-only) and the torchvision op-schema hook (a .pth loads it in every subprocess).
+  local site; site="$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  rm -rf "$site/sgl_kernel"
+  cp -r tools/sglang_cpu/sgl_kernel tools/sglang_cpu/rlvr_sglang_cpu_hook.py \
+    tools/sglang_cpu/rlvr_sglang_cpu_hook.pth "$site/"
+}
+
+setup_sglang() {
+  # Idempotent: a complete venv (stamp file) is reused; a half-built one is rebuilt.
+  local venv; venv="$(sglang_venv_path)"
+  if [[ -f "$venv/.complete" ]]; then
+    install_sglang_standins "$venv"; echo "[dev.sh] sglang venv: $venv (cached)"; return 0
+  fi
+  echo "[dev.sh] building the sglang $SGLANG_VERSION server venv in $venv (~3 min)"
+  local t0=$SECONDS log="$venv.log"
+  rm -rf "$venv"; mkdir -p "$(dirname "$venv")"
+  "$PYTHON" -m venv "$venv"
+  local pip=("$venv/bin/python" -m pip install -q -c tools/sglang_cpu/constraints.txt)
+  if ! { "${pip[@]}" torch==2.13.0 \
+         && "${pip[@]}" --no-deps "sglang==$SGLANG_VERSION" torchvision==0.28.0 \
+         && "${pip[@]}" -r tools/sglang_cpu/requirements.txt; } >"$log" 2>&1; then
+    tail -40 "$log" >&2; echo "[dev.sh] sglang venv install failed (log: $log)" >&2; return 1
+  fi
+  install_sglang_standins "$venv"
+  "$venv/bin/python" -c "import sglang.srt.entrypoints.http_server" >>"$log" 2>&1 \
+    || { tail -20 "$log" >&2; echo "[dev.sh] sglang does not import (log: $log)" >&2; return 1; }
+  touch "$venv/.complete"
+  echo "[dev.sh] sglang venv ready in $((SECONDS - t0)) s"
+}
+
+sglang_setup_start() {
+  # Build the sglang venv in the background while the main one is set up (each takes minutes).
+  # RLVR_SKIP_SGLANG=1 skips it (the real-server tests then skip, saying why).
+  [[ "${RLVR_SKIP_SGLANG:-0}" == 1 ]] && return 0
+  SGLANG_SETUP_LOG="$(mktemp -t rlvr-sglang-setup.XXXXXX)"
+  setup_sglang >"$SGLANG_SETUP_LOG" 2>&1 &
+  SGLANG_SETUP_PID=$!
+}
+
+sglang_setup_wait() {
+  # Wait for sglang_setup_start; export RLVR_SGLANG_PYTHON for the real-server tests.
+  [[ -z "${SGLANG_SETUP_PID:-}" ]] && return 0
+  if wait "$SGLANG_SETUP_PID"; then
+    cat "$SGLANG_SETUP_LOG"
+    export RLVR_SGLANG_PYTHON; RLVR_SGLANG_PYTHON="$(sglang_venv_path)/bin/python"
+  else
+    cat "$SGLANG_SETUP_LOG" >&2
+    if [[ "${RLVR_REQUIRE_SGLANG:-0}" == 1 ]]; then exit 1; fi
+    echo "[dev.sh] WARNING: no sglang venv; the real-server tests will be skipped" >&2
+  fi
+}
+
 run_tests() {
   local bin="$VENV/bin"
   echo "[dev.sh] ruff"; "$bin/ruff" check .
@@ -70,7 +137,8 @@ run_tests() {
 cmd="${1:-}"; shift || true
 case "$cmd" in
   setup) setup ;;
-  test) setup; run_tests "$@" ;;
+  setup-sglang) setup_sglang ;;
+  test) sglang_setup_start; setup; sglang_setup_wait; run_tests "$@" ;;
   quickstart) setup; exec "$VENV/bin/rlvr" train configs/quickstart.yaml "$@" ;;
   *) echo "usage: bash dev.sh {quickstart|test|setup} [args]" >&2; exit 2 ;;
 esac

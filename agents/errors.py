@@ -12,6 +12,7 @@ __all__ = [
     "AgentError",
     "ChatTemplateError",
     "EngineClosedError",
+    "EngineConfigError",
     "EngineAbortedError",
     "EngineError",
     "EnvContractError",
@@ -35,6 +36,10 @@ class SamplingParamsError(AgentError, ValueError):
 
 class RunnerConfigError(AgentError, ValueError):
     """A runner config field or an episode spec is invalid (the message names it)."""
+
+
+class EngineConfigError(AgentError, ValueError):
+    """An engine option is invalid (the message names it and the allowed values)."""
 
 
 class RequestError(AgentError, ValueError):

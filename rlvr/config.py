@@ -29,7 +29,9 @@ from typing import Any, ClassVar, Literal
 
 import yaml
 
+from agents.engines import ENGINES
 from agents.runner import RunnerConfig
+from agents.sglang.options import SGLangOptions
 from rlvr.errors import ConfigError
 from rlvr.learner.config import LearnerConfig, OptimConfig
 from rlvr.tiny import TinyModelSpec
@@ -293,22 +295,31 @@ class RolloutConfig:
             sample fresh tasks to refill, DAPO style.
         max_refill_rounds: the most extra sampling rounds per step for ``dynamic_sampling``;
             after that the batch is topped up with dropped groups, so its size stays fixed.
-        sglang_url: the SGLang server's base URL (``engine: sglang``).
+        sglang: the SGLang engine's options (``agents.sglang.SGLangOptions``): ``url`` to
+            attach to (null launches a server on the policy), ``weight_sync`` (``distributed``
+            or ``disk``), ``bucket_mb``, ``python`` (the server's venv), ``launch_args``, ...
+        max_logprob_diff: the sync guard: the run stops when a step's ``rollout/logprob_diff``
+            (engine vs learner logprobs, token mean) exceeds it; null picks the default for the
+            engine's dtype (``rlvr.training.sync_guard``), ``.inf`` disables it.
     """
 
-    engine: Literal["transformers", "sglang"] = "transformers"
+    engine: str = "transformers"
     prompts_per_step: int = 8
     group_size: int = 8
     runner: RunnerConfig = field(default_factory=RunnerConfig)
     dynamic_sampling: bool = False
     max_refill_rounds: int = 3
-    sglang_url: str | None = None
+    sglang: SGLangOptions = field(default_factory=SGLangOptions)
+    max_logprob_diff: float | None = None
 
     def __post_init__(self) -> None:
         _positive("rollout", prompts_per_step=self.prompts_per_step, group_size=self.group_size)
         _non_negative("rollout", max_refill_rounds=self.max_refill_rounds)
-        if self.engine == "sglang" and not self.sglang_url:
-            raise ConfigError("rollout.sglang_url must be set when rollout.engine is 'sglang'")
+        if self.engine not in ENGINES:
+            raise ConfigError(_unknown_message("rollout.engine", self.engine, ENGINES))
+        if self.max_logprob_diff is not None and not self.max_logprob_diff > 0:
+            raise ConfigError(f"rollout.max_logprob_diff must be > 0 or null (the default for "
+                              f"the engine's dtype); got {self.max_logprob_diff!r}")
 
     @property
     def episodes_per_step(self) -> int:

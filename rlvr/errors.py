@@ -20,6 +20,7 @@ __all__ = [
     "RlvrError",
     "ShapeError",
     "UnknownNameError",
+    "WeightSyncError",
     "unknown_name",
 ]
 
@@ -34,6 +35,10 @@ class ConfigError(RlvrError, ValueError):
 
 class BatchError(RlvrError, ValueError):
     """A trajectory or rollout batch is malformed (the message names the field and row)."""
+
+
+class WeightSyncError(RlvrError, RuntimeError):
+    """The rollout engine's logprobs drifted from the learner's after a weight sync."""
 
 
 class ShapeError(RlvrError, ValueError):

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from agents.engines import engine_names
 from rlvr.errors import ConfigError, RlvrError, unknown_name
 from rlvr.eval.episodes import write_episodes
 from rlvr.eval.html import write_html
@@ -39,8 +40,8 @@ from rlvr.eval.rollout import make_runner, play
 
 __all__ = ["ENGINES", "EvalConfig", "Evaluator", "cli_main", "evaluate", "load_suite_entries"]
 
-#: Rollout engines ``evaluate`` can build from a checkpoint path.
-ENGINES = ("transformers", "sglang")
+#: Rollout engines ``evaluate`` can build from a checkpoint path (``agents.engines``).
+ENGINES = engine_names()
 
 
 @dataclass(kw_only=True)
@@ -153,14 +154,12 @@ def load_suite_entries(suite: str) -> list[SuiteEntry]:
 def _build_engine(
     path: Path, tokenizer: Any, config: EvalConfig, engine_kwargs: Mapping[str, Any]
 ) -> Any:
-    """A rollout engine serving the checkpoint at ``path``."""
-    if config.engine == "sglang":
-        from agents.sglang_engine import SGLangEngine
+    """A rollout engine serving the checkpoint at ``path``, options ``engine_kwargs``."""
+    from agents.engines import EngineRequest, build_engine
 
-        return SGLangEngine.launch(str(path), **engine_kwargs)
-    from agents.hf_engine import TransformersEngine
-
-    return TransformersEngine(str(path), tokenizer=tokenizer, **engine_kwargs)
+    return build_engine(EngineRequest(engine=config.engine, model_path=path, tokenizer=tokenizer,
+                                      max_batch_size=32, serve_model=True,
+                                      options=dict(engine_kwargs))).engine
 
 
 def check_model_path(path: str | Path) -> Path:
@@ -289,8 +288,11 @@ def evaluate(
         out_dir: where to write results.json, report.md, plots/, episodes.jsonl and
             episodes.html; None writes nothing.
         seed: root seed of every episode (same seed, same results).
-        engine: "transformers" (CPU or one GPU) or "sglang" (SGLang server on a GPU).
-        engine_kwargs: extra arguments for the engine constructor (e.g. ``device``).
+        engine: a name in ``ENGINES``: "transformers" (in-process, CPU or one GPU) or
+            "sglang" (launches a server on each checkpoint; its interpreter is
+            ``$RLVR_SGLANG_PYTHON`` when sglang lives in its own venv).
+        engine_kwargs: the engine's options (``TransformersEngine`` arguments such as
+            ``device``; ``agents.sglang.SGLangOptions`` fields for sglang).
         imports: modules to import first (third-party packages that register envs).
         progress: show a progress bar.
         **options: other ``EvalConfig`` fields: ``top_p``, ``max_new_tokens``,
@@ -383,6 +385,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("--seed", type=int, default=0, help="root seed of every episode (default 0)")
     add("--engine", choices=ENGINES, default="transformers", help="rollout engine")
     add("--device", default=None, help="device for the transformers engine (default cpu)")
+    add("--sglang-url", default=None, metavar="URL",
+        help="with --engine sglang: attach to this server (it loads each --model from disk) "
+             "instead of launching one per model")
+    add("--sglang-allow-unseeded", action="store_true",
+        help="with --engine sglang: accept a server that ignores sampling seeds (CPU sglang); "
+             "sampled episodes are then not reproducible")
     add(
         "--import",
         dest="imports",
@@ -411,7 +419,14 @@ def cli_main(argv: Sequence[str] | None = None) -> int:
 
     args = build_parser().parse_args(list(sys.argv[2:] if argv is None else argv))
     out = Path(args.out) if args.out else Path("outputs") / "eval" / Path(args.suite).stem
-    engine_kwargs = {"device": args.device} if args.device and args.engine == "transformers" else {}
+    engine_kwargs: dict[str, Any] = {}
+    if args.device and args.engine == "transformers":
+        engine_kwargs["device"] = args.device
+    if args.engine == "sglang":
+        if args.sglang_url:
+            engine_kwargs["url"] = args.sglang_url
+        if args.sglang_allow_unseeded:
+            engine_kwargs["allow_unseeded"] = True
     try:
         results = evaluate(
             args.model,

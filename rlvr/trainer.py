@@ -35,7 +35,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -60,7 +60,11 @@ from rlvr.losses import (
 from rlvr.metrics import MetricsLogger, all_reduce_sums, rollout_metrics
 from rlvr.training.state import Checkpoints, StageTimer, TrainerState
 from rlvr.training.stream import EpisodeStream, derived_seed, gather_objects, gather_rows
+from rlvr.training.sync_guard import SyncGuard
 from rlvr.training.warmup import HeldOut, check_env, suite_for_env, warm_up
+
+if TYPE_CHECKING:
+    from agents.engines import BuiltEngine
 
 __all__ = ["StageTimer", "TrainResult", "Trainer", "check_env", "derived_seed", "summary", "train"]
 
@@ -147,7 +151,9 @@ class Trainer:
             if cfg.algorithm.kl.enabled else None
         sampling = cfg.rollout.runner.sampling
         self.temperature = sampling.temperature if sampling.temperature > 0 else 1.0
-        self.engine, self.shares_weights = self._build_engine()
+        built = self._build_engine()
+        self.engine, self.shares_weights = built.engine, built.shares_weights
+        self.sync_guard = SyncGuard(cfg.rollout.max_logprob_diff, built.dtype, cfg.rollout.engine)
         from agents.runner import EpisodeRunner
 
         self.runner = EpisodeRunner(self.engine, self.tokenizer, cfg.rollout.runner)
@@ -167,7 +173,7 @@ class Trainer:
         self.resumed_from = self.checkpoints.maybe_resume(cfg.trainer.resume)
         if self.resumed_from is not None:
             self.log(f"[rlvr] resumed from {self.resumed_from} (step {self.state.step})")
-            self.sync_weights()
+        self.sync_weights()  # also on a fresh run: the engine may hold other weights
         self.heldout = None
         if self.is_main:
             suite = cfg.eval.suite or suite_for_env(cfg, cfg.eval.tasks,
@@ -178,22 +184,27 @@ class Trainer:
                                     enabled=self.is_main, tensorboard=t.tensorboard,
                                     progress=t.progress, plot=t.plot)
 
-    def _build_engine(self) -> tuple[Any, bool]:
-        """The rollout engine, and whether it runs the actor's own module (nothing to sync)."""
+    def _build_engine(self) -> BuiltEngine:
+        """The rollout engine, built by ``agents.engines`` from ``rollout.engine``.
+
+        With one rank an in-process engine runs the actor's own module (nothing to sync); the
+        options of engine X are ``rollout.X`` (e.g. ``rollout.sglang``).
+        """
+        from agents.engines import EngineRequest, build_engine
+
         rollout = self.config.rollout
-        if rollout.engine == "sglang":
-            from agents.sglang_engine import SGLangEngine
-
-            return SGLangEngine(str(rollout.sglang_url)), False
-        from agents.hf_engine import TransformersEngine
-
-        rows = self.stream_rows()
-        if self.dist.world_size == 1:
-            return TransformersEngine(self.actor.module, self.tokenizer, max_batch_size=rows), True
-        from rlvr.learner import load_causal_lm
-
-        module = load_causal_lm(self.policy_dir, self.dist.device)
-        return TransformersEngine(module, self.tokenizer, max_batch_size=rows), False
+        return build_engine(EngineRequest(
+            engine=rollout.engine,
+            model_path=self.policy_dir,
+            module=self.actor.module if self.dist.world_size == 1 else None,
+            tokenizer=self.tokenizer,
+            max_batch_size=self.stream_rows(),
+            device=str(self.dist.device),
+            leader=self.dist.rank == 0,
+            world_size=self.dist.world_size,
+            work_dir=self.out,
+            options=getattr(rollout, rollout.engine, None),
+        ))
 
     def stream_rows(self) -> int:
         """Episodes each rank plays per step (the engine's batch size)."""
@@ -224,6 +235,7 @@ class Trainer:
                 metrics |= self.prepare(batch)
             with timer("update"):                                    # stage C
                 metrics |= self.update(batch)
+            self.sync_guard.check(step, metrics)  # the last sync landed (engine == learner)
             with timer("sync"):
                 self.sync_weights()
             self.state.step = step
@@ -310,27 +322,20 @@ class Trainer:
     def sync_weights(self) -> None:
         """Give the rollout engine the actor's new weights (collective).
 
-        SGLang servers get their memory back first, then reload the exported weights from
-        disk (one call per node, by local rank 0).
+        The engine takes its memory back first, then the full tensors one at a time (it casts,
+        buckets and sends them; engines on other ranks than the leader drain them).
         """
         if self.shares_weights:
             return
-        if self.config.rollout.engine != "sglang":
-            self.engine.update_weights(self.actor.named_full_tensors())
-            return
-        path = export_hf(self.actor.module, self.out / "weights_sync")
-        if self.dist.local_rank == 0:
-            self.engine.resume_memory()
-            self.engine.update_weights(str(path))
-        barrier()
+        self.engine.resume_memory()
+        self.engine.update_weights(self.actor.named_full_tensors())
+        barrier()  # no rank generates before the new weights are in
 
     def release_engine_memory(self) -> None:
-        """Let SGLang servers free their GPU memory for training (no-op for transformers)."""
-        if self.config.rollout.engine == "sglang":
-            barrier()
-            if self.dist.local_rank == 0:
-                self.engine.release_memory()
-            barrier()
+        """Let the engine free accelerator memory for training (a no-op where none is held)."""
+        barrier()
+        self.engine.release_memory()
+        barrier()
 
     def _throughput(self, batch: RolloutBatch, timer: StageTimer,
                     rollout_tokens: float) -> dict[str, float]:

@@ -1,4 +1,8 @@
-"""Real SGLang on the tiny model: runs only where CUDA and sglang are present."""
+"""Real SGLang on a GPU (NCCL weight sync, memory saver, seeds): runs only with CUDA and sglang.
+
+Never run on this project's machines (no GPU); the CPU-runnable parts run against a real server
+in tests/agents/test_sglang_real.py.
+"""
 
 from __future__ import annotations
 
@@ -23,7 +27,8 @@ def test_real_sglang_matches_the_logprob_convention(tiny_model_path, tmp_path):
     from agents.sglang_engine import SGLangEngine
 
     tok = AutoTokenizer.from_pretrained(tiny_model_path)
-    engine = SGLangEngine.launch(tiny_model_path, mem_fraction_static=0.3,
+    engine = SGLangEngine.launch(tiny_model_path, device="cuda", mem_fraction_static=0.3,
+                                 deterministic=True, bucket_bytes=1 << 20,
                                  extra_args=["--dtype", "float32", "--disable-cuda-graph"],
                                  log_path=tmp_path / "sglang.log", startup_timeout_s=600)
     try:
@@ -44,7 +49,9 @@ def test_real_sglang_matches_the_logprob_convention(tiny_model_path, tmp_path):
         assert again.token_ids == out.token_ids  # sampling_seed makes it reproducible
         engine.update_weights(str(tiny_model_path))
         engine.release_memory()
-        engine.resume_memory()
+        engine.resume_memory()  # weights survive (--enable-weights-cpu-backup) ...
+        engine.update_weights(model.state_dict().items())  # ... and NCCL buckets re-push them
+        assert asyncio.run(engine.generate(list(prompt), sp)).token_ids == out.token_ids
         env_mod = pytest.importorskip("envs.tool_env")
         runner = EpisodeRunner(engine, tok, RunnerConfig(max_turns=2, max_tokens_per_turn=16,
                                                          check_token_exact=True))

@@ -1,0 +1,122 @@
+"""One factory for rollout engines, so callers never branch on engine names.
+
+``build_engine(EngineRequest(...))`` looks the engine's name up in ``ENGINES`` (name ->
+``"module:function"`` of its builder, imported only when used, so ``sglang`` costs nothing
+unless asked for) and returns a ``BuiltEngine``. A third engine is one new module with a
+``build(request) -> BuiltEngine`` function and one line in ``ENGINES``; everything else reaches
+it through the ``agents.engine.Engine`` protocol (``update_weights``, ``release_memory``,
+``resume_memory`` are no-ops where they mean nothing).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agents.engine import Engine
+from agents.errors import EngineConfigError
+
+ENGINES: dict[str, str] = {
+    "transformers": "agents.engines:build_transformers",
+    "sglang": "agents.sglang.engine_builder:build",
+}
+"""Engine name -> ``"module:function"`` of its builder."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineRequest:
+    """What the caller (trainer, evaluator) asks of an engine.
+
+    Attributes:
+        engine: a name in ``ENGINES``.
+        model_path: the policy as a HuggingFace model directory.
+        module: the live policy module, when the engine may run it in-process and share its
+            weights (the transformers engine does; server engines ignore it).
+        tokenizer: the policy's tokenizer.
+        max_batch_size: sequences the engine should batch at once.
+        device: where an in-process engine runs (None: its default).
+        leader: this process sends weight/memory calls to shared servers (trainer rank 0).
+        world_size: trainer ranks (engines that launch servers refuse more than one).
+        work_dir: a directory the engine may write to (e.g. weight shards for a disk sync).
+        serve_model: an engine attached to running servers must serve ``model_path`` (it
+            loads it from disk) rather than whatever they hold; the trainer leaves it off, it
+            syncs its own weights at start.
+        options: the engine's own options: its options dataclass (``rollout.<engine>`` in the
+            training config, e.g. ``agents.sglang.SGLangOptions``) or a mapping of its fields.
+    """
+
+    engine: str
+    model_path: str | Path
+    module: torch.nn.Module | None = None
+    tokenizer: Any = None
+    max_batch_size: int = 64
+    device: str | None = None
+    leader: bool = True
+    world_size: int = 1
+    work_dir: str | Path | None = None
+    serve_model: bool = False
+    options: Any = None
+
+
+@dataclass
+class BuiltEngine:
+    """An engine and the facts its caller needs.
+
+    Attributes:
+        engine: the ``Engine``.
+        dtype: the dtype it computes in (the sync guard's default threshold depends on it).
+        shares_weights: it runs the caller's own module: there is nothing to sync.
+        info: engine-specific extras for logs (e.g. the server URL).
+    """
+
+    engine: Engine
+    dtype: torch.dtype
+    shares_weights: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def engine_names() -> tuple[str, ...]:
+    """The names ``build_engine`` accepts (the default, ``transformers``, first)."""
+    return tuple(ENGINES)
+
+
+def check_engine_name(name: str, where: str = "engine") -> None:
+    """Raise ``EngineConfigError`` naming ``where`` and the allowed names for an unknown name."""
+    if name not in ENGINES:
+        raise EngineConfigError(f"{where}: unknown engine {name!r}; allowed: "
+                                f"{', '.join(engine_names())}")
+
+
+def build_engine(request: EngineRequest) -> BuiltEngine:
+    """Build the engine ``request.engine`` names.
+
+    Raises:
+        EngineConfigError: an unknown engine name.
+    """
+    check_engine_name(request.engine, "engine")
+    module, _, func = ENGINES[request.engine].partition(":")
+    builder: Callable[[EngineRequest], BuiltEngine] = getattr(importlib.import_module(module), func)
+    return builder(request)
+
+
+def build_transformers(request: EngineRequest) -> BuiltEngine:
+    """The in-process transformers engine (shares weights when given a module)."""
+    from agents.hf_engine import TransformersEngine
+
+    kwargs: dict[str, Any] = {"max_batch_size": request.max_batch_size,
+                              **dict(request.options or {})}
+    if request.module is not None:
+        engine = TransformersEngine(request.module, request.tokenizer, **kwargs)
+        shares = True
+    else:
+        if request.device is not None:
+            kwargs.setdefault("device", request.device)
+        engine = TransformersEngine(str(request.model_path), tokenizer=request.tokenizer,
+                                    **kwargs)
+        shares = False
+    return BuiltEngine(engine, next(engine.model.parameters()).dtype, shares)

@@ -1,0 +1,645 @@
+"""SGLangEngine: the rollout engine over SGLang servers' native HTTP API.
+
+Talks to ``python -m sglang.launch_server`` processes (launched here with ``launch``, or attached
+to by URL) with the standard library only, so importing it needs neither sglang nor an HTTP
+package. Wire format: ``agents.sglang.wire``; server checks: ``agents.sglang.server_info``;
+weight movement: ``agents.sglang.weights``.
+
+* Several servers: ``urls`` are used round-robin for ``/generate`` (give one sglang-router URL to
+  let the router balance with prefix-cache affinity); weight, memory and cache calls go to every
+  server in ``server_urls`` (default: ``urls``), never to a router.
+* Attach (first use): each server's ``/server_info`` is read and checked (version >= 0.5.5,
+  ``dp_size == 1``, tempered logprobs); seeded requests are refused on a server without
+  ``--enable-deterministic-inference`` unless ``allow_unseeded``; ``max_new_tokens`` is clamped
+  to the context length left after the prompt (an over-long request is an HTTP 400 on sglang, a
+  "length" finish here).
+* Weights: a HF directory goes to ``/update_weights_from_disk``; ``(name, tensor)`` pairs are cast
+  to the server's dtype and sent in buckets of ``bucket_bytes``, either broadcast over the
+  weight-update group (``weight_sync="distributed"``: NCCL on GPU servers, gloo on CPU ones) or
+  written as safetensors shards to ``sync_dir`` and reloaded from disk (``"disk"``).
+* Memory: ``release_memory`` pauses generation, then releases the servers' memory (only servers
+  with ``--enable-memory-saver``: elsewhere it frees nothing and is skipped); ``resume_memory``
+  resumes exactly the tags released, continues generation, and marks the weights stale when they
+  did not survive (no ``--enable-weights-cpu-backup``) until the next ``update_weights``.
+* Only the ``leader`` (trainer rank 0) sends weight and memory calls; other ranks' engines drain
+  the (collective) weight iterator and return.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import importlib.util
+import itertools
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from os import PathLike
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import torch
+
+from agents.engine import Completion, SamplingParams, WeightsSource
+from agents.errors import EngineClosedError, MissingDependencyError, RequestError, SGLangError
+from agents.sglang.client import ServerClient, SGLangHTTPError, check_success
+from agents.sglang.launch import default_device, launch_command, launch_env, server_python
+from agents.sglang.server_info import (
+    ServerInfo,
+    check_server,
+    context_length_from,
+)
+from agents.sglang.weights import (
+    DEFAULT_BUCKET_BYTES,
+    GroupFactory,
+    WeightGroup,
+    bracket_host,
+    buckets,
+    meta,
+    sglang_layout_group,
+    write_shards,
+)
+from agents.sglang.wire import aborted, parse_generate_response, sampling_payload
+
+_DTYPES = {"float32": torch.float32, "float": torch.float32, "bfloat16": torch.bfloat16,
+           "float16": torch.float16, "half": torch.float16}
+ALL_TAGS = ("kv_cache", "weights", "cuda_graph")
+_CONTEXT_ERRORS = ("context length", "maximum allowed length")
+"""In sglang's HTTP 400s for a prompt (+ max_new_tokens) over the context or input limit."""
+
+
+class SGLangEngine:
+    """A rollout engine over one or more SGLang servers.
+
+    Args:
+        urls: where ``/generate`` goes: one server, one sglang-router, or several servers
+            (round-robin).
+        server_urls: the servers themselves, for weight/memory/cache calls (default ``urls``).
+        api_key: the servers' ``--api-key`` (sent as ``Authorization: Bearer``).
+        request_timeout_s: HTTP timeout of one request.
+        max_concurrency: requests in flight at once (threads of the HTTP pool).
+        process: a server process this engine owns (``launch`` sets it); ``close`` stops it.
+        allow_unseeded: send seeded requests to servers that ignore seeds instead of refusing.
+        weight_sync: how ``(name, tensor)`` pairs reach the servers: "distributed" or "disk".
+        bucket_bytes: the most bytes per weight-update request.
+        sync_dir: where "disk" sync writes its shards (default: a temporary directory).
+        master_address: this host as the servers reach it (default: found per connection).
+        leader: whether this engine sends weight/memory calls (trainer rank 0).
+        group_factory: makes this end of the weight-update group (default
+            ``sglang_layout_group``; see ``agents.sglang.weights`` for what one must do).
+    """
+
+    def __init__(
+        self,
+        urls: str | Sequence[str],
+        *,
+        server_urls: Sequence[str] | None = None,
+        api_key: str | None = None,
+        request_timeout_s: float = 600.0,
+        max_concurrency: int = 256,
+        process: subprocess.Popen[bytes] | None = None,
+        allow_unseeded: bool = False,
+        weight_sync: str = "distributed",
+        bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+        sync_dir: str | PathLike[str] | None = None,
+        master_address: str | None = None,
+        leader: bool = True,
+        group_factory: GroupFactory | None = None,
+    ) -> None:
+        self.urls = [urls] if isinstance(urls, str) else list(urls)
+        if not self.urls:
+            raise RequestError("SGLangEngine needs at least one URL in urls")
+        if weight_sync not in ("distributed", "disk"):
+            raise RequestError(f"weight_sync must be 'distributed' or 'disk'; got {weight_sync!r}")
+        self.server_urls = list(server_urls) if server_urls else list(self.urls)
+        every = dict.fromkeys(self.urls + self.server_urls)
+        self.clients = {u: ServerClient(u, api_key=api_key, timeout_s=request_timeout_s)
+                        for u in every}
+        self.process = process
+        self.allow_unseeded = allow_unseeded
+        self.weight_sync = weight_sync
+        self.bucket_bytes = bucket_bytes
+        self._sync_dir = Path(sync_dir) if sync_dir else None
+        self.master_address = master_address
+        self.leader = leader
+        self.group_factory = group_factory or sglang_layout_group
+        self._next_url = itertools.cycle(self.urls)
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_concurrency, "sglang-http")
+        self._attach_lock = threading.Lock()
+        self._infos: dict[str, ServerInfo] | None = None
+        self._group: WeightGroup | None = None
+        self._group_name = "weight_update_group"
+        self._broadcast_device = "cpu"
+        self._abandoned: list[WeightGroup | None] = []
+        self._released: dict[str, tuple[str, ...]] = {}
+        self._weights_stale = False
+        self._closed = False
+        self._log: Path | None = None
+
+    # ------------------------------------------------------------------ launching
+    @classmethod
+    def launch(
+        cls,
+        model_path: str | PathLike[str],
+        *,
+        python: str | PathLike[str] | None = None,
+        device: str | None = None,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        tp_size: int = 1,
+        mem_fraction_static: float | None = None,
+        deterministic: bool = False,
+        api_key: str | None = None,
+        extra_args: Sequence[str] = (),
+        startup_timeout_s: float = 900.0,
+        log_path: str | PathLike[str] | None = None,
+        **engine_kwargs: Any,
+    ) -> SGLangEngine:
+        """Start ``python -m sglang.launch_server`` on ``model_path`` and wait for ``/health``.
+
+        Args:
+            model_path: a HuggingFace model directory.
+            python: the server's interpreter (default ``$RLVR_SGLANG_PYTHON``, else this one).
+            device: "cuda" or "cpu" (default: cuda when this machine has one); chooses the
+                defaults in ``agents.sglang.launch`` (memory saver on CUDA only).
+            host: where the server listens.
+            port: its port (default: a free one).
+            tp_size: tensor-parallel size.
+            mem_fraction_static: sglang's ``--mem-fraction-static``.
+            deterministic: add ``--enable-deterministic-inference`` (seeded sampling works).
+            api_key: the server's ``--api-key`` (this engine sends it).
+            extra_args: more ``launch_server`` flags (last, so they override the defaults).
+            startup_timeout_s: how long ``/health`` may take to answer 200.
+            log_path: the server's log (default: a temporary file).
+            **engine_kwargs: passed to ``SGLangEngine``.
+
+        Raises:
+            MissingDependencyError: sglang is not installed for ``python``.
+            SGLangError: the server exited or was not healthy within ``startup_timeout_s``
+                (the message ends with the server log's tail).
+        """
+        exe = server_python(python)
+        if exe == sys.executable and importlib.util.find_spec("sglang") is None:
+            raise MissingDependencyError(
+                "SGLangEngine.launch needs sglang: pip install 'rlvr[sglang]', or point "
+                "$RLVR_SGLANG_PYTHON at a venv that has it (bash dev.sh setup-sglang builds a "
+                "CPU one); or attach to running servers with SGLangEngine(urls)"
+            )
+        if not Path(exe).exists():
+            raise MissingDependencyError(f"the sglang server's python {exe!r} does not exist")
+        device = device or default_device()
+        port = port or _free_port(host)
+        extra = list(extra_args)
+        if mem_fraction_static is not None:
+            extra += ["--mem-fraction-static", str(mem_fraction_static)]
+        cmd = launch_command(model_path, python=exe, host=host, port=port, device=device,
+                             tp_size=tp_size, api_key=api_key, deterministic=deterministic,
+                             extra_args=extra)
+        log = Path(log_path or Path(tempfile.mkdtemp(prefix="sglang-")) / "server.log")
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("wb") as sink:
+            proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT,
+                                    env=launch_env(device), start_new_session=True)
+        engine = cls(f"http://{bracket_host(host)}:{port}", process=proc, api_key=api_key,
+                     **engine_kwargs)
+        engine._log = log
+        try:
+            engine.wait_healthy(startup_timeout_s, log)
+        except BaseException:
+            engine.close()
+            raise
+        return engine
+
+    def wait_healthy(self, timeout_s: float = 60.0, log: Path | None = None) -> None:
+        """Block until every server answers ``GET /health`` with 200.
+
+        Raises:
+            SGLangError: the launched process exited, or ``timeout_s`` passed.
+        """
+        deadline = time.monotonic() + timeout_s
+        for url in self.server_urls:
+            while True:
+                if self.process is not None and self.process.poll() is not None:
+                    raise SGLangError(f"sglang server exited with {self.process.returncode}"
+                                      + _tail(log))
+                try:
+                    self.clients[url].get("/health", timeout_s=10)
+                    break
+                except SGLangError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise SGLangError(f"{url}/health not ready after {timeout_s}s" + _tail(log))
+                time.sleep(1.0)
+
+    # ------------------------------------------------------------------ attach
+    @property
+    def infos(self) -> dict[str, ServerInfo]:
+        """Each server's checked ``ServerInfo`` (read and checked on first use)."""
+        if self._infos is None:
+            with self._attach_lock:
+                if self._infos is None:
+                    self._infos = {u: self._attach(u) for u in self.server_urls}
+        return self._infos
+
+    def _attach(self, url: str) -> ServerInfo:
+        client = self.clients[url]
+        raw = _first_answer(client, ("/server_info", "/get_server_info"))
+        if raw is None:
+            raise SGLangError(f"{url} answers neither /server_info nor /get_server_info: is it "
+                              "an sglang server (not a router)?")
+        models = _first_answer(client, ("/v1/models",)) or {}  # max_model_len: the real limit
+        info = ServerInfo.from_json(raw, context_length_from(models))
+        check_server(url, info)
+        if not self._logprobs_tempered(url):
+            raise SGLangError(
+                f"{url} reports un-tempered logprobs (SGLANG_RETURN_ORIGINAL_LOGPROB=1 in the "
+                "server's environment?): rlvr's convention is log_softmax(logits / T). Restart "
+                "the server without that variable (SGLangEngine.launch removes it)"
+            )
+        return info
+
+    def _logprobs_tempered(self, url: str) -> bool:
+        """Probe: the top-1 logprob of one prompt under T=0.5 must exceed the one under T=1.
+
+        With tempered logprobs (``log_softmax(logits / T)``), a lower temperature sharpens the
+        distribution; ``SGLANG_RETURN_ORIGINAL_LOGPROB`` reports the same number for both.
+        """
+        tops = []
+        for t in (1.0, 0.5):
+            body = self.clients[url].post("/generate", {
+                "input_ids": [1, 2, 3, 4], "return_logprob": True, "logprob_start_len": -1,
+                "top_logprobs_num": 1, "stream": False,
+                "sampling_params": {"max_new_tokens": 1, "temperature": t, "top_p": 1.0,
+                                    "top_k": -1},
+            })
+            tops.append(float(body["meta_info"]["output_top_logprobs"][0][0][0]))
+        return tops[1] > tops[0] + 1e-6 or tops[0] > -1e-6
+
+    @property
+    def context_length(self) -> int | None:
+        """The smallest context length of the servers (None when none reports one)."""
+        known = [i.context_length for i in self.infos.values() if i.context_length]
+        return min(known) if known else None
+
+    @property
+    def max_input_len(self) -> int | None:
+        """The smallest prompt limit of the servers (prompts must be shorter)."""
+        known = [i.max_input_len for i in self.infos.values() if i.max_input_len]
+        return min(known) if known else None
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype the servers compute in (bfloat16 for ``--dtype auto``)."""
+        return _DTYPES.get(next(iter(self.infos.values())).dtype, torch.bfloat16)
+
+    # ------------------------------------------------------------------ Engine protocol
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Completion:
+        """POST ``/generate`` (see the module docstring) and parse the completion."""
+        if self._closed:
+            raise EngineClosedError("SGLangEngine.generate called after close()")
+        # Aborts: sglang answers an aborted request that carries a status code (timeouts: 503;
+        # out of memory: 500) with an HTTP error, others with finish_reason "abort".
+        if len(prompt_ids) == 0:
+            raise RequestError("prompt_ids is empty; a completion needs at least one token")
+        if self._weights_stale:
+            raise SGLangError("the servers' weights were released without "
+                              "--enable-weights-cpu-backup; call update_weights before generating")
+        loop = asyncio.get_running_loop()
+        if self._infos is None:
+            await loop.run_in_executor(self._pool, lambda: self.infos)
+        self._check_seed(sampling)
+        max_new = sampling.max_new_tokens
+        ctx = self.context_length
+        max_input = self.max_input_len
+        if max_input is not None and len(prompt_ids) >= max_input:
+            return Completion([], [], "length", {"max_input_len": max_input})
+        if ctx is not None:
+            room = ctx - len(prompt_ids)  # sglang refuses prompt + max_new_tokens > context
+            if room < 1:
+                return Completion([], [], "length", {"context_length": ctx})
+            max_new = min(max_new, room)
+        payload = {
+            "input_ids": list(prompt_ids),
+            "sampling_params": sampling_payload(sampling, max_new_tokens=max_new),
+            "return_logprob": True,
+            "logprob_start_len": -1,
+            "stream": False,
+        }
+        client = self.clients[next(self._next_url)]
+        try:
+            body = await loop.run_in_executor(self._pool, client.post, "/generate", payload)
+        except SGLangHTTPError as exc:
+            if any(e in exc.detail for e in _CONTEXT_ERRORS):  # limits unknown here
+                return Completion([], [], "length", {"error": exc.detail})
+            if exc.status >= 500:
+                return aborted(exc.detail)
+            raise
+        return parse_generate_response(body)
+
+    def _check_seed(self, sampling: SamplingParams) -> None:
+        if sampling.seed is None or self.allow_unseeded:
+            return
+        plain = [u for u, i in self.infos.items() if not i.deterministic]
+        if plain:
+            raise SGLangError(
+                f"seeded sampling asked (seed={sampling.seed}) but {', '.join(plain)} runs "
+                "without --enable-deterministic-inference, where sglang silently ignores "
+                "sampling_seed: launch with that flag (SGLangEngine.launch(deterministic=True)), "
+                "or accept unseeded sampling (allow_unseeded=True; rollout.sglang.allow_unseeded)"
+            )
+
+    def update_weights(self, weights: WeightsSource, *, weight_version: str | None = None) -> None:
+        """Load new weights: a HF directory, or ``(name, tensor)`` pairs sent in buckets.
+
+        On a non-leader engine the pairs are drained (the learner's iterator is collective) and
+        nothing is sent.
+
+        Raises:
+            SGLangError: a server refused the update or could not be reached.
+        """
+        if self._closed:
+            raise EngineClosedError("SGLangEngine.update_weights called after close()")
+        if not self.leader:
+            if not isinstance(weights, str | PathLike):
+                for _ in weights:
+                    pass
+            return
+        if isinstance(weights, str | PathLike):
+            self._load_from_disk(str(weights), weight_version)
+        elif self.weight_sync == "disk":
+            write_shards(buckets(weights, max_bytes=self.bucket_bytes, dtype=self.dtype),
+                         self.sync_dir)
+            self._load_from_disk(str(self.sync_dir), weight_version)
+        else:
+            self._update_from_distributed(weights, weight_version)
+        self._weights_stale = False
+
+    @property
+    def sync_dir(self) -> Path:
+        """Where "disk" sync writes (created on first use)."""
+        if self._sync_dir is None:
+            self._sync_dir = Path(tempfile.mkdtemp(prefix="rlvr-sglang-sync-"))
+        return self._sync_dir
+
+    def _load_from_disk(self, path: str, weight_version: str | None) -> None:
+        payload: dict[str, Any] = {"model_path": path, "flush_cache": True}
+        if weight_version is not None:
+            payload["weight_version"] = weight_version
+        self._post_all("/update_weights_from_disk", payload)
+
+    def release_memory(self, tags: Sequence[str] | None = None) -> None:
+        """Free the servers' memory before training (servers with the memory saver only).
+
+        Generation is paused first (sglang asserts an idle scheduler; a failure there kills
+        it); the released tags are remembered so ``resume_memory`` resumes exactly those.
+        """
+        if not self.leader or self._closed:
+            return
+        wanted = tuple(tags) if tags else ALL_TAGS
+        targets = [u for u, i in self.infos.items() if i.memory_saver and u not in self._released]
+        for url in targets:
+            self.clients[url].post("/pause_generation", {"mode": "abort"})
+            self._released[url] = wanted
+            check_success("/release_memory_occupation",
+                          self.clients[url].post("/release_memory_occupation",
+                                                 {"tags": list(wanted)}))
+
+    def resume_memory(self) -> None:
+        """Take back the memory ``release_memory`` freed, then continue generation.
+
+        Weights released on a server without ``--enable-weights-cpu-backup`` are gone: the
+        engine refuses to generate until the next ``update_weights``.
+        """
+        if not self.leader or self._closed:
+            return
+        for url, tags in list(self._released.items()):
+            check_success("/resume_memory_occupation",
+                          self.clients[url].post("/resume_memory_occupation", {"tags": list(tags)}))
+            self.clients[url].post("/continue_generation", {})
+            del self._released[url]
+            if "weights" in tags and not self.infos[url].weights_cpu_backup:
+                self._weights_stale = True
+
+    def flush_cache(self, retries: int = 20) -> None:
+        """Drop the servers' prefix caches (retried while sglang answers 400: requests run)."""
+        for url in self.server_urls:
+            for attempt in range(retries + 1):
+                try:
+                    self.clients[url].post("/flush_cache", {})
+                    break
+                except SGLangHTTPError as exc:
+                    if exc.status != 400 or attempt == retries:
+                        raise
+                    time.sleep(0.25)
+
+    def close(self) -> None:
+        """Stop the HTTP pool, leave the weight group, stop the launched server. Idempotent."""
+        self._closed = True
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._group is not None:
+            self._leave_group()
+        proc = self.process
+        if proc is not None and proc.poll() is None:
+            _signal_group(proc, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                _signal_group(proc, signal.SIGKILL)
+                proc.wait()
+        if proc is not None:
+            _signal_group(proc, signal.SIGKILL)  # scheduler/detokenizer children left behind
+
+    # ------------------------------------------------------------------ distributed weight path
+    def init_weight_update_group(
+        self,
+        master_address: str | None = None,
+        master_port: int | None = None,
+        *,
+        backend: str | None = None,
+        group_name: str | None = None,
+        group_factory: GroupFactory | None = None,
+    ) -> None:
+        """Join this process (rank 0) and every server's ranks in one process group.
+
+        Server ``i`` gets ``rank_offset = 1 + (ranks of servers before it)`` where a server has
+        ``tp_size * pp_size`` ranks. The servers block in the request until the group forms, so
+        the POSTs run in threads while this process joins.
+
+        Args:
+            master_address: this host as the servers reach it (default: ``master_address`` of
+                the engine, else the local end of a connection to the first server).
+            master_port: a free port here (default: picked).
+            backend: "nccl" for GPU servers, "gloo" for CPU ones (default: by server device).
+            group_name: the group's name (default: a fresh ``rlvr_weights_<hex>``; a group
+                abandoned after a failure keeps its name registered in torch, so a new one
+                needs another).
+            group_factory: overrides the engine's factory.
+        """
+        infos = self.infos
+        group_name = group_name or f"rlvr_weights_{uuid.uuid4().hex[:12]}"
+        address = master_address or self.master_address or _local_address(self.server_urls[0])
+        port = master_port or _free_port(address)
+        backend = backend or ("gloo" if all(i.device == "cpu" for i in infos.values()) else "nccl")
+        world = 1 + sum(i.ranks for i in infos.values())
+        offsets = list(itertools.accumulate([1] + [infos[u].ranks for u in self.server_urls]))
+        posts = [
+            self._pool.submit(self.clients[url].post, "/init_weights_update_group", {
+                "master_address": bracket_host(address), "master_port": port,
+                "rank_offset": offsets[i], "world_size": world, "group_name": group_name,
+                "backend": backend,
+            })
+            for i, url in enumerate(self.server_urls)
+        ]
+        factory = group_factory or self.group_factory
+        try:
+            self._group = factory(backend=backend,
+                                  init_method=f"tcp://{bracket_host(address)}:{port}",
+                                  world_size=world, rank=0, group_name=group_name)
+        finally:
+            answers = [p.result() for p in posts]
+        for answer in answers:
+            check_success("/init_weights_update_group", answer)
+        self._group_name = group_name
+        self._broadcast_device = "cuda" if backend == "nccl" else "cpu"
+
+    def _leave_group(self) -> None:
+        """Destroy the weight-update group on the servers and here (best effort)."""
+        group, self._group = self._group, None
+        for url in self.server_urls:
+            try:
+                self.clients[url].post("/destroy_weights_update_group",
+                                       {"group_name": self._group_name}, timeout_s=30)
+            except SGLangError:
+                pass  # an older or dead server: nothing to free there
+        if group is not None:
+            try:
+                group.destroy()
+            except Exception:  # noqa: BLE001 - a dead peer must not block closing
+                pass
+
+    def _update_from_distributed(self, weights: Iterable[tuple[str, torch.Tensor]],
+                                 weight_version: str | None) -> None:
+        """One weight-update session, one request plus one broadcast round per bucket.
+
+        ``/begin_weight_update`` first (sglang >= 0.5.23 refuses
+        ``/update_weights_from_distributed`` outside a session), ``/end_weight_update`` after the
+        last bucket, then a cache flush.
+        """
+        if self._group is None:
+            self.init_weight_update_group()
+        session = self._session_call("/begin_weight_update", {})
+        try:
+            for bucket in buckets(weights, max_bytes=self.bucket_bytes, dtype=self.dtype,
+                                  device=self._broadcast_device):
+                self._send_bucket(bucket, weight_version)
+        finally:
+            if session:
+                self._session_call("/end_weight_update", {})
+        self.flush_cache()
+
+    def _session_call(self, path: str, payload: dict[str, Any]) -> bool:
+        """POST a session route to every server; False where none has it (older sglang)."""
+        opened = False
+        for url in self.server_urls:
+            try:
+                check_success(path, self.clients[url].post(path, payload))
+                opened = True
+            except SGLangHTTPError as exc:
+                if exc.status != 404:
+                    raise
+        return opened
+
+    def _send_bucket(self, bucket: list[tuple[str, torch.Tensor]],
+                     weight_version: str | None) -> None:
+        group = self._group
+        if group is None:
+            raise SGLangError("no weight-update group (init_weight_update_group failed)")
+        payload: dict[str, Any] = {**meta(bucket), "group_name": self._group_name,
+                                   "flush_cache": False}
+        if weight_version is not None:
+            payload["weight_version"] = weight_version
+        posts = [self._pool.submit(self.clients[u].post, "/update_weights_from_distributed",
+                                   payload) for u in self.server_urls]
+        works = [group.broadcast(tensor) for _, tensor in bucket]
+        errors: list[str] = []
+        for url, post in zip(self.server_urls, posts):
+            try:
+                answer = post.result()
+                if answer.get("success") is False:
+                    errors.append(f"{url}: {answer.get('message', answer)}")
+            except SGLangError as exc:
+                errors.append(str(exc))
+        if errors:
+            # A server that refused never joined the broadcast: ours can never complete. Leave
+            # the group (the next update forms a new one) instead of waiting on it forever.
+            self._abandon_group()
+            raise SGLangError("/update_weights_from_distributed failed: " + "; ".join(errors))
+        for work in works:
+            if work is not None:
+                work.wait()
+
+    def _abandon_group(self) -> None:
+        group, self._group = self._group, None
+        for url in self.server_urls:
+            try:
+                self.clients[url].post("/destroy_weights_update_group",
+                                       {"group_name": self._group_name}, timeout_s=30)
+            except SGLangError:
+                pass
+        self._abandoned.append(group)  # pending work: never destroyed, only forgotten
+
+    # ------------------------------------------------------------------ HTTP
+    def _post_all(self, path: str, payload: dict[str, Any]) -> None:
+        futures = [self._pool.submit(self.clients[u].post, path, payload)
+                   for u in self.server_urls]
+        for fut in futures:
+            check_success(path, fut.result())
+
+
+def _first_answer(client: ServerClient, paths: Sequence[str]) -> dict[str, Any] | None:
+    for path in paths:
+        try:
+            return client.get(path)
+        except SGLangHTTPError as exc:
+            if exc.status in (401, 403):
+                raise SGLangError(f"{client.url}{path}: HTTP {exc.status}; pass the server's "
+                                  "--api-key (api_key=..., rollout.sglang.api_key)") from None
+    return None
+
+
+def _free_port(host: str) -> int:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as s:
+        s.bind((host.strip("[]"), 0))
+        return int(s.getsockname()[1])
+
+
+def _local_address(url: str) -> str:
+    """The local address of a connection to ``url``'s host: how that server reaches us."""
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as s:
+        s.connect((host, port))
+        return str(s.getsockname()[0])
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _tail(log: Path | None, n: int = 3000) -> str:
+    if log is None or not log.exists():
+        return ""
+    return "\n--- server log tail ---\n" + log.read_text(errors="replace")[-n:]

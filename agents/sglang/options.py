@@ -1,0 +1,81 @@
+"""``SGLangOptions``: how rlvr reaches SGLang servers and syncs weights into them.
+
+The same dataclass is ``rollout.sglang`` in the training config (``rlvr.config``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agents.errors import EngineConfigError
+
+WEIGHT_SYNCS = ("distributed", "disk")
+
+
+@dataclass(kw_only=True)
+class SGLangOptions:
+    """Options of the SGLang engine.
+
+    Attributes:
+        url: an SGLang server (or sglang-router) base URL to attach to; null launches one server
+            on the policy (one trainer rank only).
+        server_urls: the servers themselves when ``url`` is a router (weight, memory and cache
+            calls go to each); empty means ``[url]``.
+        python: the interpreter that runs ``sglang.launch_server`` when launching (sglang pins
+            its own transformers, so it usually lives in its own venv); null reads
+            ``$RLVR_SGLANG_PYTHON``, else this interpreter.
+        launch_args: extra ``launch_server`` flags when launching.
+        api_key: the servers' ``--api-key``, sent as ``Authorization: Bearer``.
+        weight_sync: ``distributed`` (broadcast over a process group the servers join: NCCL on
+            GPUs, gloo on CPU; needs trainer and servers on one network) or ``disk`` (bucketed
+            safetensors shards in ``sync_dir``, reloaded by ``/update_weights_from_disk``; needs
+            a filesystem the servers see).
+        bucket_mb: megabytes per weight-update request (each server allocates one bucket's
+            worth of unsharded tensors before loading them).
+        sync_dir: where ``disk`` sync writes (null: the run's ``output_dir/weights_sync``).
+        master_address: this host's address as the servers reach it (null: the local address
+            of a connection to the first server).
+        allow_unseeded: accept seeded sampling on servers started without
+            ``--enable-deterministic-inference`` (seeds are then ignored: runs are not
+            reproducible); else such requests are refused.
+        startup_timeout_s: how long a launched server may take to become healthy.
+        request_timeout_s: HTTP timeout of one request.
+    """
+
+    url: str | None = None
+    server_urls: list[str] = field(default_factory=list)
+    python: str | None = None
+    launch_args: list[str] = field(default_factory=list)
+    api_key: str | None = None
+    weight_sync: str = "distributed"
+    bucket_mb: int = 512
+    sync_dir: str | None = None
+    master_address: str | None = None
+    allow_unseeded: bool = False
+    startup_timeout_s: float = 900.0
+    request_timeout_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        """Validate the fields."""
+        if self.weight_sync not in WEIGHT_SYNCS:
+            raise EngineConfigError(
+                f"rollout.sglang.weight_sync must be one of {', '.join(WEIGHT_SYNCS)}; "
+                f"got {self.weight_sync!r}"
+            )
+        if isinstance(self.bucket_mb, bool) or not isinstance(self.bucket_mb, int) \
+                or self.bucket_mb < 1:
+            raise EngineConfigError(
+                f"rollout.sglang.bucket_mb must be an int >= 1; got {self.bucket_mb!r}"
+            )
+        for name in ("startup_timeout_s", "request_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise EngineConfigError(f"rollout.sglang.{name} must be > 0; got "
+                                        f"{getattr(self, name)!r}")
+        if self.server_urls and not self.url:
+            raise EngineConfigError("rollout.sglang.server_urls needs rollout.sglang.url (the "
+                                    "router or first server that /generate goes to)")
+
+    @property
+    def bucket_bytes(self) -> int:
+        """``bucket_mb`` in bytes."""
+        return self.bucket_mb * 1024**2

@@ -1,0 +1,136 @@
+"""What an SGLang server says about itself, and the checks rlvr makes before using it.
+
+Read on attach from ``/server_info`` (sglang >= 0.5.10; ``/get_server_info`` before), which
+returns the server's resolved launch arguments plus ``version``, and the context length from
+``/v1/models`` (``max_model_len``, the limit sglang checks requests against).
+
+Refused on attach (``check_server``):
+
+* versions before 0.5.5: without ``--skip-tokenizer-init`` their ``output_ids`` start with up to
+  five prompt tokens (upstream issue #17240), so every completion would be misaligned;
+* ``dp_size > 1``: the weight-update group gives each server ``tp_size * pp_size`` ranks, one
+  model replica per server (run data-parallel replicas as separate servers behind a router);
+* a server whose logprobs are un-tempered (``SGLANG_RETURN_ORIGINAL_LOGPROB=1`` in its
+  environment, which no route reports): probed by ``logprobs_are_tempered``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from agents.errors import SGLangError
+
+MIN_VERSION = (0, 5, 5)
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """The facts rlvr needs from one server.
+
+    Attributes:
+        version: sglang's version string ("unknown" when not reported).
+        tp_size / dp_size / pp_size: parallel sizes; the server's weight-update ranks are
+            ``tp_size * pp_size``.
+        dtype: the server's ``--dtype`` ("auto", "float32", "bfloat16", ...).
+        context_length: prompt + completion tokens a request may hold (None when unknown).
+        max_input_len: prompts must be shorter than this (sglang's ``max_req_input_len``:
+            ``min(context_length, KV pool tokens) - 6``; None when not reported).
+        deterministic: launched with ``--enable-deterministic-inference`` (``sampling_seed``
+            works only then).
+        memory_saver: launched with ``--enable-memory-saver`` (release/resume free memory).
+        weights_cpu_backup: launched with ``--enable-weights-cpu-backup`` (weights survive a
+            release).
+        device: the server's ``--device`` ("cuda", "cpu", ...).
+        model_path: what it was launched on.
+    """
+
+    version: str = "unknown"
+    tp_size: int = 1
+    dp_size: int = 1
+    pp_size: int = 1
+    dtype: str = "auto"
+    context_length: int | None = None
+    max_input_len: int | None = None
+    deterministic: bool = False
+    memory_saver: bool = False
+    weights_cpu_backup: bool = False
+    device: str = "cuda"
+    model_path: str = ""
+
+    @property
+    def ranks(self) -> int:
+        """Ranks this server contributes to the weight-update group."""
+        return self.tp_size * self.pp_size
+
+    @classmethod
+    def from_json(cls, info: dict[str, Any], context_length: int | None = None) -> ServerInfo:
+        """Parse ``/server_info``'s answer.
+
+        ``context_length`` (``/v1/models``' ``max_model_len``, the limit sglang enforces) wins
+        over the launch argument, which is often null.
+        """
+        nested = info.get("server_args")
+        args: dict[str, Any] = nested if isinstance(nested, dict) else info
+
+        def get(key: str, default: Any) -> Any:
+            value = args.get(key, info.get(key))
+            return default if value is None else value
+
+        ctx = context_length or get("context_length", None)
+        return cls(
+            version=str(info.get("version") or args.get("version") or "unknown"),
+            tp_size=int(get("tp_size", 1)),
+            dp_size=int(get("dp_size", 1)),
+            pp_size=int(get("pp_size", 1)),
+            dtype=str(get("dtype", "auto")),
+            context_length=int(ctx) if ctx else None,
+            max_input_len=int(get("max_req_input_len", 0)) or None,
+            deterministic=bool(get("enable_deterministic_inference", False)),
+            memory_saver=bool(get("enable_memory_saver", False)),
+            weights_cpu_backup=bool(get("enable_weights_cpu_backup", False)),
+            device=str(get("device", "cuda")),
+            model_path=str(get("model_path", "")),
+        )
+
+
+def parse_version(version: str) -> tuple[int, ...] | None:
+    """``"0.5.23"`` -> ``(0, 5, 23)``; None for an unparsable version."""
+    match = re.match(r"(\d+)\.(\d+)\.(\d+)", version)
+    return tuple(int(g) for g in match.groups()) if match else None
+
+
+def check_server(url: str, info: ServerInfo) -> None:
+    """Refuse servers rlvr cannot use correctly (see the module docstring).
+
+    Raises:
+        SGLangError: naming the server, what is wrong and what to do.
+    """
+    parsed = parse_version(info.version)
+    if parsed is None or parsed < MIN_VERSION:
+        raise SGLangError(
+            f"{url} runs sglang {info.version}; rlvr needs sglang >= 0.5.5 (earlier versions "
+            "start output_ids with prompt tokens, misaligning every completion): upgrade the "
+            "server (pip install 'sglang>=0.5.23')"
+        )
+    if info.dp_size > 1:
+        raise SGLangError(
+            f"{url} runs with dp_size={info.dp_size}; rlvr's weight-update group assumes one "
+            "model replica per server (tp_size * pp_size ranks): launch each data-parallel "
+            "replica as its own server and list them in rollout.sglang.server_urls behind a router"
+        )
+
+
+def context_length_from(model_info: dict[str, Any]) -> int | None:
+    """The context length in a ``/model_info`` or ``/v1/models`` answer, if present."""
+    for key in ("context_length", "max_model_len", "max_context_length"):
+        value = model_info.get(key)
+        if isinstance(value, int) and value > 0:
+            return value
+    for entry in model_info.get("data", []) or []:
+        if isinstance(entry, dict):
+            found = context_length_from(entry)
+            if found:
+                return found
+    return None

@@ -1,0 +1,79 @@
+"""Every weight sync proven: the engine-vs-learner logprob gap must stay under a threshold.
+
+After each sync the next step's rollout was sampled by the engine with the weights it was sent;
+the learner recomputes the same tokens' logprobs with its own weights (``rollout/logprob_diff``:
+the token mean of ``|logp_learner - logp_engine|`` over response tokens, all ranks). A sync that
+silently did not land (the engine kept old weights), a dtype mismatch or a template/tokenizer
+mismatch shows up there, long before the run merely looks "stale". ``SyncGuard.check`` stops the
+run with ``WeightSyncError`` naming the likely causes and the step's numbers.
+
+Default thresholds per rollout dtype (``rollout.max_logprob_diff: null``), from gaps measured on
+this CPU (BENCHMARKS.md, "SGLang engine"):
+
+* float32: 2e-7 per token (transformers engine, and the stand-in server), 5e-7 (real sglang
+  0.5.23 on CPU, float32); an engine kept one step behind (lr 3e-3) gave 0.22. Default 1e-3.
+* bfloat16: a bf16 copy of the tiny models vs their float32 selves gave 1.4e-3 to 5.3e-3 (the
+  larger with sharper distributions); real models are reported near 1e-2. Default 5e-2, which
+  still catches wrong weights and template mismatches but may miss a one-step-stale engine at a
+  small learning rate. float16 (3 more mantissa bits): default 2e-2, not measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+
+from rlvr.errors import WeightSyncError
+
+DEFAULT_MAX_LOGPROB_DIFF: dict[torch.dtype, float] = {
+    torch.float32: 1e-3,
+    torch.bfloat16: 5e-2,
+    torch.float16: 2e-2,
+}
+"""``rollout.max_logprob_diff`` when it is null, by the dtype the engine computes in."""
+
+METRIC = "rollout/logprob_diff"
+
+
+def default_limit(dtype: torch.dtype) -> float:
+    """The default threshold for an engine computing in ``dtype`` (float32's for unknown ones)."""
+    return DEFAULT_MAX_LOGPROB_DIFF.get(dtype, DEFAULT_MAX_LOGPROB_DIFF[torch.float32])
+
+
+class SyncGuard:
+    """Stops the run when the logprob gap after a weight sync exceeds ``limit``.
+
+    Args:
+        limit: the most allowed ``rollout/logprob_diff``; None picks ``default_limit(dtype)``;
+            ``inf`` disables the guard.
+        dtype: the dtype the rollout engine computes in.
+        engine: the engine's name (for the message).
+    """
+
+    def __init__(self, limit: float | None, dtype: torch.dtype, engine: str) -> None:
+        self.limit = default_limit(dtype) if limit is None else float(limit)
+        self.dtype = dtype
+        self.engine = engine
+
+    def check(self, step: int, metrics: Mapping[str, float]) -> None:
+        """Raise ``WeightSyncError`` if ``metrics``' logprob gap is over the limit.
+
+        Steps that did not measure the gap (no ``rollout/logprob_diff``) pass.
+        """
+        diff = metrics.get(METRIC)
+        if diff is None or diff <= self.limit:
+            return
+        kl = metrics.get("rollout/kl")
+        kl_text = "n/a" if kl is None else f"{kl:.3g}"
+        raise WeightSyncError(
+            f"step {step}: the {self.engine} engine's logprobs differ from the learner's by "
+            f"{diff:.3g} per token (rollout/logprob_diff; rollout/kl {kl_text}), "
+            f"over rollout.max_logprob_diff = {self.limit:.3g} (default for "
+            f"{str(self.dtype).removeprefix('torch.')}). Likely causes: the last weight sync did "
+            "not land (the engine kept older weights: check the server log of "
+            "update_weights_from_disk/_distributed), a dtype mismatch between the engine and "
+            "the learner (e.g. a float16 server for a float32 policy), or a chat template/"
+            "tokenizer that differs between the engine and the learner. Raise the threshold "
+            "only if the gap is expected (rollout.max_logprob_diff: .inf disables the guard)."
+        )
