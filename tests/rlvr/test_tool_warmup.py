@@ -85,3 +85,21 @@ def test_draws_come_from_the_fixed_pool(tokenizer):
     demos = CalculatorDemonstrations(ENV, {}, tokenizer, num_demos=3, seed=0)
     rng = random.Random(0)
     assert {demos(rng).task_id for _ in range(50)} == {d.task_id for d in demos.pool}
+
+
+def test_tool_quickstart_config_and_its_ablation_load():
+    from pathlib import Path
+
+    from rlvr.config import load_config
+    from rlvr.training.warmup import check_env
+
+    path = Path(__file__).resolve().parents[2] / "configs" / "tool_quickstart.yaml"
+    config = load_config(path)
+    assert (config.env.id, config.sft.demos, config.eval.show_episodes) == (
+        "rlvr/CompactToolUse-v0", "calculator", 6)
+    check_env(config)
+    ablation = load_config(path, ["env.kwargs.tools=[]"])
+    assert ablation.env.kwargs["tools"] == [] and ablation.trainer.steps == config.trainer.steps
+    check_env(ablation)
+    with pytest.raises(ConfigError, match="sft.demos"):
+        load_config(path, ["sft.demos=scripted"])
