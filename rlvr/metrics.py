@@ -82,6 +82,8 @@ def plot_curves(records: list[dict[str, Any]], path: str | Path) -> Path | None:
         points = [(r["step"], r[key]) for r in records if key in r and r[key] is not None]
         xs, ys = zip(*points)
         ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, markersize=3)
+        if 0.0 <= min(ys) and max(ys) <= 1.0:  # a rate: on its whole scale, not zoomed in
+            ax.set_ylim(-0.03, 1.03)
         ax.set_title(label)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)

@@ -8,8 +8,8 @@ independently of how the runner built it:
 
 - every token of a tool result, from the env's ``<tool_response>`` to ``</tool_response>``
   inclusive, has ``response_mask == 0`` and advantage 0;
-- every nonzero token-level score sits on the last model token of a turn (a model token followed
-  by an env token or by the end of the response).
+- every nonzero token-level score sits on a model token (turn rewards on a turn's last model
+  token, reward spans inside the turn), never on an env token.
 
 It costs a few vectorised comparisons over ``(batch, response_len)`` tensors per step.
 """
@@ -57,14 +57,6 @@ def tool_result_positions(responses: torch.Tensor, response_mask: torch.Tensor, 
     return (depth > 0) | closes
 
 
-def turn_ends(response_mask: torch.Tensor) -> torch.Tensor:
-    """``(batch, response_len)`` bool: model tokens followed by an env token or the end."""
-    model = response_mask > 0
-    following = torch.zeros_like(model)
-    following[:, :-1] = model[:, 1:]
-    return model & ~following
-
-
 class EnvTokenGuard:
     """Checks each training batch (see the module docstring); counts what it checked.
 
@@ -81,7 +73,7 @@ class EnvTokenGuard:
         self.tool_tokens = 0
 
     def check(self, batch: RolloutBatch) -> dict[str, float]:
-        """Raise unless env tokens are untrained and rewards sit on turn ends.
+        """Raise unless env tokens are untrained and carry no reward.
 
         Args:
             batch: a batch after stage B (``advantages`` set).
@@ -94,11 +86,11 @@ class EnvTokenGuard:
         """
         mask = batch.response_mask
         scores = batch.token_level_scores
-        misplaced = (scores != 0) & ~turn_ends(mask)
+        misplaced = (scores != 0) & (mask == 0)
         if bool(misplaced.any()):
             row, col = (int(x) for x in misplaced.nonzero()[0])
-            raise BatchError(f"row {row}: a reward is at response position {col}, which is not "
-                             "the last model token of a turn")
+            raise BatchError(f"row {row}: a reward is at response position {col}, an env token; "
+                             "rewards belong on the model's tokens")
         n_tool = 0
         if self.open_id is not None and self.close_id is not None:
             tool = tool_result_positions(batch.responses, mask, self.open_id, self.close_id)

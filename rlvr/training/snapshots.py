@@ -38,4 +38,4 @@ class EpisodeSnapshots:
         """Write the page (None when disabled or nothing was taken)."""
         if self.n <= 0 or not self.records:
             return None
-        return write_html(self.records, self.path, title=title)
+        return write_html(self.records, self.path, title=title, expanded=True)

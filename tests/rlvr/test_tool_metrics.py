@@ -9,7 +9,7 @@ from transformers import AutoTokenizer
 from rlvr.data import RolloutBatch, Trajectory
 from rlvr.errors import BatchError
 from rlvr.tool_metrics import tool_metrics
-from rlvr.training.env_tokens import EnvTokenGuard, tool_result_positions, turn_ends
+from rlvr.training.env_tokens import EnvTokenGuard, tool_result_positions
 from rlvr.training.snapshots import EpisodeSnapshots
 
 CPU = torch.device("cpu")
@@ -82,10 +82,13 @@ def test_guard_catches_an_advantage_on_env_tokens(tokenizer):
         EnvTokenGuard(tokenizer).check(batch)
 
 
-def test_guard_catches_a_reward_off_the_turn_end(tokenizer):
+def test_guard_catches_a_reward_on_an_env_token_but_allows_spans(tokenizer):
     traj, _ = _episode(tokenizer)
-    traj.token_level_scores[-1], traj.token_level_scores[-2] = 0.0, 1.0
-    with pytest.raises(BatchError, match="not the last model token of a turn"):
+    traj.token_level_scores[1] = 0.5  # a reward span inside the first model turn: allowed
+    EnvTokenGuard(tokenizer).check(_batch([traj]))
+    env_token = traj.response_mask.index(0)
+    traj.token_level_scores[env_token] = 1.0
+    with pytest.raises(BatchError, match=f"position {env_token}, an env token"):
         EnvTokenGuard(tokenizer).check(_batch([traj]))
 
 
@@ -96,8 +99,6 @@ def test_tool_tags_the_model_wrote_are_its_own_tokens(tokenizer):
     mask = torch.tensor([[1, 1, 1, 1, 0, 0, 0, 1, 1]])
     inside = tool_result_positions(ids, mask, open_id, close_id)
     assert inside.tolist() == [[False] * 4 + [True] * 3 + [False] * 2]
-    assert turn_ends(mask).tolist() == [[False, False, False, True, False, False, False, False,
-                                         True]]
 
 
 def test_snapshots_page_holds_both_labels(tmp_path, tokenizer):
@@ -114,4 +115,5 @@ def test_snapshots_page_holds_both_labels(tmp_path, tokenizer):
     page.take("after RL", HeldOut())
     html = page.write().read_text()
     assert "before RL" in html and "after RL" in html and html.count("task t") == 4
+    assert html.count("<details open>") == html.count("<details")  # a few episodes: all shown
     assert EpisodeSnapshots(tmp_path / "none.html", 0).write() is None
