@@ -135,11 +135,11 @@ def supervised_warmup(
         model: a HF causal LM (``model(input_ids, attention_mask).logits``), in eval mode after.
         tokenizer: its tokenizer (chat template, ``eos_token_id``, ``pad_token_id``).
         examples: draws one training example from the given RNG.
+        config: steps, batch size, learning rate, evaluation cadence and target.
+        seed: seeds the example stream.
         encode: turns an example into ``collate``'s ``(ids, prompt_len or mask)``; default
             ``encode_example`` of an ``Example`` (multi-turn demonstrations come encoded:
             ``rlvr.training.demonstrations``).
-        config: steps, batch size, learning rate, evaluation cadence and target.
-        seed: seeds the example stream.
         evaluate: held-out greedy accuracy of ``model`` in [0, 1]; called every
             ``config.eval_every`` steps and at the end. None skips evaluation (and the target).
         log: where progress lines go (one per evaluation without a progress bar, else one at
