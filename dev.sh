@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # rlvr developer entry point: creates/reuses a virtual environment, installs what is needed, runs a job.
 #   bash dev.sh quickstart [overrides]   train the tiny CPU model with GRPO (the README's main command)
+#   bash dev.sh quickstart tool [overrides]   the same model learns to use a calculator tool
 #   bash dev.sh test [pytest args]       ruff + import contracts + mypy + the whole test suite
 #   bash dev.sh setup                    only create/refresh the environment
 #   bash dev.sh setup-sglang             only build the real sglang server's venv (tests use it)
@@ -139,6 +140,8 @@ case "$cmd" in
   setup) setup ;;
   setup-sglang) setup_sglang ;;
   test) sglang_setup_start; setup; sglang_setup_wait; run_tests "$@" ;;
-  quickstart) setup; exec "$VENV/bin/rlvr" train configs/quickstart.yaml "$@" ;;
-  *) echo "usage: bash dev.sh {quickstart|test|setup} [args]" >&2; exit 2 ;;
+  quickstart) setup
+    if [[ "${1:-}" == tool ]]; then shift; exec "$VENV/bin/rlvr" train configs/tool_quickstart.yaml "$@"; fi
+    exec "$VENV/bin/rlvr" train configs/quickstart.yaml "$@" ;;
+  *) echo "usage: bash dev.sh {quickstart [tool]|test|setup|setup-sglang} [args]" >&2; exit 2 ;;
 esac

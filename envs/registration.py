@@ -33,6 +33,7 @@ BUILTIN_ENVS: dict[str, str] = {
     "rlvr/Math-v0": "envs.math_env:MathEnv",
     "rlvr/Code-v0": "envs.code_env:CodeEnv",
     "rlvr/ToolUse-v0": "envs.tool_env:ToolUseEnv",
+    "rlvr/CompactToolUse-v0": "envs.compact_tool_env:CompactToolUseEnv",
 }
 """The built-in ids and their entry points."""
 

@@ -80,6 +80,10 @@ class SFTConfig:
         target_accuracy: stop as soon as held-out greedy accuracy reaches this, leaving room for
             RL to show; None trains for ``max_steps``.
         eval_tasks: held-out tasks in each warm-up accuracy check.
+        demos: ``answers`` trains on ``prompt -> gold answer`` pairs of fresh training tasks;
+            ``calculator`` on a fixed pool of ``num_demos`` multi-turn episodes of a scripted
+            calculator user (``rlvr.training.demonstrations``; tool envs only).
+        num_demos: the size of that pool.
     """
 
     enabled: bool = False
@@ -90,10 +94,12 @@ class SFTConfig:
     eval_every: int = 25
     target_accuracy: float | None = None
     eval_tasks: int = 64
+    demos: Literal["answers", "calculator"] = "answers"
+    num_demos: int = 300
 
     def __post_init__(self) -> None:
         _positive("sft", max_steps=self.max_steps, batch_size=self.batch_size, lr=self.lr,
-                  eval_tasks=self.eval_tasks)
+                  eval_tasks=self.eval_tasks, num_demos=self.num_demos)
         _non_negative("sft", eval_every=self.eval_every, weight_decay=self.weight_decay)
         if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
             raise ConfigError(
@@ -339,6 +345,8 @@ class EvalConfig:
         tasks: held-out tasks when ``suite`` is null.
         samples: episodes per task (greedy when 1).
         max_new_tokens: generation budget per turn.
+        show_episodes: write ``episodes.html`` at the end with this many held-out episodes
+            before and after RL (0 = none).
     """
 
     suite: str | None = None
@@ -346,9 +354,10 @@ class EvalConfig:
     tasks: int = 200
     samples: int = 1
     max_new_tokens: int = 32
+    show_episodes: int = 0
 
     def __post_init__(self) -> None:
-        _non_negative("eval", every=self.every)
+        _non_negative("eval", every=self.every, show_episodes=self.show_episodes)
         _positive("eval", tasks=self.tasks, samples=self.samples,
                   max_new_tokens=self.max_new_tokens)
 

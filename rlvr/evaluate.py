@@ -529,6 +529,7 @@ class Evaluator:
         self.entries = load_suite_entries(self.config.suite)
         self.planned = plan_episodes(self.entries, self.config.samples, self.config.seed)
         self.last_results: dict[str, Any] | None = None
+        self.last_records: list[dict[str, Any]] = []
 
     def maybe_evaluate(self, step: int) -> dict[str, float] | None:
         """Evaluate if ``step`` is due (``every > 0`` and ``step % every == 0``), else None.
@@ -555,6 +556,7 @@ class Evaluator:
             label=label,
             progress=self.progress,
         )
+        self.last_records = records
         metrics = aggregate(records, self.config.samples, [e.key for e in self.entries])
         self.last_results = {
             **_results_header(self.config, self.entries),

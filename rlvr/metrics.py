@@ -6,7 +6,8 @@ Only rank 0 writes. Files under ``output_dir``:
   of steps after the checkpoint are dropped first, so a run killed mid-way and resumed has each
   step exactly once.
 - ``tensorboard/``: the same scalars as TensorBoard events (``tensorboard --logdir``).
-- ``curves.png``: reward and accuracy against step, drawn by ``close()``.
+- ``curves.png``: reward, accuracy and (in tool runs) tool-call validity against step, drawn
+  by ``close()``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ PLOT_PANELS = (
     ("reward/mean", "train reward (mean)"),
     ("reward/accuracy", "train accuracy"),
     ("eval/accuracy", "held-out greedy accuracy"),
+    ("tool/valid_call_rate", "train tool-call validity"),
+    ("eval/heldout/tool_call_validity", "held-out tool-call validity"),
 )
 
 
@@ -65,7 +68,8 @@ def plot_curves(records: list[dict[str, Any]], path: str | Path) -> Path | None:
     Returns:
         ``path``, or None when no record carries any plotted metric.
     """
-    panels = [(k, label) for k, label in PLOT_PANELS if any(k in r for r in records)]
+    panels = [(k, label) for k, label in PLOT_PANELS
+              if any(r.get(k) is not None for r in records)]
     if not panels:
         return None
     import matplotlib
@@ -78,6 +82,8 @@ def plot_curves(records: list[dict[str, Any]], path: str | Path) -> Path | None:
         points = [(r["step"], r[key]) for r in records if key in r and r[key] is not None]
         xs, ys = zip(*points)
         ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, markersize=3)
+        if 0.0 <= min(ys) and max(ys) <= 1.0:  # a rate: on its whole scale, not zoomed in
+            ax.set_ylim(-0.03, 1.03)
         ax.set_title(label)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)

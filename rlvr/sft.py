@@ -73,9 +73,15 @@ def encode_example(tokenizer: Any, messages: list[Message], answer: str) -> tupl
 
 
 def collate(
-    encoded: Sequence[tuple[list[int], int]], pad_token_id: int
+    encoded: Sequence[tuple[list[int], int | list[int]]], pad_token_id: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Right-pad encoded examples.
+
+    Args:
+        encoded: ``(ids, prompt_len)`` pairs (every id after the prompt is trained on) or
+            ``(ids, mask)`` pairs with a per-token 0/1 mask aligned with ``ids`` (multi-turn
+            demonstrations: 1 on the model's tokens, 0 on env tokens).
+        pad_token_id: the padding id.
 
     Returns:
         ``input_ids (B, T)``, ``attention_mask (B, T)`` and ``loss_mask (B, T - 1)``: 1 where
@@ -89,7 +95,10 @@ def collate(
     for row, (ids, prompt_len) in enumerate(encoded):
         input_ids[row, : len(ids)] = torch.tensor(ids)
         attention_mask[row, : len(ids)] = 1
-        loss_mask[row, prompt_len - 1 : len(ids) - 1] = 1.0
+        if isinstance(prompt_len, int):
+            loss_mask[row, prompt_len - 1 : len(ids) - 1] = 1.0
+        else:  # a per-token mask: position t predicts token t + 1
+            loss_mask[row, : len(ids) - 1] = torch.tensor(prompt_len[1:], dtype=torch.float)
     return input_ids, attention_mask, loss_mask
 
 
@@ -111,10 +120,11 @@ def _device(model: torch.nn.Module) -> torch.device:
 def supervised_warmup(
     model: torch.nn.Module,
     tokenizer: Any,
-    examples: Callable[[random.Random], Example],
+    examples: Callable[[random.Random], Any],
     config: SFTConfig,
     *,
     seed: int,
+    encode: Callable[[Any], tuple[list[int], int | list[int]]] | None = None,
     evaluate: Callable[[], float] | None = None,
     log: Callable[[str], None] = print,
     progress: bool = False,
@@ -127,6 +137,9 @@ def supervised_warmup(
         examples: draws one training example from the given RNG.
         config: steps, batch size, learning rate, evaluation cadence and target.
         seed: seeds the example stream.
+        encode: turns an example into ``collate``'s ``(ids, prompt_len or mask)``; default
+            ``encode_example`` of an ``Example`` (multi-turn demonstrations come encoded:
+            ``rlvr.training.demonstrations``).
         evaluate: held-out greedy accuracy of ``model`` in [0, 1]; called every
             ``config.eval_every`` steps and at the end. None skips evaluation (and the target).
         log: where progress lines go (one per evaluation without a progress bar, else one at
@@ -142,6 +155,7 @@ def supervised_warmup(
     from rlvr.progress import progress_bar
 
     rng = random.Random(f"sft:{seed}")
+    encode = encode or (lambda example: encode_example(tokenizer, *example))
     params = [p for p in model.parameters() if p.requires_grad]
     optim = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: min(1.0, (s + 1) / 10))
@@ -154,7 +168,7 @@ def supervised_warmup(
     bar = progress_bar(total=config.max_steps, desc="warm-up", unit="step", disable=not progress)
     for step in range(1, config.max_steps + 1):
         batch = collate(
-            [encode_example(tokenizer, *examples(rng)) for _ in range(config.batch_size)], pad
+            [encode(examples(rng)) for _ in range(config.batch_size)], pad
         )
         loss = answer_loss(model, batch)
         if not torch.isfinite(loss):

@@ -58,6 +58,9 @@ from rlvr.losses import (
     kl_penalty,
 )
 from rlvr.metrics import MetricsLogger, all_reduce_sums, rollout_metrics
+from rlvr.tool_metrics import tool_metrics
+from rlvr.training.env_tokens import EnvTokenGuard
+from rlvr.training.snapshots import EpisodeSnapshots
 from rlvr.training.state import Checkpoints, StageTimer, TrainerState
 from rlvr.training.stream import EpisodeStream, derived_seed, gather_objects, gather_rows
 from rlvr.training.sync_guard import SyncGuard
@@ -79,6 +82,8 @@ class TrainResult:
         tensorboard_dir: TensorBoard event files (None when disabled).
         curves_path: ``curves.png`` (None when disabled or nothing to plot).
         export_dir: the exported HF model (None when not exported).
+        episodes_path: ``episodes.html``, held-out episodes before and after RL (None when
+            ``eval.show_episodes`` is 0).
         warmup_accuracy: held-out accuracy before RL (after the warm-up, if any).
         final_accuracy: held-out accuracy after RL.
         warmup_seconds: time from the start to the first RL step: building the model and the
@@ -95,6 +100,7 @@ class TrainResult:
     tensorboard_dir: Path | None = None
     curves_path: Path | None = None
     export_dir: Path | None = None
+    episodes_path: Path | None = None
     warmup_accuracy: float | None = None
     final_accuracy: float | None = None
     warmup_seconds: float = 0.0
@@ -159,6 +165,8 @@ class Trainer:
         self.runner = EpisodeRunner(self.engine, self.tokenizer, cfg.rollout.runner)
         self.stream = EpisodeStream(self.runner, cfg, self.dist.rank, self.dist.world_size,
                                     num_tasks)
+        self.env_guard = EnvTokenGuard(self.tokenizer)  # env tokens are never trained
+        self.snapshots = EpisodeSnapshots(self.out / "episodes.html", cfg.eval.show_episodes)
         kl = cfg.algorithm.kl
         if kl.placement == "both":
             self.log(kl_notice(kl))
@@ -223,6 +231,7 @@ class Trainer:
                 before = self.heldout.evaluate(0)
             self.logger.log(0, before)
             result.warmup_accuracy = before.get("eval/accuracy")
+            self.snapshots.take("before RL (step 0)", self.heldout)
             self.log(f"[rlvr] held-out accuracy before RL: {_pct(result.warmup_accuracy)}")
         rl_start = time.perf_counter()
         for step in range(self.state.step + 1, cfg.trainer.steps + 1):
@@ -233,6 +242,7 @@ class Trainer:
             with timer("prepare"):                                   # stage B
                 batch = RolloutBatch.from_trajectories(trajs, self.pad_id).to(self.dist.device)
                 metrics |= self.prepare(batch)
+                metrics |= self.env_guard.check(batch)
             with timer("update"):                                    # stage C
                 metrics |= self.update(batch)
             self.sync_guard.check(step, metrics)  # the last sync landed (engine == learner)
@@ -242,6 +252,7 @@ class Trainer:
             self.state.tasks_drawn += cfg.rollout.prompts_per_step
             self.state.episodes += len(trajs) * self.dist.world_size
             metrics |= rollout_metrics(trajs, self.dist.device)
+            metrics |= tool_metrics(trajs, self.dist.device)
             metrics |= self._throughput(batch, timer, metrics["perf/rollout_tokens"])
             if self.heldout is not None:
                 with timer("eval"), self.engine_weights():
@@ -357,6 +368,8 @@ class Trainer:
                     final = self.heldout.evaluate(self.state.step)
                 self.logger.log(self.state.step, final)
             result.final_accuracy = final.get("eval/accuracy")
+            self.snapshots.take(f"after RL (step {self.state.step})", self.heldout)
+            result.episodes_path = self.snapshots.write()
         if cfg.trainer.export_at_end:
             result.export_dir = self.export()
         result.curves_path = self.logger.close()
@@ -403,7 +416,8 @@ def summary(result: TrainResult) -> str:
             line += f" ({100 * (result.final_accuracy - result.warmup_accuracy):+.1f} points)"
         lines.append(line)
     paths = [("metrics", result.metrics_path), ("tensorboard", result.tensorboard_dir),
-             ("curves", result.curves_path), ("model", result.export_dir)]
+             ("curves", result.curves_path), ("episodes", result.episodes_path),
+             ("model", result.export_dir)]
     lines += [f"  {name + ':':13s}{path}" for name, path in paths if path is not None]
     return "\n".join(lines)
 

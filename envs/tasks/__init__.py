@@ -3,7 +3,7 @@
 A source is anything that satisfies :class:`TaskSource` (``len``, ``source[i] -> task dict``
 with a ``task_id``, and a ``split``). Built in: :class:`ArithmeticSource`,
 :class:`BundledCodeSource`, :class:`HumanEvalSource`, :class:`FactTaskSource`,
-:func:`word_problems`; any local
+:class:`MultiplicationSource`, :func:`word_problems`; any local
 JSON-lines/parquet file or hub dataset through :class:`DatasetSource`; a list of dicts through
 :class:`ListSource`. Environments accept a source object or a spec that :func:`resolve_source`
 understands, so suites and configs can name sources in YAML.
@@ -27,6 +27,7 @@ from envs.tasks.base import (
 )
 from envs.tasks.code import BundledCodeSource, HumanEvalSource
 from envs.tasks.dataset import DatasetSource, word_problems
+from envs.tasks.multiplication import MultiplicationSource
 from envs.tasks.tool_tasks import FactTaskSource, load_facts
 
 SOURCES: dict[str, Callable[..., TaskSource]] = {
@@ -34,6 +35,7 @@ SOURCES: dict[str, Callable[..., TaskSource]] = {
     "code": BundledCodeSource,
     "humaneval": HumanEvalSource,
     "facts": FactTaskSource,
+    "multiplication": MultiplicationSource,
     "word_problems": word_problems,
 }
 """Built-in task sources by name (used by :func:`resolve_source`)."""
@@ -101,6 +103,7 @@ __all__ = [
     "FactTaskSource",
     "HumanEvalSource",
     "ListSource",
+    "MultiplicationSource",
     "SourceSpec",
     "Task",
     "TaskSource",

@@ -49,7 +49,7 @@ def _text(value: Any) -> str:
     return escape(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value)))
 
 
-def _episode(record: Record) -> str:
+def _episode(record: Record, expanded: bool = False) -> str:
     passed = bool(record.get("passed"))
     mark = '<span class="pass">pass</span>' if passed else '<span class="fail">fail</span>'
     summary = (
@@ -77,7 +77,7 @@ def _episode(record: Record) -> str:
         if kind == "model" and seg.get("reward") is not None:
             parts.append(f'<span class="badge">r={float(seg["reward"]):.3f}</span>')
     return (
-        f"<details><summary>{summary}</summary>"
+        f"<details{' open' if expanded else ''}><summary>{summary}</summary>"
         f'<table class="meta">{meta}</table>'
         f'<pre class="episode">{"".join(parts)}</pre></details>'
     )
@@ -90,13 +90,17 @@ def _group(records: Sequence[Record], key: str) -> dict[str, list[Record]]:
     return groups
 
 
-def render_html(records: Sequence[Record], title: str = "rlvr eval episodes") -> str:
+def render_html(
+    records: Sequence[Record], title: str = "rlvr eval episodes", expanded: bool = False
+) -> str:
     """The page for ``records`` (episodes.jsonl records, see ``rlvr.eval.episodes``).
 
     Args:
         records: episode records, grouped in the page by ``model`` then ``env`` (first-seen
             order).
         title: the page title.
+        expanded: show every section open (for pages of a few episodes); else only the
+            checkpoint sections are open.
 
     Returns:
         A complete HTML5 document as a string.
@@ -117,9 +121,10 @@ def render_html(records: Sequence[Record], title: str = "rlvr eval episodes") ->
         for env, by_env in _group(by_model, "env").items():
             ok = sum(bool(r.get("passed")) for r in by_env)
             body.append(
-                f"<details><summary>{escape(env)} · {len(by_env)} episodes · {ok} passed</summary>"
+                f"<details{' open' if expanded else ''}><summary>{escape(env)} · {len(by_env)} "
+                f"episodes · {ok} passed</summary>"
             )
-            body.extend(_episode(r) for r in by_env)
+            body.extend(_episode(r, expanded) for r in by_env)
             body.append("</details>")
         body.append("</details>")
     return (
@@ -130,8 +135,10 @@ def render_html(records: Sequence[Record], title: str = "rlvr eval episodes") ->
     )
 
 
-def write_html(records: Sequence[Record], path: str | Path, title: str = "rlvr eval") -> Path:
-    """Write ``render_html(records, title)`` to ``path`` (UTF-8) and return it."""
+def write_html(
+    records: Sequence[Record], path: str | Path, title: str = "rlvr eval", expanded: bool = False
+) -> Path:
+    """Write ``render_html(records, title, expanded)`` to ``path`` (UTF-8) and return it."""
     target = Path(path)
-    target.write_text(render_html(records, title), encoding="utf-8")
+    target.write_text(render_html(records, title, expanded), encoding="utf-8")
     return target

@@ -94,7 +94,7 @@ def warm_up(config: TrainConfig, base_dir: Path, tokenizer: Any, info: DistInfo,
     """
     from agents.hf_engine import TransformersEngine
     from rlvr.learner import load_causal_lm
-    from rlvr.sft import TaskExamples, save_model, supervised_warmup
+    from rlvr.sft import save_model, supervised_warmup
 
     target = Path(config.trainer.output_dir) / "sft_model"
     if not config.sft.enabled:
@@ -108,9 +108,10 @@ def warm_up(config: TrainConfig, base_dir: Path, tokenizer: Any, info: DistInfo,
         engine = TransformersEngine(model, tokenizer, max_batch_size=64)
         suite = suite_for_env(config, config.sft.eval_tasks, target.parent / "sft_suite.yaml")
         heldout = HeldOut(config, engine, tokenizer, suite, every=0)
+        examples, encode = warmup_examples(config, tokenizer)
         try:
             result = supervised_warmup(
-                model, tokenizer, TaskExamples(config.env.id, config.env.kwargs), config.sft,
+                model, tokenizer, examples, config.sft, encode=encode,
                 seed=config.trainer.seed, evaluate=lambda: heldout.evaluate(0)["eval/accuracy"],
                 log=log, progress=config.trainer.progress,
             )
@@ -120,3 +121,16 @@ def warm_up(config: TrainConfig, base_dir: Path, tokenizer: Any, info: DistInfo,
     barrier()
     return target, result
 
+
+def warmup_examples(config: TrainConfig, tokenizer: Any) -> tuple[Any, Any]:
+    """The warm-up's example stream and its encoder for ``sft.demos`` (None: the default)."""
+    from rlvr.sft import TaskExamples
+
+    if config.sft.demos == "calculator":
+        from rlvr.training.demonstrations import CalculatorDemonstrations
+
+        demos = CalculatorDemonstrations(
+            config.env.id, config.env.kwargs, tokenizer, num_demos=config.sft.num_demos,
+            seed=config.trainer.seed, stop_at_tool_call=config.rollout.runner.stop_at_tool_call)
+        return demos, lambda demo: demo.encoded()
+    return TaskExamples(config.env.id, config.env.kwargs), None

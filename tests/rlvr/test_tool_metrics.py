@@ -1,0 +1,119 @@
+"""Tool-use metrics, the env-token guard on training batches, and the before/after page."""
+
+import math
+
+import pytest
+import torch
+from transformers import AutoTokenizer
+
+from rlvr.data import RolloutBatch, Trajectory
+from rlvr.errors import BatchError
+from rlvr.tool_metrics import tool_metrics
+from rlvr.training.env_tokens import EnvTokenGuard, tool_result_positions
+from rlvr.training.snapshots import EpisodeSnapshots
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_path):
+    return AutoTokenizer.from_pretrained(tiny_model_path)
+
+
+def _traj(calls=0, errors=None, response=(5, 6), mask=(1, 1), scores=None):
+    return Trajectory(prompt_ids=[1, 2], response_ids=list(response), response_mask=list(mask),
+                      rollout_logprobs=[0.0] * len(response),
+                      token_level_scores=list(scores or [0.0] * len(response)),
+                      metadata={"tool_calls": calls, "tool_errors": errors})
+
+
+def test_tool_metrics_known_answer():
+    trajs = [_traj(2, 1), _traj(1, 0), _traj(0, 0), _traj(1, 1)]
+    metrics = tool_metrics(trajs, CPU)
+    assert metrics == {"tool/calls_per_episode": 1.0, "tool/errors_per_episode": 0.5,
+                       "tool/episodes_with_call": 0.75, "tool/valid_call_rate": 0.5}
+    assert math.isnan(tool_metrics([_traj(0, 0)], CPU)["tool/valid_call_rate"])
+    assert tool_metrics([_traj(0, None)], CPU) == {}  # not a tool env: nothing to report
+
+
+def _episode(tokenizer, answer_mask=1):
+    """A two-turn episode as the runner records it: call, tool result (env), answer."""
+    enc = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    call = enc('<tool_call>\n{"name": "calculator"}\n</tool_call>') + [tokenizer.eos_token_id]
+    env = enc("\n<|im_start|>user\n<tool_response>\n42\n</tool_response><|im_end|>\n"
+              "<|im_start|>assistant\n")
+    answer = enc("42") + [tokenizer.eos_token_id]
+    response = call + env + answer
+    mask = [1] * len(call) + [0] * len(env) + [answer_mask] * len(answer)
+    scores = [0.0] * len(response)
+    scores[-1] = 1.0
+    return Trajectory(prompt_ids=enc("12*34"), response_ids=response, response_mask=mask,
+                      rollout_logprobs=[0.0] * len(response), token_level_scores=scores), env
+
+
+def _batch(trajs, advantage=1.0):
+    batch = RolloutBatch.from_trajectories(trajs, pad_token_id=0)
+    batch.set("advantages", batch.response_mask.float() * advantage)
+    return batch
+
+
+def test_guard_passes_runner_shaped_episodes_and_counts_tool_tokens(tokenizer):
+    traj, env = _episode(tokenizer)
+    guard = EnvTokenGuard(tokenizer)
+    metrics = guard.check(_batch([traj, traj]))
+    # <tool_response> \n 4 2 \n </tool_response>: 6 tokens per episode
+    assert metrics == {"check/tool_result_tokens": 12.0}
+    assert guard.episodes == 2 and guard.tool_tokens == 12
+
+
+def test_guard_catches_a_trained_tool_result_token(tokenizer):
+    traj, env = _episode(tokenizer)
+    inside = traj.response_ids.index(tokenizer.convert_tokens_to_ids("</tool_response>")) - 1
+    traj.response_mask[inside] = 1  # a runner bug: one digit of the tool output is "model"
+    with pytest.raises(BatchError, match=f"row 1: tool-result token at response position "
+                                         f"{inside} has response_mask 1.0"):
+        EnvTokenGuard(tokenizer).check(_batch([_episode(tokenizer)[0], traj]))
+
+
+def test_guard_catches_an_advantage_on_env_tokens(tokenizer):
+    batch = _batch([_episode(tokenizer)[0]])
+    batch.set("advantages", torch.ones_like(batch.advantages))
+    with pytest.raises(BatchError, match="advantage 1.0"):
+        EnvTokenGuard(tokenizer).check(batch)
+
+
+def test_guard_catches_a_reward_on_an_env_token_but_allows_spans(tokenizer):
+    traj, _ = _episode(tokenizer)
+    traj.token_level_scores[1] = 0.5  # a reward span inside the first model turn: allowed
+    EnvTokenGuard(tokenizer).check(_batch([traj]))
+    env_token = traj.response_mask.index(0)
+    traj.token_level_scores[env_token] = 1.0
+    with pytest.raises(BatchError, match=f"position {env_token}, an env token"):
+        EnvTokenGuard(tokenizer).check(_batch([traj]))
+
+
+def test_tool_tags_the_model_wrote_are_its_own_tokens(tokenizer):
+    open_id = tokenizer.convert_tokens_to_ids("<tool_response>")
+    close_id = tokenizer.convert_tokens_to_ids("</tool_response>")
+    ids = torch.tensor([[open_id, 7, close_id, 9, open_id, 8, close_id, 9, 3]])
+    mask = torch.tensor([[1, 1, 1, 1, 0, 0, 0, 1, 1]])
+    inside = tool_result_positions(ids, mask, open_id, close_id)
+    assert inside.tolist() == [[False] * 4 + [True] * 3 + [False] * 2]
+
+
+def test_snapshots_page_holds_both_labels(tmp_path, tokenizer):
+    class Evaluator:
+        last_records = [{"model": "step_0", "env": "heldout", "task_id": f"t{i}", "passed": i,
+                         "segments": [{"kind": "model", "text": "x", "reward": 1.0}]}
+                        for i in range(3)]
+
+    class HeldOut:
+        evaluator = Evaluator()
+
+    page = EpisodeSnapshots(tmp_path / "episodes.html", 2)
+    page.take("before RL", HeldOut())
+    page.take("after RL", HeldOut())
+    html = page.write().read_text()
+    assert "before RL" in html and "after RL" in html and html.count("task t") == 4
+    assert html.count("<details open>") == html.count("<details")  # a few episodes: all shown
+    assert EpisodeSnapshots(tmp_path / "none.html", 0).write() is None

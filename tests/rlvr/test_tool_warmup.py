@@ -1,0 +1,105 @@
+"""Multi-turn calculator demonstrations and the warm-up's per-token loss mask."""
+
+import random
+
+import pytest
+from transformers import AutoTokenizer
+
+from rlvr.errors import ConfigError
+from rlvr.sft import collate
+from rlvr.training.demonstrations import CalculatorDemonstrations, calculator_call, teacher_action
+
+ENV = "rlvr/CompactToolUse-v0"
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_path):
+    return AutoTokenizer.from_pretrained(tiny_model_path)
+
+
+def _render(tokenizer, messages, tools=None):
+    return tokenizer.apply_chat_template(messages, tools=tools, tokenize=True, return_dict=False)
+
+
+def test_demonstration_is_the_chat_template_rendering_with_only_model_tokens_trained(tokenizer):
+    demos = CalculatorDemonstrations(ENV, {}, tokenizer, num_demos=4, seed=0)
+    assert len({d.task_id for d in demos.pool}) == 4
+    for demo in demos.pool:
+        expression = demo.task_id.removeprefix("mul:")
+        a, b = expression.split("*")
+        answer = str(int(a) * int(b))
+        conversation = [
+            {"role": "system", "content": "Tools: calculator(expression)"},
+            {"role": "user", "content": expression},
+            {"role": "assistant", "content": calculator_call(expression)},
+            {"role": "tool", "name": "calculator", "content": answer},
+            {"role": "assistant", "content": answer},
+        ]
+        rendered = _render(tokenizer, conversation)
+        # the rendering ends with the closing newline after the last <|im_end|>, not generated
+        assert demo.ids == rendered[:-1] and len(demo.ids) == len(demo.loss_mask)
+        trained = [t for t, m in zip(demo.ids, demo.loss_mask) if m]
+        assert tokenizer.decode(trained) == f"{calculator_call(expression)}<|im_end|>" \
+                                            f"{answer}<|im_end|>"
+        untrained = tokenizer.decode([t for t, m in zip(demo.ids, demo.loss_mask) if not m])
+        assert f"<tool_response>\n{answer}\n</tool_response>" in untrained
+
+
+def test_with_schemas_in_the_prompt_a_tool_turn_ends_at_the_tool_call_tag(tokenizer):
+    kwargs = {"source": "multiplication", "tools": ["calculator"], "system_prompt": None}
+    demo = CalculatorDemonstrations("rlvr/ToolUse-v0", kwargs, tokenizer, num_demos=1,
+                                    seed=0).pool[0]
+    tokens = tokenizer.convert_ids_to_tokens(demo.ids)
+    close = len(tokens) - 1 - tokens[::-1].index("</tool_call>")  # the template has one too
+    assert demo.loss_mask[close] == 1 and tokens[close + 1] == "<|im_end|>"
+    assert demo.loss_mask[close + 1] == 0  # the runner stops there: the template closes the turn
+
+
+def test_without_tools_the_teacher_answers_directly(tokenizer):
+    demo = CalculatorDemonstrations(ENV, {"tools": []}, tokenizer, num_demos=1, seed=3).pool[0]
+    a, b = demo.task_id.removeprefix("mul:").split("*")
+    trained = [t for t, m in zip(demo.ids, demo.loss_mask) if m]
+    assert tokenizer.decode(trained) == f"{int(a) * int(b)}<|im_end|>"
+
+
+def test_teacher_and_a_non_tool_env(tokenizer):
+    task = {"expression": "12*34", "question": "12*34", "answer": "408"}
+    assert teacher_action(task, ["calculator"], []) == calculator_call("12*34")
+    assert teacher_action(task, ["calculator"], [{"role": "tool", "content": "408"}]) == "408"
+    assert teacher_action(task, [], []) == "408"
+    with pytest.raises(ConfigError, match="needs a tool env"):
+        CalculatorDemonstrations("rlvr/Math-v0", {}, tokenizer, num_demos=1, seed=0)
+
+
+def test_collate_takes_a_per_token_mask(tokenizer):
+    demos = CalculatorDemonstrations(ENV, {}, tokenizer, num_demos=2, seed=1)
+    first, second = demos.pool
+    input_ids, attention, loss_mask = collate([first.encoded(), (second.ids, 5)], 0)
+    targets = input_ids[0, 1:][loss_mask[0].bool()].tolist()
+    assert targets == [t for t, m in zip(first.ids, first.loss_mask) if m]
+    assert input_ids[1, 1:][loss_mask[1].bool()].tolist() == second.ids[5:]
+    assert attention.sum(1).tolist() == [len(first.ids), len(second.ids)]
+
+
+def test_draws_come_from_the_fixed_pool(tokenizer):
+    demos = CalculatorDemonstrations(ENV, {}, tokenizer, num_demos=3, seed=0)
+    rng = random.Random(0)
+    assert {demos(rng).task_id for _ in range(50)} == {d.task_id for d in demos.pool}
+
+
+def test_tool_quickstart_config_and_its_ablation_load():
+    from pathlib import Path
+
+    from rlvr.config import load_config
+    from rlvr.training.warmup import check_env
+
+    path = Path(__file__).resolve().parents[2] / "configs" / "tool_quickstart.yaml"
+    config = load_config(path)
+    assert (config.env.id, config.sft.demos, config.eval.show_episodes) == (
+        "rlvr/CompactToolUse-v0", "calculator", 6)
+    check_env(config)
+    ablation = load_config(path, ["env.kwargs.tools=[]"])
+    assert ablation.env.kwargs["tools"] == [] and ablation.trainer.steps == config.trainer.steps
+    check_env(ablation)
+    with pytest.raises(ConfigError, match="sft.demos"):
+        load_config(path, ["sft.demos=scripted"])
