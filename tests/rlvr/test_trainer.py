@@ -179,7 +179,7 @@ def test_kl_loss_truncated_is_and_dynamic_sampling(warm_model, tmp_path):
 BUDGET_STEPS = 75
 FIRST_LAST = 15
 MIN_REWARD_RISE = 0.05
-MIN_HELD_OUT_GAIN = 0.10
+MIN_HELD_OUT_GAIN = 0.05
 
 
 @pytest.mark.slow
@@ -189,15 +189,18 @@ def test_quickstart_recipe_on_a_small_budget_raises_held_out_accuracy(tmp_path):
     Learning curves differ across CPUs (kernels round differently, sampling diverges), so this
     asserts only what held with margin in every run measured, never one run's point values:
     the warm-up stopped early (accuracy on the 200 held-out tasks in [0.1, 0.6]); the mean
-    training reward of the last 15 steps beats that of the first 15 by at least 0.05; the
-    greedy accuracy on the 200 held-out tasks gained at least 10 points.
+    training reward of steps 61-75 beats that of steps 1-15 by at least 0.05 (an average over
+    1,920 samples each, the steadiest signal); greedy accuracy on the 200 held-out tasks gained
+    at least 5 points (its standard error is about 4 points).
 
-    The budget (75 of the quickstart's 150 steps, lr decaying as in the full run, so these are
-    exactly its first 75 steps) and the thresholds come from the quickstart runs of
-    BENCHMARKS.md ("Learning test budget"): every seed measured there gained far more than 10
-    points by step 75 and its reward rose far more than 0.05; the old 60-step test (whose lr
-    decayed over 60 steps) gained only +9 points on one fresh clone, the case this margin is
-    for.
+    Where budget and thresholds come from (BENCHMARKS.md, "Learning test"): 75 of the
+    quickstart's 150 steps with the full run's lr schedule, so these are exactly its first 75
+    steps, measured on this project's 2-core machine: seed 0 gained +15.5 points (26.5% ->
+    42.0%) with reward 0.19 -> 0.31, and the token-mean recipe before it +13.0 with reward
+    0.18 -> 0.31; the old 60-step test (lr decaying over 60 steps) gained +9 on one fresh
+    clone. Only these runs were measured, not the five seeds the issue asks for: the machine
+    ran at a load average of 15-17 on 2 cores and more full runs (each with its own warm-up)
+    did not fit; rerun five seeds on a quiet machine before tightening anything.
     """
     config = load_config(CONFIGS / "quickstart.yaml", QUIET + [
         f"trainer.output_dir={tmp_path}", f"trainer.steps={BUDGET_STEPS}",
