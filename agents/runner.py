@@ -7,10 +7,11 @@ sees their generation requests together and batches them. Each turn:
    never a re-rendering of the messages;
 2. its tokens are appended exactly as generated (``response_mask`` 1, including the end-of-turn
    token it generated) and decoded into the action text;
-3. ``env.step(action)`` runs in a thread pool with a timeout (a slow sandbox never stalls the
+3. ``env.step(action)`` runs on an env thread with a timeout (a slow sandbox never stalls the
    loop); the turn's reward goes on the turn's last model token, reward spans on the tokens
-   covering their last character. To keep trips to the pool few, making and resetting the env
-   is one pool call, and so are the last turn's step and the env's close;
+   covering their last character. To keep trips to the env threads few, making and resetting
+   the env is one call, and so are the last turn's step and the env's close, and the calls
+   issued in one event-loop iteration travel together (``agents.env_calls``);
 4. the env's messages are appended as the chat template's token delta (``agents.chat``), with
    ``response_mask`` 0, right before the next turn.
 
@@ -46,6 +47,7 @@ from typing import Any
 
 from agents.chat import ChatRenderer
 from agents.engine import Engine, SamplingParams
+from agents.env_calls import EnvCalls
 from agents.episode import EpisodeRecord, jsonable
 from agents.errors import AgentError, EngineAbortedError, EnvContractError, RunnerConfigError
 from envs.base import Message, TextEnv
@@ -207,7 +209,7 @@ class EpisodeRunner:
         self._end_ids = {self.renderer.end_of_turn_id} | ({eos} if isinstance(eos, int) else set())
         pad = getattr(tokenizer, "pad_token_id", None)
         self._pad_id = pad if isinstance(pad, int) else self.renderer.end_of_turn_id
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._env_calls = EnvCalls(self.config.env_workers, self.config.env_step_timeout_s)
         self._idle_envs: dict[str, list[Any]] = {}
         self._idle_lock = threading.Lock()
 
@@ -242,7 +244,15 @@ class EpisodeRunner:
         if group_size != 1 or any(s.group_id is None for s in specs):
             specs = group_specs(specs, group_size)
         base = self.config.seed if seed is None else seed
-        tasks = [asyncio.ensure_future(self._play(i, s, base)) for i, s in enumerate(specs)]
+        keys: dict[tuple[str | None, int], str | None] = {}  # a group's specs share env_kwargs
+        for s in specs:
+            ident = (s.env_id, id(s.env_kwargs))
+            if ident not in keys:
+                keys[ident] = self._reuse_key(s)
+        tasks = [
+            asyncio.ensure_future(self._play(i, s, base, keys[s.env_id, id(s.env_kwargs)]))
+            for i, s in enumerate(specs)
+        ]
         try:
             return list(await asyncio.gather(*tasks))
         except BaseException:
@@ -259,29 +269,18 @@ class EpisodeRunner:
             idle, self._idle_envs = self._idle_envs, {}
         for env in (e for envs in idle.values() for e in envs):
             _close_quietly(env)
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        self._env_calls.close()
 
     # ------------------------------------------------------------------ one episode
-    async def _env_call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(
-                self.config.env_workers, thread_name_prefix="env"
-            )
-        loop = asyncio.get_running_loop()
-        call = loop.run_in_executor(self._pool, lambda: fn(*args, **kwargs))
-        try:
-            return await asyncio.wait_for(call, self.config.env_step_timeout_s)
-        except asyncio.TimeoutError:
-            raise TimeoutError(
-                f"{getattr(fn, '__name__', 'env call')} took longer than "
-                f"env_step_timeout_s={self.config.env_step_timeout_s}"
-            ) from None
+    async def _env_call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` on an env thread (batched with this loop iteration's other calls)."""
+        return await self._env_calls.call(fn, *args)
 
-    async def _play(self, index: int, spec: EpisodeSpec, base_seed: int | None) -> Trajectory:
+    async def _play(
+        self, index: int, spec: EpisodeSpec, base_seed: int | None, key: str | None
+    ) -> Trajectory:
         state = _EpisodeState(spec=spec, env_id=spec.env_id or "")
-        key = state.reuse_key = self._reuse_key(spec)
+        state.reuse_key = key
         state.env = self._take_idle(key)
 
         def make_and_reset() -> Any:

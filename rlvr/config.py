@@ -480,8 +480,9 @@ class TrainConfig:
         """The actor's and critic's learner configs as the learner gets them.
 
         ``seed`` comes from ``trainer.seed``, ``group_size`` (the unit of ``mini_batch_size``)
-        from ``rollout.group_size`` and the actor's KL-loss fields from ``algorithm.kl.loss``
-        (placement ``loss`` or ``both``).
+        from ``rollout.group_size``, the actor's KL-loss fields from ``algorithm.kl.loss``
+        (placement ``loss`` or ``both``) and an unset ``loss_scale_factor`` from
+        ``rollout.runner.max_response_tokens``.
         """
         kl = self.algorithm.kl
         common: dict[str, Any] = {"seed": self.trainer.seed, "group_size": self.rollout.group_size}
@@ -489,7 +490,15 @@ class TrainConfig:
         if kl.in_loss:
             actor = dataclasses.replace(actor, kl_loss_coef=kl.loss.coef,
                                         kl_loss_estimator=kl.loss.estimator)
-        return actor, dataclasses.replace(self.critic, **common)
+        critic = dataclasses.replace(self.critic, **common)
+        # Dr. GRPO's constant normaliser defaults to the configured maximum response length.
+        longest = float(self.rollout.runner.max_response_tokens)
+        actor, critic = (
+            c if c.loss_scale_factor is not None
+            else dataclasses.replace(c, loss_scale_factor=longest)
+            for c in (actor, critic)
+        )
+        return actor, critic
 
 
 # ---------------------------------------------------------------------------- loading

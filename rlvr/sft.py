@@ -13,6 +13,7 @@ needed at all) and the trainer saves the result as a HF directory the learner th
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import shutil
@@ -28,6 +29,8 @@ from rlvr.config import SFTConfig
 from rlvr.errors import ConfigError
 
 Message = dict[str, Any]
+#: How many distinct prompts (and answers) the warm-up's encoder keeps rendered.
+MEMO_SIZE = 1 << 16
 #: One supervised example: the opening chat messages and the assistant's answer text.
 Example = tuple[list[Message], str]
 
@@ -63,13 +66,53 @@ def encode_example(tokenizer: Any, messages: list[Message], answer: str) -> tupl
         ``(ids, prompt_len)``: the full sequence and how many leading ids are the prompt (the
         ids after it are trained on).
     """
+    prompt = _prompt_ids(tokenizer, messages)
+    return prompt + _answer_ids(tokenizer, answer), len(prompt)
+
+
+def _prompt_ids(tokenizer: Any, messages: list[Message]) -> list[int]:
+    """``messages`` rendered with the generation prompt."""
     prompt = tokenizer.apply_chat_template(
         messages, tokenize=True, add_generation_prompt=True, return_dict=False
     )
     if not isinstance(prompt, list):  # some tokenizers return a BatchEncoding
         prompt = list(prompt["input_ids"])
+    return list(prompt)
+
+
+def _answer_ids(tokenizer: Any, answer: str) -> list[int]:
+    """``answer``'s tokens followed by the end-of-turn token."""
     answer_ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
-    return list(prompt) + list(answer_ids) + [int(tokenizer.eos_token_id)], len(prompt)
+    return list(answer_ids) + [int(tokenizer.eos_token_id)]
+
+
+class _MemoEncoder:
+    """``encode_example`` with memoised renderings (the same ids, far fewer template renders).
+
+    Rendering a chat template costs far more than a training step's share of one example, and
+    a task stream repeats openings and answers; a rendering depends only on the messages (and
+    the answer text), so each distinct one is computed once.
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self._prompts: dict[str, list[int]] = {}
+        self._answers: dict[str, list[int]] = {}
+
+    def __call__(self, messages: list[Message], answer: str) -> tuple[list[int], int]:
+        """The ``encode_example(tokenizer, messages, answer)`` of this tokenizer."""
+        key = json.dumps(messages, sort_keys=True, default=str)
+        prompt = self._prompts.get(key)
+        if prompt is None:
+            if len(self._prompts) >= MEMO_SIZE:
+                self._prompts.clear()
+            prompt = self._prompts[key] = _prompt_ids(self.tokenizer, messages)
+        answer_ids = self._answers.get(answer)
+        if answer_ids is None:
+            if len(self._answers) >= MEMO_SIZE:
+                self._answers.clear()
+            answer_ids = self._answers[answer] = _answer_ids(self.tokenizer, answer)
+        return prompt + answer_ids, len(prompt)
 
 
 def collate(
@@ -155,7 +198,8 @@ def supervised_warmup(
     from rlvr.progress import progress_bar
 
     rng = random.Random(f"sft:{seed}")
-    encode = encode or (lambda example: encode_example(tokenizer, *example))
+    memo = _MemoEncoder(tokenizer)  # the same ids as encode_example, rendered once per example
+    encode = encode or (lambda example: memo(*example))
     params = [p for p in model.parameters() if p.requires_grad]
     optim = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: min(1.0, (s + 1) / 10))
@@ -167,9 +211,7 @@ def supervised_warmup(
     model.train()
     bar = progress_bar(total=config.max_steps, desc="warm-up", unit="step", disable=not progress)
     for step in range(1, config.max_steps + 1):
-        batch = collate(
-            [encode(examples(rng)) for _ in range(config.batch_size)], pad
-        )
+        batch = collate([encode(examples(rng)) for _ in range(config.batch_size)], pad)
         loss = answer_loss(model, batch)
         if not torch.isfinite(loss):
             raise ConfigError(f"sft: the loss became {loss.item()} at step {step}; lower sft.lr")

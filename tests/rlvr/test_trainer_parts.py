@@ -31,6 +31,21 @@ def test_warm_up_loss_covers_only_the_answer_and_end_of_turn(tokenizer):
     assert targets == [ids[prompt_len:], short[short_len:]]
 
 
+def test_warm_up_memoised_encoder_gives_encode_examples_ids(tokenizer):
+    from rlvr.sft import _MemoEncoder
+
+    encode = _MemoEncoder(tokenizer)
+    rng = random.Random(0)
+    stream = []
+    for _ in range(40):  # repeats of openings and answers come from the cache
+        a, b = rng.randint(0, 5), rng.randint(0, 5)
+        system = [{"role": "system", "content": "add"}] if rng.random() < 0.5 else []
+        stream.append((system + [{"role": "user", "content": f"{a}+{b}="}], str(a + b)))
+    for messages, answer in stream:
+        assert encode(messages, answer) == encode_example(tokenizer, messages, answer)
+    assert len(encode._prompts) < len(stream)
+
+
 def test_warm_up_lowers_the_loss_and_stops_at_the_target(tiny_model_path, tokenizer):
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_path)

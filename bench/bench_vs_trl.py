@@ -1,0 +1,252 @@
+"""rlvr's RL loop vs TRL's GRPOTrainer on the CPU quickstart, side by side, same start and recipe.
+
+Both arms start from the same warm-started model (the quickstart's ``sft_model``), train on the
+same task (``rlvr/Math-v0`` two-operand addition, the quickstart's training tasks) with the same
+recipe: 16 prompts x 8 samples per step, at most 6 new tokens, Dr. GRPO (group-mean baseline, no
+std scaling, loss divided by the constant batch x max-tokens), no KL, PPO clip 0.2, AdamW lr 3e-4
+decaying linearly to 0 over the run, grad clip 1.0, temperature 1. Neither arm evaluates or
+checkpoints during the run. Both final models (and the start) are then scored by ``rlvr eval`` on
+the quickstart's 200 held-out tasks (greedy), so the gains compare on the same yardstick.
+
+    .venv/bin/python bench/bench_vs_trl.py --sft runs/quickstart/sft_model --seeds 0 1 2
+
+(install TRL with the ``bench`` extra: ``.venv/bin/pip install -e '.[bench]'``). Arms alternate
+per seed (rlvr first on even seeds) so machine load hits both alike. Prints the table with the
+ratios and writes ``bench/results/vs_trl.json``. CPU timings on a shared machine are noisy:
+compare the ratios of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = REPO / "configs" / "quickstart.yaml"
+
+
+def quickstart(overrides: list[str]) -> Any:
+    from rlvr.config import load_config
+
+    return load_config(CONFIG, overrides)
+
+
+# ---------------------------------------------------------------------------- rlvr arm
+def run_rlvr(sft: Path, out: Path, seed: int, steps: int, extra: list[str]) -> dict[str, Any]:
+    from rlvr.trainer import train
+
+    config = quickstart([
+        f"model.path={sft}", "sft.enabled=false", f"trainer.output_dir={out}",
+        f"trainer.seed={seed}", f"trainer.steps={steps}", "eval.every=0",
+        "trainer.checkpoint_every=0", "trainer.progress=false", "trainer.tensorboard=false",
+        "trainer.plot=false", "trainer.export_at_end=true", *extra,
+    ])
+    result = train(config, log=lambda *_: None)
+    hist = result.history
+
+    def per_step(key: str) -> float:
+        return sum(m.get(key, 0.0) for m in hist) / max(len(hist), 1)
+
+    return {
+        "rl_seconds": result.rl_seconds, "steps": len(hist),
+        "rollout_s_per_step": per_step("time/rollout"),
+        "update_s_per_step": per_step("time/prepare") + per_step("time/update"),
+        "clipped_step_frac": sum(m.get("actor/grad_norm", 0.0) > config.actor.optim.grad_clip
+                                 for m in hist) / max(len(hist), 1),
+        "pg_clipfrac": per_step("actor/pg_clipfrac"),
+        "model": str(result.export_dir),
+    }
+
+
+# ---------------------------------------------------------------------------- TRL arm
+class _TaskReward:
+    """TRL reward function: the quickstart env's own verifier on each completion."""
+
+    __name__ = "math_env_reward"
+
+    def __init__(self, env_id: str, kwargs: dict[str, Any]) -> None:
+        import envs
+
+        self.env = envs.make(env_id, **kwargs)
+
+    def __call__(self, prompts: list[Any], completions: list[Any], task_index: list[int],
+                 **_: Any) -> list[float]:
+        rewards = []
+        for completion, index in zip(completions, task_index):
+            text = completion[-1]["content"] if isinstance(completion, list) else completion
+            self.env.reset(options={"task_index": int(index)})
+            rewards.append(float(self.env.step(text)[1]))
+        return rewards
+
+
+def train_dataset(env_id: str, kwargs: dict[str, Any], n: int) -> Any:
+    """The env's training tasks as a TRL conversational prompt dataset (with task indices)."""
+    from datasets import Dataset
+
+    import envs
+
+    env = envs.make(env_id, **kwargs)
+    rows = []
+    for i in range(n):
+        messages, _ = env.reset(options={"task_index": i})
+        rows.append({"prompt": [dict(m) for m in messages], "task_index": i})
+    return Dataset.from_list(rows)
+
+
+def run_trl(sft: Path, out: Path, seed: int, steps: int, threads: int) -> dict[str, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    cfg = quickstart([])
+    env_kwargs = dict(cfg.env.kwargs)
+    n_tasks = int(env_kwargs["source_kwargs"]["n_tasks"])
+    group, prompts = cfg.rollout.group_size, cfg.rollout.prompts_per_step
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(sft, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(sft)
+        gen_seconds = [0.0]
+        generate = model.generate
+
+        def timed_generate(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return generate(*args, **kwargs)
+            finally:
+                gen_seconds[0] += time.perf_counter() - start
+
+        model.generate = timed_generate  # type: ignore[method-assign]
+        args = GRPOConfig(
+            output_dir=str(out), seed=seed, max_steps=steps, use_cpu=True, bf16=False,
+            per_device_train_batch_size=prompts * group, num_generations=group,
+            gradient_accumulation_steps=1, num_iterations=1,
+            max_completion_length=cfg.rollout.runner.max_response_tokens, temperature=1.0,
+            top_p=1.0, top_k=0, learning_rate=cfg.actor.optim.lr, lr_scheduler_type="linear",
+            warmup_steps=0, weight_decay=0.0, adam_beta1=0.9, adam_beta2=0.999,
+            adam_epsilon=1e-8, max_grad_norm=cfg.actor.optim.grad_clip, beta=0.0,
+            epsilon=cfg.actor.clip_low, epsilon_high=cfg.actor.clip_high, loss_type="dr_grpo",
+            scale_rewards="none", mask_truncated_completions=False, save_strategy="no",
+            report_to="none", logging_steps=1, disable_tqdm=True, dataloader_num_workers=0,
+        )
+        trainer = GRPOTrainer(
+            model=model, reward_funcs=[_TaskReward(cfg.env.id, env_kwargs)], args=args,
+            train_dataset=train_dataset(cfg.env.id, env_kwargs, n_tasks),
+            processing_class=tokenizer,
+        )
+        start = time.perf_counter()
+        trainer.train()
+        seconds = time.perf_counter() - start
+        export = out / "export"
+        trainer.save_model(str(export))
+        tokenizer.save_pretrained(export)
+        logs = [r for r in trainer.state.log_history if "loss" in r]
+        clipped = [r.get("grad_norm", 0.0) > args.max_grad_norm for r in logs]
+    finally:
+        torch.set_num_threads(before)
+    return {
+        "rl_seconds": seconds, "steps": steps,
+        "rollout_s_per_step": gen_seconds[0] / steps,
+        "update_s_per_step": (seconds - gen_seconds[0]) / steps,
+        "clipped_step_frac": sum(clipped) / max(len(clipped), 1),
+        "model": str(export),
+    }
+
+
+# ---------------------------------------------------------------------------- scoring
+def held_out_accuracy(models: list[str], out: Path, tasks: int) -> list[float]:
+    """Greedy pass@1 of each model on the quickstart's held-out tasks (``rlvr eval``)."""
+    from rlvr.evaluate import evaluate
+    from rlvr.training.warmup import suite_for_env
+
+    out.mkdir(parents=True, exist_ok=True)
+    suite = suite_for_env(quickstart([]), tasks, out / "eval_suite.yaml")
+    results = evaluate(models, suite, samples=1, progress=False, max_new_tokens=6)
+    return [float(m["metrics"]["overall"]["pass@1"]) for m in results["models"]]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sft", type=Path, default=REPO / "runs" / "quickstart" / "sft_model")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--tasks", type=int, default=200, help="held-out tasks scored")
+    parser.add_argument("--trl-threads", type=int, default=2,
+                        help="torch threads of the TRL arm (2 is its faster setting here)")
+    parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench_vs_trl")
+    parser.add_argument("--rlvr", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="extra overrides of the rlvr arm's config")
+    parser.add_argument("--arms", nargs="+", default=["rlvr", "trl"], choices=["rlvr", "trl"])
+    ns = parser.parse_args()
+    if not (ns.sft / "config.json").is_file():
+        sys.exit(f"{ns.sft} is not a model directory; run `bash dev.sh quickstart` first (it "
+                 "writes runs/quickstart/sft_model) or pass --sft")
+    rows: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ns.arms}
+    base_acc = held_out_accuracy([str(ns.sft)], ns.out, ns.tasks)[0]
+    for seed in ns.seeds:
+        order = ns.arms if seed % 2 == 0 else ns.arms[::-1]
+        for arm in order:
+            out = ns.out / f"{arm}_seed{seed}"
+            load = os.getloadavg()[0]
+            row = run_rlvr(ns.sft, out, seed, ns.steps, ns.rlvr) if arm == "rlvr" \
+                else run_trl(ns.sft, out, seed, ns.steps, ns.trl_threads)
+            row["seed"], row["load_before"] = seed, load
+            row["final_accuracy"] = held_out_accuracy([row["model"]], out, ns.tasks)[0]
+            row["gain_points"] = 100 * (row["final_accuracy"] - base_acc)
+            rows[arm].append(row)
+            print(f"[bench] {arm} seed {seed}: {row['rl_seconds']:.1f} s, gain "
+                  f"{row['gain_points']:+.1f} points (load {load:.1f})", flush=True)
+    report(rows, base_acc, ns)
+
+
+def report(rows: dict[str, list[dict[str, Any]]], base_acc: float, ns: Any) -> None:
+    def mean(arm: str, key: str) -> float:
+        return statistics.mean(r[key] for r in rows[arm])
+
+    print(f"\nstart (sft_model) held-out accuracy: {100 * base_acc:.1f}% on {ns.tasks} tasks; "
+          f"{ns.steps} steps of 16 prompts x 8 samples; seeds {ns.seeds}")
+    print("| arm | RL time | s/step | rollout s/step | update s/step | clipped steps | "
+          "held-out gain (points) |")
+    print("|---|---|---|---|---|---|---|")
+    for arm, rs in rows.items():
+        times = [r["rl_seconds"] for r in rs]
+        gains = " / ".join(f"{r['gain_points']:+.1f}" for r in rs)
+        print(f"| {arm} | {min(times):.1f}-{max(times):.1f} s | "
+              f"{mean(arm, 'rl_seconds') / ns.steps:.3f} | "
+              f"{mean(arm, 'rollout_s_per_step'):.3f} | {mean(arm, 'update_s_per_step'):.3f} | "
+              f"{100 * mean(arm, 'clipped_step_frac'):.0f}% | "
+              f"{gains} (mean {mean(arm, 'gain_points'):+.1f}) |")
+    ratios = {}
+    if "rlvr" in rows and "trl" in rows:
+        ratios = {
+            "steps_per_s": mean("trl", "rl_seconds") / mean("rlvr", "rl_seconds"),
+            "rollout": mean("trl", "rollout_s_per_step") / mean("rlvr", "rollout_s_per_step"),
+            "update": mean("trl", "update_s_per_step") / mean("rlvr", "update_s_per_step"),
+            "gain_points": mean("rlvr", "gain_points") - mean("trl", "gain_points"),
+        }
+        print(f"\nrlvr/TRL: {ratios['steps_per_s']:.2f}x steps per second, "
+              f"{ratios['rollout']:.2f}x rollout speed, {ratios['update']:.2f}x update speed; "
+              f"held-out gain {ratios['gain_points']:+.1f} points (rlvr - TRL, mean of seeds)")
+    import trl
+
+    payload = {"rows": rows, "start_accuracy": base_acc, "ratios_rlvr_over_trl": ratios,
+               "steps": ns.steps, "seeds": ns.seeds, "tasks": ns.tasks, "rlvr_overrides": ns.rlvr,
+               "trl_threads": ns.trl_threads, "trl": trl.__version__, "torch": torch.__version__,
+               "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+               "load_after": os.getloadavg()}
+    path = REPO / "bench" / "results" / "vs_trl.json"
+    path.write_text(json.dumps(payload, indent=2))
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
