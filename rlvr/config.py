@@ -362,15 +362,24 @@ class TrainConfig:
     def learner_configs(self) -> tuple[LearnerConfig, LearnerConfig]:
         """The actor's and critic's learner configs as the learner gets them.
 
-        ``seed`` comes from ``trainer.seed`` and the actor's KL-loss fields from
-        ``algorithm.kl`` (placement ``loss``).
+        ``seed`` comes from ``trainer.seed``, the actor's KL-loss fields from
+        ``algorithm.kl`` (placement ``loss``) and an unset ``loss_scale_factor`` from
+        ``rollout.runner.max_response_tokens``.
         """
         kl = self.algorithm.kl
         actor = dataclasses.replace(self.actor, seed=self.trainer.seed)
         if kl.placement == "loss":
             actor = dataclasses.replace(actor, kl_loss_coef=kl.coef,
                                         kl_loss_estimator=kl.estimator)
-        return actor, dataclasses.replace(self.critic, seed=self.trainer.seed)
+        critic = dataclasses.replace(self.critic, seed=self.trainer.seed)
+        # Dr. GRPO's constant normaliser defaults to the configured maximum response length.
+        longest = float(self.rollout.runner.max_response_tokens)
+        actor, critic = (
+            c if c.loss_scale_factor is not None
+            else dataclasses.replace(c, loss_scale_factor=longest)
+            for c in (actor, critic)
+        )
+        return actor, critic
 
 
 # ---------------------------------------------------------------------------- loading

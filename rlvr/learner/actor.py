@@ -148,14 +148,14 @@ class Actor(TrainedModel):
         loss, metrics = policy_loss(
             logp, old, mb.require("advantages"), mask,
             clip_low=cfg.clip_low, clip_high=cfg.clip_high, dual_clip_c=cfg.dual_clip,
-            agg=cfg.loss_agg, is_weights=is_weights,
+            agg=self.micro_loss_agg, is_weights=is_weights,
         )
         metrics["entropy"] = aggregate(ent.detach(), mask, "token-mean")
         if cfg.entropy_coef > 0:
-            loss = loss - cfg.entropy_coef * aggregate(ent, mask, cfg.loss_agg)
+            loss = loss - cfg.entropy_coef * aggregate(ent, mask, self.micro_loss_agg)
         if cfg.kl_loss_coef > 0:
             kl, kl_metrics = kl_loss(
-                logp, mb.require("ref_logprobs"), mask, cfg.kl_loss_estimator, cfg.loss_agg
+                logp, mb.require("ref_logprobs"), mask, cfg.kl_loss_estimator, self.micro_loss_agg
             )
             loss = loss + cfg.kl_loss_coef * kl
             metrics.update(kl_metrics)

@@ -129,6 +129,11 @@ class LearnerConfig:
             DAPO's clip-higher.
         dual_clip: dual-clip constant c (> 1) for negative advantages; None turns it off.
         loss_agg: how per-token losses become a scalar (see reference/algorithms.md).
+        loss_scale_factor: the constant divisor of ``seq-mean-token-sum-norm`` (Dr. GRPO;
+            verl's ``loss_scale_factor``), > 0. It must not depend on a batch's padded width,
+            which changes from step to step and rank to rank. None: ``rlvr train`` sets it to
+            ``rollout.runner.max_response_tokens``; a learner built directly with that mode
+            and None raises ``ConfigError``. Ignored by the other modes.
         entropy_coef: weight of the entropy bonus (>= 0; 0 = off, entropy is still logged).
         kl_loss_coef: weight of the KL-to-reference loss term (>= 0; 0 = off). When > 0 the
             batch must carry ``ref_logprobs``.
@@ -153,6 +158,7 @@ class LearnerConfig:
     clip_high: float = 0.2
     dual_clip: float | None = 3.0
     loss_agg: LossAgg = "token-mean"
+    loss_scale_factor: float | None = None
     entropy_coef: float = 0.0
     kl_loss_coef: float = 0.0
     kl_loss_estimator: str = "k3"
@@ -181,6 +187,8 @@ class LearnerConfig:
         if self.dual_clip is not None:
             _check_min(owner, "dual_clip", self.dual_clip, 1.0, strict=True)
         _check_choice(owner, "loss_agg", self.loss_agg, LOSS_AGGS)
+        if self.loss_scale_factor is not None:
+            _check_min(owner, "loss_scale_factor", self.loss_scale_factor, 0.0, strict=True)
         _check_min(owner, "entropy_coef", self.entropy_coef, 0.0, strict=False)
         _check_min(owner, "kl_loss_coef", self.kl_loss_coef, 0.0, strict=False)
         _check_choice(owner, "kl_loss_estimator", self.kl_loss_estimator, KL_ESTIMATORS)

@@ -72,7 +72,7 @@ class Critic(TrainedModel):
         values = value_forward(self.module, mb)
         loss, metrics = value_loss(
             values, mb.require("values"), mb.require("returns"), mb.response_mask,
-            clip=self.config.value_clip, agg=self.config.loss_agg,
+            clip=self.config.value_clip, agg=self.micro_loss_agg,
         )
         with torch.no_grad():
             denom = mb.response_mask.sum().clamp(min=1)

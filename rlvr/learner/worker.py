@@ -8,7 +8,9 @@ sequences), each mini-batch split into micro-batches whose gradients accumulate.
 micro-batch loss is weighted by its share of the mini-batch's normaliser over ALL ranks (valid
 tokens for ``token-mean``, non-empty sequences for ``seq-mean-*``), so the accumulated gradient
 equals that of the whole mini-batch in one piece, on one rank or many (FSDP averages gradients
-over ranks; the weights carry a factor ``world_size`` to undo it).
+over ranks; the weights carry a factor ``world_size`` to undo it). ``seq-mean-token-sum-norm``
+is aggregated per micro-batch as ``seq-mean-token-sum`` and its constant divisor
+(``config.loss_scale_factor``) goes into the weight, so no padded width ever enters the loss.
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ from rlvr.learner.parallel import (
     mixed_precision_policy,
 )
 
-#: A micro-batch loss: returns the loss (aggregated like ``config.loss_agg`` over the micro-batch)
-#: and detached 0-d metric tensors (named without the ``actor/``/``critic/`` prefix).
+#: A micro-batch loss: returns the loss (aggregated like ``TrainedModel.micro_loss_agg`` over the
+#: micro-batch) and detached 0-d metric tensors (named without the ``actor/``/``critic/`` prefix).
 LossFn = Callable[[RolloutBatch], tuple[torch.Tensor, dict[str, torch.Tensor]]]
 
 
@@ -137,6 +139,11 @@ class TrainedModel(ShardedModel, Stateful):
     """
 
     def __init__(self, module: nn.Module, config: LearnerConfig, dist_info: DistInfo) -> None:
+        if config.loss_agg == "seq-mean-token-sum-norm" and config.loss_scale_factor is None:
+            raise ConfigError(
+                "learner.loss_scale_factor must be set (> 0, e.g. the maximum response length) "
+                "when learner.loss_agg is 'seq-mean-token-sum-norm'"
+            )
         super().__init__(module, config, dist_info)
         self.optimizer, self.scheduler = build_optimizer(module.parameters(), config.optim)
         self.updates = 0
@@ -172,6 +179,16 @@ class TrainedModel(ShardedModel, Stateful):
         self.updates = int(state_dict["updates"])
 
     # ------------------------------------------------------------------ the update loop
+    @property
+    def micro_loss_agg(self) -> str:
+        """The aggregation a ``LossFn`` applies to one micro-batch.
+
+        ``config.loss_agg``, except ``seq-mean-token-sum`` for ``seq-mean-token-sum-norm``
+        (its constant divisor is applied in the micro-batch weights).
+        """
+        mode = self.config.loss_agg
+        return "seq-mean-token-sum" if mode == "seq-mean-token-sum-norm" else mode
+
     def _per_rank_mini_batch(self, local_rows: int) -> int:
         """Rows per mini-batch on this rank; checks that every rank has as many rows."""
         ws = self.dist.world_size
@@ -197,7 +214,8 @@ class TrainedModel(ShardedModel, Stateful):
         """Per micro-batch: the loss weight and the metric weight (its share of the mini-batch).
 
         Metric weights are shares of valid tokens over all ranks (so metrics are token means);
-        loss weights are shares of the ``loss_agg`` normaliser, times ``world_size``.
+        loss weights are shares of the ``loss_agg`` normaliser, times ``world_size`` (and
+        divided by ``loss_scale_factor`` for ``seq-mean-token-sum-norm``).
         """
         mode = self.config.loss_agg
         tokens = [float(m.response_mask.sum()) for m in micros]
@@ -212,6 +230,9 @@ class TrainedModel(ShardedModel, Stateful):
             loss_w = [ws * w for w in metric_w]
         else:
             loss_w = [ws * s / totals[1] if totals[1] > 0 else 0.0 for s in seqs]
+        if mode == "seq-mean-token-sum-norm":
+            scale = float(self.config.loss_scale_factor or 1.0)  # set: checked in __init__
+            loss_w = [w / scale for w in loss_w]
         return loss_w, metric_w
 
     def _shuffle_seed(self, epoch: int) -> int:

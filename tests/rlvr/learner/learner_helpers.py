@@ -11,8 +11,11 @@ from rlvr.data import RolloutBatch, Trajectory
 PAD = 0
 
 
-def make_batch(rows: int, seed: int = 0, vocab: int = 300, env_tokens: bool = True) -> RolloutBatch:
-    """Random rows with ragged prompts/responses, some env tokens (mask 0) inside responses."""
+def make_batch(rows: int, seed: int = 0, vocab: int = 300, env_tokens: bool = True,
+               max_response_len: int | None = None) -> RolloutBatch:
+    """Random rows with ragged prompts/responses, some env tokens (mask 0) inside responses.
+
+    ``max_response_len`` pads the responses to that width (default: the longest response)."""
     rng = random.Random(seed)
     trajs = []
     for i in range(rows):
@@ -31,7 +34,8 @@ def make_batch(rows: int, seed: int = 0, vocab: int = 300, env_tokens: bool = Tr
                 group_id=i // 4,
             )
         )
-    return RolloutBatch.from_trajectories(trajs, pad_token_id=PAD)
+    return RolloutBatch.from_trajectories(trajs, pad_token_id=PAD,
+                                          max_response_len=max_response_len)
 
 
 def make_group_batch(groups: int = 3, size: int = 4, seed: int = 0,
