@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from rlvr.data import RolloutBatch
+from rlvr.hf_compat import activation_checkpointing_on, cache_kwargs
 from rlvr.losses import entropy_from_logits, logprobs_from_logits
 
 
@@ -90,7 +91,7 @@ def _shared_prompt_logits(model: nn.Module, batch: RolloutBatch, w: _Window) -> 
     Returns None (use the plain forward) when no two rows share their prompt columns, or when
     activation checkpointing is on (it disables the KV cache in training).
     """
-    if getattr(model, "is_activation_checkpointing", False):
+    if model.training and activation_checkpointing_on(model):
         return None
     p = batch.prompt_len
     cols = slice(w.start, p)
@@ -104,15 +105,22 @@ def _shared_prompt_logits(model: nn.Module, batch: RolloutBatch, w: _Window) -> 
     u_ids, u_mask = unique[:, :width], unique[:, width:]
     cache = DynamicCache()
     first = model(input_ids=u_ids, attention_mask=u_mask,
-                  position_ids=(u_mask.cumsum(-1) - 1).clamp(min=0), cache=cache,
-                  use_cache=True, logits_to_keep=1).logits[:, -1:]  # (u, 1, V): response col 0
+                  position_ids=(u_mask.cumsum(-1) - 1).clamp(min=0), **cache_kwargs(model, cache),
+                  logits_to_keep=1).logits[:, -1:]  # (u, 1, V): response col 0
+    if cache.get_seq_length() != width:
+        # A cache the model did not fill (e.g. a wrong keyword) would score the responses
+        # without their prompt, silently.
+        raise RuntimeError(
+            f"the shared-prompt KV cache holds {cache.get_seq_length()} columns after the "
+            f"prompt forward; expected the prompt's {width}"
+        )
     if w.width == 1:
         return first[inverse]
     cache.reorder_cache(inverse)  # one cache row per batch row (index_select: differentiable)
     resp = slice(p, p + w.width - 1)
     rest = model(input_ids=batch.input_ids[:, resp],
                  attention_mask=batch.attention_mask[:, w.start : p + w.width - 1],
-                 position_ids=batch.position_ids[:, resp], cache=cache, use_cache=True).logits
+                 position_ids=batch.position_ids[:, resp], **cache_kwargs(model, cache)).logits
     return torch.cat([first[inverse], rest], dim=1)
 
 
