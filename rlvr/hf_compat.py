@@ -23,14 +23,15 @@ __all__ = ["activation_checkpointing_on", "cache_keyword", "cache_kwargs"]
 
 
 @functools.lru_cache(maxsize=64)
-def _keyword_of(cls: type) -> str:
+def _keyword_of(cls: Any) -> str:
     params = inspect.signature(cls.forward).parameters
     return "cache" if "cache" in params else "past_key_values"
 
 
 def cache_keyword(model: nn.Module) -> str:
     """The keyword of ``model.forward`` for its KV cache: ``cache`` or ``past_key_values``."""
-    return _keyword_of(type(model))
+    cls: Any = type(model)
+    return _keyword_of(cls)
 
 
 def cache_kwargs(model: nn.Module, cache: Any) -> dict[str, Any]:
