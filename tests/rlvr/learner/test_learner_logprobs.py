@@ -85,8 +85,8 @@ def test_shared_prompts_run_once_and_give_the_row_by_row_logprobs(tiny_model_pat
     assert batch.attention_mask[:, 0].min() == 0  # some prompts are left-padded
     actor = Actor.from_pretrained(tiny_model_path, LearnerConfig(micro_batch_size=12), dist_info)
     rows = []
-    handle = actor.module.lm_head.register_forward_hook(
-        lambda m, args, out: rows.append(out.shape[0]))
+    handle = actor.module.lm_head.register_forward_pre_hook(  # rows of hidden states it gets
+        lambda m, args: rows.append(args[0].shape[0]))
     try:
         logp, ent = actor.compute_logprobs_and_entropy(batch, temperature)
     finally:
@@ -150,7 +150,7 @@ def test_shared_prompts_under_activation_checkpointing(tiny_model_path, dist_inf
         tiny_model_path, LearnerConfig(activation_checkpointing=True, **common), dist_info)
     batch = with_advantages(make_group_batch(groups=3, size=4, seed=8), seed=8)
     rows = []
-    handle = ckpt.module.lm_head.register_forward_hook(lambda m, a, out: rows.append(out.shape[0]))
+    handle = ckpt.module.lm_head.register_forward_pre_hook(lambda m, a: rows.append(a[0].shape[0]))
     try:
         logp = ckpt.compute_logprobs(batch)
     finally:
