@@ -5,6 +5,7 @@
 #   bash dev.sh setup                    only create/refresh the environment
 #   bash dev.sh compat [pytest args]     the transformers-sensitive tests on the other transformers
 #                                        releases CI proves (pyproject's floor, sglang's pin)
+#   bash dev.sh gpu-check                one-shot learner check on one CUDA GPU (exits 0 without)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -124,11 +125,20 @@ PY
   return $rc
 }
 
+# ---------------------------------------------------------------- one-shot GPU check
+gpu_check() {
+  # bf16 GRPO step on a 0.5B-shaped model over NCCL, engine/learner logprob parity, checkpoint +
+  # resume, tokens/s and MFU; one table. Uses the torch/transformers found; downloads nothing.
+  # Without CUDA it says so and exits 0.
+  "$VENV/bin/python" bench/gpu_check.py "$@"
+}
+
 cmd="${1:-}"; shift || true
 case "$cmd" in
   setup) setup ;;
   test) setup; run_tests "$@" ;;
   compat) setup; test_compat "$@" ;;
+  gpu-check) setup; gpu_check "$@" ;;
   quickstart) setup; exec "$VENV/bin/rlvr" train configs/quickstart.yaml "$@" ;;
-  *) echo "usage: bash dev.sh {quickstart|test|compat|setup} [args]" >&2; exit 2 ;;
+  *) echo "usage: bash dev.sh {quickstart|test|compat|gpu-check|setup} [args]" >&2; exit 2 ;;
 esac

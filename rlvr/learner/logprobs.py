@@ -178,7 +178,7 @@ class _ScoringHead:
         ]
         width = 2 if self.entropy else 1
         out = torch.cat(outs) if outs else flat.new_zeros(0, width, dtype=torch.float32)
-        return out.reshape(b, k, width)
+        return out.reshape(b, k, width).clone()  # not a view: FSDP hooks the model's output
 
     def __enter__(self) -> _ScoringHead:
         self.head.forward = self  # type: ignore[method-assign,assignment]  # one call
