@@ -5,6 +5,9 @@
 #   bash dev.sh test [pytest args]       ruff + import contracts + mypy + the whole test suite
 #   bash dev.sh setup                    only create/refresh the environment
 #   bash dev.sh setup-sglang             only build the real sglang server's venv (tests use it)
+#   bash dev.sh compat [pytest args]     the transformers-sensitive tests on the other transformers
+#                                        releases CI proves (pyproject's floor, sglang's pin)
+#   bash dev.sh gpu-check                one-shot learner check on one CUDA GPU (exits 0 without)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -135,13 +138,78 @@ run_tests() {
   return $rc
 }
 
+# ---------------------------------------------------------------- transformers compatibility
+# The learner and the transformers engine call into transformers' model/cache APIs, which change
+# between releases without raising (a renamed keyword vanishes into **kwargs). Besides the newest
+# release (the main environment), CI runs the transformers-sensitive tests with the oldest release
+# pyproject admits and with the one sglang pins. Each is an overlay: `pip install --target` of
+# that transformers and its own dependencies, put first on PYTHONPATH over the main venv (torch is
+# not installed twice). Overlays are cached in ~/.cache/rlvr/compat/, keyed by a hash of what they
+# install; tiny models are built per overlay (a 5.x tokenizer file does not load on 4.x).
+COMPAT_SGLANG_TRANSFORMERS="5.19.0"   # what sglang 0.5.23 pins
+COMPAT_TESTS=(tests/rlvr/learner tests/agents/test_hf_engine.py tests/rlvr/test_tiny.py)
+
+compat_versions() {
+  # The floor of pyproject's `transformers>=X` (pip reads ==X as X.0) and sglang's pin.
+  local floor
+  floor="$(sed -n 's/^ *"transformers>=\([0-9.]*\)".*/\1/p' pyproject.toml | head -1)"
+  [[ -n "$floor" ]] || { echo "[dev.sh] no transformers>= floor in pyproject.toml" >&2; exit 1; }
+  echo "$floor $COMPAT_SGLANG_TRANSFORMERS"
+}
+
+setup_compat() {
+  # setup_compat VERSION: prints the overlay directory holding transformers==VERSION.
+  local version="$1" key dir
+  key="$( (echo "transformers==$version"; "$VENV/bin/python" -V) | sha256sum | cut -c1-16)"
+  dir="${RLVR_COMPAT_CACHE:-$HOME/.cache/rlvr/compat}/tf-$version-$key"
+  if [[ ! -f "$dir/.complete" ]]; then
+    rm -rf "$dir"; mkdir -p "$dir"
+    echo "[dev.sh] installing transformers==$version overlay in $dir" >&2
+    pip_install --quiet --target "$dir/site" "transformers==$version"
+    touch "$dir/.complete"
+  fi
+  echo "$dir"
+}
+
+test_compat() {
+  local version dir rc=0
+  for version in $(compat_versions); do
+    dir="$(setup_compat "$version")"
+    echo "[dev.sh] pytest with transformers==$version: ${COMPAT_TESTS[*]}"
+    PYTHONPATH="$dir/site${PYTHONPATH:+:$PYTHONPATH}" RLVR_CACHE="$dir/rlvr-cache" \
+      "$VENV/bin/python" - "$version" <<'PY' || exit 1
+import sys, transformers
+from packaging.version import Version
+if Version(transformers.__version__) != Version(sys.argv[1]):
+    sys.exit(f"[dev.sh] expected transformers {sys.argv[1]}, imported {transformers.__version__}")
+PY
+    set +e
+    PYTHONPATH="$dir/site${PYTHONPATH:+:$PYTHONPATH}" RLVR_CACHE="$dir/rlvr-cache" \
+      "$VENV/bin/python" -m pytest -q "${COMPAT_TESTS[@]}" "$@"
+    local one=$?
+    set -e
+    [[ $one == 0 ]] || rc=$one
+  done
+  return $rc
+}
+
+# ---------------------------------------------------------------- one-shot GPU check
+gpu_check() {
+  # bf16 GRPO step on a 0.5B-shaped model over NCCL, engine/learner logprob parity, checkpoint +
+  # resume, tokens/s and MFU; one table. Uses the torch/transformers found; downloads nothing.
+  # Without CUDA it says so and exits 0.
+  "$VENV/bin/python" bench/gpu_check.py "$@"
+}
+
 cmd="${1:-}"; shift || true
 case "$cmd" in
   setup) setup ;;
   setup-sglang) setup_sglang ;;
   test) sglang_setup_start; setup; sglang_setup_wait; run_tests "$@" ;;
+  compat) setup; test_compat "$@" ;;
+  gpu-check) setup; gpu_check "$@" ;;
   quickstart) setup
     if [[ "${1:-}" == tool ]]; then shift; exec "$VENV/bin/rlvr" train configs/tool_quickstart.yaml "$@"; fi
     exec "$VENV/bin/rlvr" train configs/quickstart.yaml "$@" ;;
-  *) echo "usage: bash dev.sh {quickstart [tool]|test|setup|setup-sglang} [args]" >&2; exit 2 ;;
+  *) echo "usage: bash dev.sh {quickstart [tool]|test|compat|gpu-check|setup|setup-sglang} [args]" >&2; exit 2 ;;
 esac

@@ -45,6 +45,7 @@ from torch import nn
 from agents.engine import Completion, FinishReason, SamplingParams, WeightsSource
 from agents.errors import EngineClosedError, EngineError, RequestError, WeightUpdateError
 from agents.sampling import row_generator, sample_rows
+from rlvr.hf_compat import cache_kwargs
 
 logger = logging.getLogger(__name__)
 
@@ -386,8 +387,7 @@ class TransformersEngine:
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
-            cache=cache,
-            use_cache=True,
+            **cache_kwargs(self.model, cache),
             logits_to_keep=1,
         )
         return out.logits[:, -1]

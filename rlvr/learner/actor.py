@@ -29,6 +29,7 @@ import torch
 from rlvr.data import RolloutBatch
 from rlvr.errors import BatchError
 from rlvr.learner.config import LearnerConfig
+from rlvr.learner.loading import build_sharded, empty_causal_lm
 from rlvr.learner.logprobs import policy_forward
 from rlvr.learner.modules import load_causal_lm
 from rlvr.learner.parallel import DistInfo, init_distributed
@@ -50,6 +51,9 @@ class Actor(TrainedModel):
     ) -> Actor:
         """Load the policy from an HF directory, shard it and build its optimizer.
 
+        The weights are read on rank 0 only and broadcast into the shards
+        (``rlvr.learner.loading``).
+
         Args:
             path: a local HF causal-LM directory.
             config: the actor's learner config.
@@ -57,7 +61,10 @@ class Actor(TrainedModel):
                 torchrun) when omitted.
         """
         info = dist_info or init_distributed()
-        module = shard(load_causal_lm(path, info.device), config, info, trainable=True)
+        module = build_sharded(
+            lambda device: load_causal_lm(path, device), lambda: empty_causal_lm(path),
+            lambda m: shard(m, config, info, trainable=True), info,
+        )
         return cls(module, config, info)
 
     def compute_logprobs(self, batch: RolloutBatch, temperature: float = 1.0) -> torch.Tensor:
@@ -76,12 +83,19 @@ class Actor(TrainedModel):
         self, batch: RolloutBatch, temperature: float = 1.0
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Like ``compute_logprobs``, plus the per-token entropy ``(B, R)`` (0 where masked)."""
+        packed = self.config.sequence_packing
+
         def fn(mb: RolloutBatch) -> tuple[torch.Tensor, torch.Tensor]:
-            logp, ent = policy_forward(self.module, mb, temperature, entropy=True)
+            logp, ent = policy_forward(self.module, mb, temperature, entropy=True, packed=packed)
             return logp, cast(torch.Tensor, ent)  # entropy=True always returns it
 
-        logp, ent = self._map_micro(batch, fn)
+        logp, ent = self._map_micro(batch, fn, packed=packed)
         return logp, ent
+
+    @property
+    def packed_update(self) -> bool:
+        """The policy's update forwards are packed when ``sequence_packing`` is on."""
+        return self.config.sequence_packing
 
     def single_step(self, global_rows: int) -> bool:
         """Whether ``update`` on ``global_rows`` rows (all ranks) is one optimizer step.
@@ -138,7 +152,8 @@ class Actor(TrainedModel):
         cfg = self.config
         mask = mb.response_mask
         logp, ent = policy_forward(
-            self.module, mb, temperature, entropy=True, entropy_grad=cfg.entropy_coef > 0
+            self.module, mb, temperature, entropy=True, entropy_grad=cfg.entropy_coef > 0,
+            packed=cfg.sequence_packing,
         )
         ent = cast(torch.Tensor, ent)  # entropy=True always returns it
         old = logp.detach() if fused else mb.require("old_logprobs")

@@ -117,6 +117,20 @@ class LearnerConfig:
         micro_batch_size: sequences per forward/backward on each rank (verl's
             ``ppo_micro_batch_size_per_gpu``); gradients accumulate over the micro-batches of a
             mini-batch.
+        max_tokens_per_micro_batch: when set, a token budget per micro-batch (verl's dynamic
+            batch size): consecutive rows join a micro-batch while its cost stays within the
+            budget (rows x padded width, or the real tokens with ``sequence_packing``; a row
+            over the budget goes alone), at most ``micro_batch_size`` rows. Ranks agree on the
+            number of micro-batches (the largest), so their collectives match. None = by rows.
+        sequence_packing: run the policy's micro-batches as one packed row of their real
+            tokens (padding removed, position ids restarted per sequence) where the model's
+            attention supports it (``rlvr.learner.logprobs.packing_supported``), else dense.
+            Same logprobs and losses either way. The critic always runs dense.
+        accumulate_unsharded_grads: skip the gradient reduce-scatter on all but the last
+            micro-batch of a mini-batch (FSDP2's ``set_requires_gradient_sync(False)``): less
+            communication, but every rank then holds the UNSHARDED float32 gradient (4 bytes x
+            all parameters; +28 GB per GPU at 7B). Off by default (each micro-batch's gradient
+            is reduce-scattered into the shards, as verl does); for small models only.
         mini_batch_size: PROMPTS per optimizer step over ALL ranks, as verl's
             ``ppo_mini_batch_size``: each prompt brings its ``group_size`` sampled sequences, so
             an optimizer step trains on ``mini_batch_size * group_size`` sequences
@@ -157,6 +171,9 @@ class LearnerConfig:
 
     optim: OptimConfig = field(default_factory=OptimConfig)
     micro_batch_size: int = 8
+    max_tokens_per_micro_batch: int | None = None
+    sequence_packing: bool = False
+    accumulate_unsharded_grads: bool = False
     mini_batch_size: int | None = None
     group_size: int = 1
     epochs: int = 1
@@ -179,6 +196,12 @@ class LearnerConfig:
         if not isinstance(self.optim, OptimConfig):
             raise ConfigError(f"learner.optim must be an OptimConfig; got {self.optim!r}")
         _check_int(owner, "micro_batch_size", self.micro_batch_size, 1)
+        if self.max_tokens_per_micro_batch is not None:
+            _check_int(owner, "max_tokens_per_micro_batch", self.max_tokens_per_micro_batch, 1)
+        for flag in ("sequence_packing", "accumulate_unsharded_grads"):
+            value = getattr(self, flag)
+            if not isinstance(value, bool):
+                raise ConfigError(f"learner.{flag} must be true or false; got {value!r}")
         if self.mini_batch_size is not None:
             _check_int(owner, "mini_batch_size", self.mini_batch_size, 1)
         _check_int(owner, "group_size", self.group_size, 1)

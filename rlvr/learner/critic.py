@@ -14,6 +14,7 @@ import torch
 
 from rlvr.data import RolloutBatch
 from rlvr.learner.config import LearnerConfig
+from rlvr.learner.loading import build_sharded
 from rlvr.learner.logprobs import value_forward
 from rlvr.learner.modules import CriticModel
 from rlvr.learner.parallel import DistInfo, init_distributed
@@ -37,8 +38,11 @@ class Critic(TrainedModel):
             dist_info: from ``init_distributed()``; created when omitted.
         """
         info = dist_info or init_distributed()
-        module = shard(CriticModel.from_pretrained(path, info.device), config, info,
-                       trainable=True)
+        module = build_sharded(
+            lambda device: CriticModel.from_pretrained(path, device),
+            lambda: CriticModel.empty(path), lambda m: shard(m, config, info, trainable=True),
+            info,
+        )
         return cls(module, config, info)
 
     def compute_values(self, batch: RolloutBatch) -> torch.Tensor:

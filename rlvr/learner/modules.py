@@ -68,6 +68,17 @@ class CriticModel(nn.Module):
             nn.init.zeros_(head.bias)
         return cls(backbone, head).to(device)
 
+    @classmethod
+    def empty(cls, path: str | Path, dtype: torch.dtype = torch.float32) -> CriticModel:
+        """The critic of ``path``'s ``config.json`` on the meta device (no weights read)."""
+        from transformers import AutoConfig, AutoModel
+
+        config = AutoConfig.from_pretrained(str(path))
+        with torch.device("meta"):
+            backbone = AutoModel.from_config(config)
+            head = nn.Linear(config.hidden_size, 1)
+        return cls(backbone, head).to(dtype)
+
     def forward(
         self,
         input_ids: torch.Tensor,

@@ -1,6 +1,8 @@
 """The reference policy: a frozen copy of the initial policy, for KL terms (no grad, no optimizer).
 
-Build it only when a KL term is configured.
+Build it only when a KL term is configured. Its weights are read on rank 0 and broadcast into the
+shards; under bf16 compute (``mixed_precision`` auto on GPU, or bf16) they are stored in bf16,
+half the memory of fp32 master weights it has no use for.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ import torch
 
 from rlvr.data import RolloutBatch
 from rlvr.learner.config import LearnerConfig
+from rlvr.learner.loading import build_sharded, empty_causal_lm
 from rlvr.learner.modules import load_causal_lm
-from rlvr.learner.parallel import DistInfo, init_distributed
+from rlvr.learner.parallel import DistInfo, init_distributed, mixed_precision_policy
 from rlvr.learner.worker import ShardedModel, shard
 
 
@@ -31,7 +34,14 @@ class Reference(ShardedModel):
             dist_info: from ``init_distributed()``; created when omitted.
         """
         info = dist_info or init_distributed()
-        module = shard(load_causal_lm(path, info.device), config, info, trainable=False)
+        # Frozen: no fp32 master weights needed. Under bf16 compute (GPU) it is kept in bf16.
+        bf16 = mixed_precision_policy(config.mixed_precision, info.device).param_dtype
+        dtype = torch.bfloat16 if bf16 == torch.bfloat16 else torch.float32
+        module = build_sharded(
+            lambda device: load_causal_lm(path, device, dtype),
+            lambda: empty_causal_lm(path, dtype),
+            lambda m: shard(m, config, info, trainable=False), info,
+        )
         return cls(module, config, info)
 
     def compute_logprobs(self, batch: RolloutBatch, temperature: float = 1.0) -> torch.Tensor:

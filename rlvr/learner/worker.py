@@ -29,9 +29,10 @@ from torch.distributed.tensor import DTensor
 
 from rlvr.data import RolloutBatch
 from rlvr.errors import BatchError, ConfigError
+from rlvr.learner.batching import micro_batch_rows, select_rows
 from rlvr.learner.config import LearnerConfig
 from rlvr.learner.dropout import disable_dropout
-from rlvr.learner.logprobs import micro_batches, policy_forward
+from rlvr.learner.logprobs import policy_forward
 from rlvr.learner.optim import build_optimizer
 from rlvr.learner.parallel import (
     DistInfo,
@@ -78,8 +79,29 @@ class ShardedModel:
         self.dist = dist_info
         self.module.eval()
 
+    def micro_batches(self, batch: RolloutBatch, *, packed: bool | None = None
+                      ) -> list[RolloutBatch]:
+        """``batch`` split by ``micro_batch_size`` rows, or by the token budget when set.
+
+        With a budget, every rank runs as many micro-batches (the most any rank needs), since
+        each forward and backward is a collective. ``packed`` (default: the config's
+        ``sequence_packing``) selects the cost the budget counts.
+        """
+        cfg = self.config
+        packed = cfg.sequence_packing if packed is None else packed
+        spans = micro_batch_rows(batch, cfg.micro_batch_size, cfg.max_tokens_per_micro_batch,
+                                 packed=packed)
+        if cfg.max_tokens_per_micro_batch is not None and self.dist.world_size > 1:
+            counts = torch.tensor([len(spans)], dtype=torch.int64, device=self.dist.device)
+            dist.all_reduce(counts, op=dist.ReduceOp.MAX)
+            spans = micro_batch_rows(batch, cfg.micro_batch_size,
+                                     cfg.max_tokens_per_micro_batch, packed=packed,
+                                     count=int(counts[0]))
+        return select_rows(batch, spans)
+
     def _map_micro(
-        self, batch: RolloutBatch, fn: Callable[[RolloutBatch], tuple[torch.Tensor, ...]]
+        self, batch: RolloutBatch, fn: Callable[[RolloutBatch], tuple[torch.Tensor, ...]],
+        *, packed: bool = False,
     ) -> tuple[torch.Tensor, ...]:
         """Run ``fn`` on micro-batches under ``no_grad``; concatenate its outputs row-wise.
 
@@ -89,14 +111,16 @@ class ShardedModel:
         home = batch.response_mask.device
         outs: list[tuple[torch.Tensor, ...]] = []
         with torch.no_grad():
-            for micro in micro_batches(batch.to(self.dist.device), self.config.micro_batch_size):
+            for micro in self.micro_batches(batch.to(self.dist.device), packed=packed):
                 outs.append(fn(micro))
         return tuple(torch.cat(parts, dim=0).to(home) for parts in zip(*outs))
 
     def _policy_logprobs(self, batch: RolloutBatch, temperature: float) -> torch.Tensor:
         """No-grad token logprobs ``(B, R)`` of a causal-LM module (0 where masked)."""
+        packed = self.config.sequence_packing
         return self._map_micro(
-            batch, lambda mb: (policy_forward(self.module, mb, temperature)[0],)
+            batch, lambda mb: (policy_forward(self.module, mb, temperature, packed=packed)[0],),
+            packed=packed,
         )[0]
 
     @contextlib.contextmanager
@@ -186,6 +210,11 @@ class TrainedModel(ShardedModel, Stateful):
         self.updates = int(state_dict["updates"])
 
     # ------------------------------------------------------------------ the update loop
+    @property
+    def packed_update(self) -> bool:
+        """Whether the update's forwards are packed (the actor's, with ``sequence_packing``)."""
+        return False
+
     @property
     def micro_loss_agg(self) -> str:
         """The aggregation a ``LossFn`` applies to one micro-batch.
@@ -288,11 +317,15 @@ class TrainedModel(ShardedModel, Stateful):
 
     def _step(self, mini: RolloutBatch, loss_fn: LossFn, sums: dict[str, torch.Tensor]) -> float:
         """Accumulate the gradient of one mini-batch, clip, step; return the gradient norm."""
-        micros = micro_batches(mini, self.config.micro_batch_size)
+        micros = self.micro_batches(mini, packed=self.packed_update)
         loss_w, metric_w = self._normalisers(micros)
+        # By default FSDP2 reduce-scatters each micro-batch's gradient into the shards, so a
+        # rank never holds more than its shard of the gradient. The opt-in keeps the unsharded
+        # gradient until the last micro-batch (less communication, world x the memory).
         sync = getattr(self.module, "set_requires_gradient_sync", None)
+        defer = self.config.accumulate_unsharded_grads and sync is not None
         for i, micro in enumerate(micros):
-            if sync is not None and self.dist.world_size > 1:
+            if defer and sync is not None and self.dist.world_size > 1:
                 sync(i == len(micros) - 1)
             loss, metrics = loss_fn(micro)
             (loss * loss_w[i]).backward()

@@ -85,8 +85,8 @@ def test_shared_prompts_run_once_and_give_the_row_by_row_logprobs(tiny_model_pat
     assert batch.attention_mask[:, 0].min() == 0  # some prompts are left-padded
     actor = Actor.from_pretrained(tiny_model_path, LearnerConfig(micro_batch_size=12), dist_info)
     rows = []
-    handle = actor.module.lm_head.register_forward_hook(
-        lambda m, args, out: rows.append(out.shape[0]))
+    handle = actor.module.lm_head.register_forward_pre_hook(  # rows of hidden states it gets
+        lambda m, args: rows.append(args[0].shape[0]))
     try:
         logp, ent = actor.compute_logprobs_and_entropy(batch, temperature)
     finally:
@@ -114,3 +114,49 @@ def test_shared_prompt_gradients_equal_the_row_by_row_sum(plain_model):
     for a, b in zip(shared, one_by_one):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
     assert max(float(g.abs().max()) for g in shared) > 1e-3
+
+
+def test_a_cache_the_model_ignores_raises_instead_of_scoring_without_the_prompt(
+        actor, monkeypatch):
+    # Under a keyword the model does not know (what `cache=` was before transformers 5.24), the
+    # cache vanishes into **kwargs and stays empty: the responses would be scored without their
+    # prompt. The path checks the cache's length and raises.
+    import rlvr.hf_compat
+
+    monkeypatch.setattr(rlvr.hf_compat, "cache_keyword", lambda model: "no_such_cache_keyword")
+    with pytest.raises(RuntimeError, match="KV cache holds 0 columns"):
+        actor.compute_logprobs(make_group_batch(groups=2, size=3, seed=7))
+
+
+def test_the_cache_keyword_is_the_one_this_transformers_takes(plain_model):
+    import inspect
+
+    from rlvr.hf_compat import cache_keyword
+
+    assert cache_keyword(plain_model) in inspect.signature(type(plain_model).forward).parameters
+
+
+def test_shared_prompts_under_activation_checkpointing(tiny_model_path, dist_info, plain_model):
+    # Checkpointing recomputes each layer in the backward, which would append the prompt's keys
+    # to the cache a second time: training takes the plain forward, no-grad inference (where
+    # checkpointing is off) still runs each prompt once.
+    from learner_helpers import with_advantages
+
+    from rlvr.learner import OptimConfig
+
+    common = dict(optim=OptimConfig(lr=1e-3), micro_batch_size=12)
+    plain = Actor.from_pretrained(tiny_model_path, LearnerConfig(**common), dist_info)
+    ckpt = Actor.from_pretrained(
+        tiny_model_path, LearnerConfig(activation_checkpointing=True, **common), dist_info)
+    batch = with_advantages(make_group_batch(groups=3, size=4, seed=8), seed=8)
+    rows = []
+    handle = ckpt.module.lm_head.register_forward_pre_hook(lambda m, a: rows.append(a[0].shape[0]))
+    try:
+        logp = ckpt.compute_logprobs(batch)
+    finally:
+        handle.remove()
+    assert rows == [3, 12]
+    torch.testing.assert_close(logp, naive(plain_model, batch, 1.0)[0], atol=2e-5, rtol=1e-5)
+    batch.set("old_logprobs", logp)
+    assert ckpt.update(batch)["actor/grad_norm"] == pytest.approx(
+        plain.update(batch)["actor/grad_norm"], rel=1e-5)
