@@ -26,6 +26,7 @@ from verifiers.math.extract import extract_answer
 from verifiers.math.normalize import MAX_ANSWER_CHARS, NormalizedAnswer, normalize_answer
 from verifiers.math.numeric import check_size, scalar_equal
 from verifiers.math.parse import Answer, choice_letter, parse_answer
+from verifiers.math.unevaluated import is_unevaluated
 from verifiers.math.worker import default_pool
 from verifiers.verdict import Verdict
 
@@ -219,7 +220,8 @@ def verify(
 
     Returns:
         ``Verdict(score=1.0 or 0.0, passed, reason, details)`` with reason "correct",
-        "wrong_answer", "no_answer", "parse_error" or "timeout"; ``details`` has ``extracted``
+        "wrong_answer", "no_answer", "unevaluated" (arithmetic left undone against a
+        plain-number gold, ``verifiers.math.unevaluated``), "parse_error" or "timeout"; ``details`` has ``extracted``
         (the answer found, or None), ``gold`` (the gold answer compared against), ``method``
         (what decided) and, for errors, ``message``.
         Never raises because of the response's content.
@@ -236,6 +238,8 @@ def verify(
     details: dict[str, object] = {"extracted": extracted, "gold": gold}
     if extracted is None:
         return Verdict(0.0, False, "no_answer", {**details, "method": "extract"})
+    if is_unevaluated(extracted, gold):  # "733*94" restates the question (unevaluated.py)
+        return Verdict(0.0, False, "unevaluated", {**details, "method": "unevaluated"})
     result = grade(extracted, gold, timeout_s=timeout_s)
     details["method"] = result.method
     if result.message:

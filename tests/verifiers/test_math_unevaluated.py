@@ -1,0 +1,34 @@
+"""Arithmetic left undone never earns credit against a plain-number gold (the copy-the-prompt hack)."""
+
+from __future__ import annotations
+
+import pytest
+
+from verifiers.math import verify
+
+
+@pytest.mark.parametrize("response, gold", [
+    ("733*94", "68902"),                    # the CompactToolUse prompt copied back
+    ("12+7", "19"),                         # the quickstart's prompt copied back
+    ("$733 \\times 94$", "68902"),
+    ("\\boxed{733 \\cdot 94}", "68902"),
+    ("19 = 12 + 7", "19"),
+    ("100 - 1", "99"),
+])
+def test_unevaluated_arithmetic_fails(response, gold):
+    verdict = verify(response, gold)
+    assert not verdict.passed
+    assert verdict.reason == "unevaluated"
+
+
+@pytest.mark.parametrize("response, gold", [
+    ("12 + 7 = 19", "19"),                  # the result is the last side
+    ("1/2", "0.5"),                         # a fraction is a number
+    ("3 \\times 10^{5}", "300000"),         # scientific notation
+    ("2^{10}", "1024"),
+    ("3+4i", "3+4i"),                       # complex numbers
+    ("\\boxed{2+3}", "2+3"),                # the gold is itself an expression
+    ("68902", "68902"),
+])
+def test_results_and_non_arithmetic_forms_still_pass(response, gold):
+    assert verify(response, gold).passed
