@@ -29,7 +29,7 @@ def test_kl_in_reward_and_in_loss_together_known_numbers(tmp_path):
         "sft.enabled=false", f"trainer.output_dir={tmp_path}", "trainer.steps=1",
         "rollout.prompts_per_step=2", "rollout.group_size=2", "eval.tasks=2",
         "algorithm.kl.placement=both", f"algorithm.kl.reward.coef={BETA}",
-        f"algorithm.kl.loss.coef={COEF}",
+        f"algorithm.kl.loss.coef={COEF}", "actor.loss_agg=token-mean",
     ])
     trainer = Trainer(config, log=lines.append)
     try:
