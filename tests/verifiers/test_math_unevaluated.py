@@ -1,4 +1,4 @@
-"""Arithmetic left undone never earns credit against a plain-number gold (the copy-the-prompt hack)."""
+"""Arithmetic left undone never earns credit against a plain-number gold (copying the prompt)."""
 
 from __future__ import annotations
 
