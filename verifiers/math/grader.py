@@ -222,8 +222,8 @@ def verify(
         ``Verdict(score=1.0 or 0.0, passed, reason, details)`` with reason "correct",
         "wrong_answer", "no_answer", "unevaluated" (arithmetic left undone against a
         plain-number gold, ``verifiers.math.unevaluated``), "parse_error" or "timeout";
-        ``details`` has ``extracted`` (the answer found, or None), ``gold`` (the gold answer compared against), ``method``
-        (what decided) and, for errors, ``message``.
+        ``details`` has ``extracted`` (the answer found, or None), ``gold`` (the gold answer
+        compared against), ``method`` (what decided) and, for errors, ``message``.
         Never raises because of the response's content.
 
     Raises:
