@@ -32,3 +32,14 @@ def test_unevaluated_arithmetic_fails(response, gold):
 ])
 def test_results_and_non_arithmetic_forms_still_pass(response, gold):
     assert verify(response, gold).passed
+
+
+def test_huge_digit_strings_are_checked_in_linear_time():
+    import time
+
+    from verifiers.math.unevaluated import is_unevaluated
+
+    t0 = time.perf_counter()
+    assert not is_unevaluated("9" * 1_000_000, "68902")
+    assert is_unevaluated("1" * 100_000 + "*2", "68902")
+    assert time.perf_counter() - t0 < 1.0

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import re
 
-_NUMBER = r"\d+(?:\.\d+)?"
+_NUMBER = r"\d++(?:\.\d++)?+"
 #: a number literal, an arithmetic operator, then another number literal (optionally bracketed).
+#: Matches start only where a digit run starts and never backtrack into it (possessive), so a
+#: 1 MB string of digits is scanned in linear time.
 _BINARY_OP = re.compile(
-    rf"{_NUMBER}\s*(?:[+\-*×·]|\\times|\\cdot)\s*[({{]?\s*-?{_NUMBER}(?![\d.]*\s*i\b)"
+    rf"(?<![\d.]){_NUMBER}\s*+(?:[+\-*×·]|\\times|\\cdot)\s*+[({{]?\s*+-?{_NUMBER}(?!\s*i\b)"
 )
 #: ``\times 10^{k}`` / ``* 10^k``: scientific notation, not a computation left undone.
 _SCIENTIFIC = re.compile(r"(?:[*×·]|\\times|\\cdot)\s*10\s*\^\s*\{?\s*-?\d+\s*\}?")
