@@ -13,13 +13,8 @@ from rlvr.losses import aggregate, kl_penalty, policy_loss
 from rlvr.trainer import Trainer
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-SMALL_MODEL = [
-    "model.tiny.hidden_size=32", "model.tiny.num_hidden_layers=2",
-    "model.tiny.num_attention_heads=2", "model.tiny.num_key_value_heads=1",
-    "model.tiny.intermediate_size=64", "model.tiny.vocab_size=320",
-]
-QUIET = ["trainer.progress=false", "trainer.tensorboard=false", "trainer.plot=false",
-         "trainer.export_at_end=false"]
+from trainer_helpers import QUIET, SMALL_MODEL  # noqa: E402 (shared trainer-test overrides)
+
 BETA, COEF = 0.5, 0.25
 
 

@@ -21,13 +21,8 @@ from rlvr.trainer import train
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 REPO = CONFIGS.parent
 
-SMALL_MODEL = [
-    "model.tiny.hidden_size=32", "model.tiny.num_hidden_layers=2",
-    "model.tiny.num_attention_heads=2", "model.tiny.num_key_value_heads=1",
-    "model.tiny.intermediate_size=64", "model.tiny.vocab_size=320",
-]
-QUIET = ["trainer.progress=false", "trainer.tensorboard=false", "trainer.plot=false",
-         "trainer.export_at_end=false"]
+from trainer_helpers import QUIET, SMALL_MODEL  # noqa: E402 (shared trainer-test overrides)
+
 #: Compared between runs that must match; timings and throughput are excluded.
 COMPARED = ("reward/mean", "reward/accuracy", "response/length_mean", "actor/pg_loss",
             "actor/grad_norm", "actor/entropy", "actor/ppo_kl", "rollout/logprob_diff")
