@@ -13,6 +13,8 @@ import operator
 from collections.abc import Callable
 from fractions import Fraction
 
+from verifiers.code.protocol import parse_source
+
 Number = Fraction | float
 
 MAX_EXPRESSION_CHARS = 1_000
@@ -76,7 +78,7 @@ def evaluate(expression: str) -> Number:
     if not source:
         raise CalculatorError("empty expression")
     try:
-        tree = ast.parse(source, mode="eval")
+        tree = parse_source(source, mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         raise CalculatorError(f"not a valid expression: {expression!r}") from exc
     try:

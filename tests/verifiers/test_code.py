@@ -138,6 +138,49 @@ def test_split_check_marks_statements_that_use_the_candidate():
     assert protocol.test_labels("def check(c):\n    return\n") == ["check"]
 
 
+def test_split_check_from_many_threads_never_corrupts_the_parser():
+    """CPython 3.11's ast.parse is not thread-safe: a collection that runs a Python finaliser in
+    the middle of the AST-to-object conversion lets another thread parse, and one of them raises
+    "SystemError: AST constructor recursion depth mismatch" (seen in CI from the verifier pool).
+    Without the parse lock this fails within the first few parses on 3.11.7."""
+    import sys
+    import time
+
+    class Cycle:
+        def __init__(self) -> None:
+            self.me = self
+
+        def __del__(self) -> None:
+            time.sleep(0)
+
+    code = "def check(c):\n" + "".join(
+        f"    assert c([{', '.join(map(str, range(40)))}]) == {k}\n" for k in range(60)
+    )
+    errors: list[BaseException] = []
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+
+    def parse_many() -> None:
+        for _ in range(40):
+            for _ in range(50):
+                Cycle()
+            try:
+                assert protocol.split_check(code) is not None
+            except BaseException as exc:  # noqa: BLE001 - the failure is what is collected
+                errors.append(exc)
+                return
+
+    try:
+        threads = [threading.Thread(target=parse_many) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert errors == []
+
+
 # ----------------------------------------------------------------------------- honest programs
 
 

@@ -11,7 +11,8 @@ import ast
 import json
 import socket
 import struct
-from typing import Any
+import threading
+from typing import Any, Literal, overload
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 64
@@ -128,6 +129,26 @@ def recv_msg(sock: socket.socket) -> Any:
         raise EncodeError(f"bad message: {exc}") from None
 
 
+# ---------------------------------------------------------------------------- parsing
+
+# CPython 3.11 keeps the AST-to-object recursion counter in interpreter-wide state: two threads in
+# ast.parse at once (a thread switch happens when a garbage collection during the conversion runs
+# a Python finaliser) corrupt it, and ast.parse raises "SystemError: AST constructor recursion
+# depth mismatch". Seen in CI from the verifier pool's threads. Every parse in the process holds
+# this lock.
+_PARSE_LOCK = threading.Lock()
+
+
+@overload
+def parse_source(source: str, mode: Literal["exec"] = "exec") -> ast.Module: ...
+@overload
+def parse_source(source: str, mode: Literal["eval"]) -> ast.Expression: ...
+def parse_source(source: str, mode: str = "exec") -> ast.AST:
+    """``ast.parse`` that is safe to call from several threads at once (see ``_PARSE_LOCK``)."""
+    with _PARSE_LOCK:
+        return ast.parse(source, mode=mode)
+
+
 # ---------------------------------------------------------------------------- check splitting
 
 
@@ -140,7 +161,7 @@ def split_check(test_code: str) -> tuple[str, list[tuple[bool, str]]] | None:
     level, or no statement mentions the candidate); then the whole call is one test.
     """
     try:
-        tree = ast.parse(test_code)
+        tree = parse_source(test_code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     checks = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"]

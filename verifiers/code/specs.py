@@ -9,7 +9,7 @@ import ast
 from dataclasses import dataclass
 from typing import Any
 
-from verifiers.code.protocol import EncodeError, encode
+from verifiers.code.protocol import EncodeError, encode, parse_source
 from verifiers.errors import InvalidArgumentError
 
 
@@ -38,7 +38,7 @@ class AssertTests:
                 f"AssertTests.entry_point must be a Python identifier, got {self.entry_point!r}"
             )
         try:
-            tree = ast.parse(self.test_code)
+            tree = parse_source(self.test_code)
         except SyntaxError as exc:
             raise InvalidArgumentError(f"AssertTests.test_code does not parse: {exc}") from None
         if not any(isinstance(n, ast.FunctionDef) and n.name == "check" for n in tree.body):
