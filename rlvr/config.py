@@ -84,6 +84,12 @@ class SFTConfig:
             ``calculator`` on a fixed pool of ``num_demos`` multi-turn episodes of a scripted
             calculator user (``rlvr.training.demonstrations``; tool envs only).
         num_demos: the size of that pool.
+        check: how each accuracy check is measured. ``greedy``: greedy generation on the
+            held-out tasks, verified by the env (what evaluation measures). ``exact_match``: one
+            teacher-forced forward over the same tasks' gold answers, counting those whose every
+            token is the model's argmax, a lower bound of greedy accuracy that costs a forward
+            instead of a generation (``demos: answers`` only). The accuracy before RL is always
+            measured by greedy evaluation.
     """
 
     enabled: bool = False
@@ -96,8 +102,12 @@ class SFTConfig:
     eval_tasks: int = 64
     demos: Literal["answers", "calculator"] = "answers"
     num_demos: int = 300
+    check: Literal["greedy", "exact_match"] = "greedy"
 
     def __post_init__(self) -> None:
+        if self.check == "exact_match" and self.demos != "answers":
+            raise ConfigError("sft.check: exact_match needs sft.demos: answers (multi-turn "
+                              f"demonstrations are checked by greedy play); got {self.demos!r}")
         _positive("sft", max_steps=self.max_steps, batch_size=self.batch_size, lr=self.lr,
                   eval_tasks=self.eval_tasks, num_demos=self.num_demos)
         _non_negative("sft", eval_every=self.eval_every, weight_decay=self.weight_decay)

@@ -86,7 +86,7 @@ def _answer_ids(tokenizer: Any, answer: str) -> list[int]:
     return list(answer_ids) + [int(tokenizer.eos_token_id)]
 
 
-class _MemoEncoder:
+class MemoEncoder:
     """``encode_example`` with memoised renderings (the same ids, far fewer template renders).
 
     Rendering a chat template costs far more than a training step's share of one example, and
@@ -113,6 +113,12 @@ class _MemoEncoder:
                 self._answers.clear()
             answer_ids = self._answers[answer] = _answer_ids(self.tokenizer, answer)
         return prompt + answer_ids, len(prompt)
+
+
+def pad_id(tokenizer: Any) -> int:
+    """The tokenizer's padding id, its end-of-turn id when it has none."""
+    pad = tokenizer.pad_token_id
+    return int(tokenizer.eos_token_id if pad is None else pad)
 
 
 def collate(
@@ -154,6 +160,22 @@ def answer_loss(model: torch.nn.Module, batch: tuple[torch.Tensor, ...]) -> torc
         reduction="none",
     ).view_as(loss_mask)
     return (ce * loss_mask).sum() / loss_mask.sum().clamp(min=1.0)
+
+
+@torch.no_grad()
+def exact_match_rate(model: torch.nn.Module, batch: tuple[torch.Tensor, ...]) -> float:
+    """Fraction of a collated batch's rows whose every trained token is the model's argmax.
+
+    One teacher-forced forward: a row counts when, at every position of ``loss_mask``, the most
+    likely next token given the gold prefix is the gold token. Greedy decoding then reproduces the
+    gold answer and its end-of-turn token exactly, so this is a lower bound of greedy accuracy
+    (greedy can also reach an equivalent answer by another path) at the cost of one forward
+    instead of a generation.
+    """
+    input_ids, attention_mask, loss_mask = (t.to(_device(model)) for t in batch)
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
+    hit = (logits.argmax(dim=-1) == input_ids[:, 1:]) | (loss_mask == 0)
+    return int(hit.all(dim=1).sum().item()) / hit.shape[0]
 
 
 def _device(model: torch.nn.Module) -> torch.device:
@@ -198,12 +220,12 @@ def supervised_warmup(
     from rlvr.progress import progress_bar
 
     rng = random.Random(f"sft:{seed}")
-    memo = _MemoEncoder(tokenizer)  # the same ids as encode_example, rendered once per example
+    memo = MemoEncoder(tokenizer)  # the same ids as encode_example, rendered once per example
     encode = encode or (lambda example: memo(*example))
     params = [p for p in model.parameters() if p.requires_grad]
     optim = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: min(1.0, (s + 1) / 10))
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    pad = pad_id(tokenizer)
     t0 = time.perf_counter()
     history: list[tuple[int, float]] = []
     accuracy: float | None = None
@@ -263,7 +285,14 @@ class TaskExamples:
 
     def __call__(self, rng: random.Random) -> Example:
         """Reset the env with a seed drawn from ``rng``; return its messages and gold answer."""
-        messages, _ = self.env.reset(seed=rng.randrange(2**31))
+        return self._example(seed=rng.randrange(2**31))
+
+    def at(self, task_index: int) -> Example:
+        """The messages and gold answer of the env's task ``task_index``."""
+        return self._example(options={"task_index": task_index})
+
+    def _example(self, **reset: Any) -> Example:
+        messages, _ = self.env.reset(**reset)
         task = getattr(self.env.unwrapped, "task", None)
         if not isinstance(task, dict) or "answer" not in task:
             raise ConfigError(

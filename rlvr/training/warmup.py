@@ -109,10 +109,12 @@ def warm_up(config: TrainConfig, base_dir: Path, tokenizer: Any, info: DistInfo,
         suite = suite_for_env(config, config.sft.eval_tasks, target.parent / "sft_suite.yaml")
         heldout = HeldOut(config, engine, tokenizer, suite, every=0)
         examples, encode = warmup_examples(config, tokenizer)
+        check = (exact_match_check(config, tokenizer, model) if config.sft.check == "exact_match"
+                 else lambda: heldout.evaluate(0)["eval/accuracy"])
         try:
             result = supervised_warmup(
                 model, tokenizer, examples, config.sft, encode=encode,
-                seed=config.trainer.seed, evaluate=lambda: heldout.evaluate(0)["eval/accuracy"],
+                seed=config.trainer.seed, evaluate=check,
                 log=log, progress=config.trainer.progress,
             )
         finally:
@@ -120,6 +122,26 @@ def warm_up(config: TrainConfig, base_dir: Path, tokenizer: Any, info: DistInfo,
         save_model(model, tokenizer, target)
     barrier()
     return target, result
+
+
+def exact_match_check(config: TrainConfig, tokenizer: Any, model: Any) -> Any:
+    """The ``sft.check: exact_match`` accuracy check of ``model``.
+
+    The gold answers of the first ``sft.eval_tasks`` tasks of the held-out split (those greedy
+    evaluation plays) are collated once and scored by ``rlvr.sft.exact_match_rate``.
+    """
+    from rlvr.sft import MemoEncoder, TaskExamples, collate, exact_match_rate, pad_id
+
+    kwargs = merge(config.env.kwargs, config.env.eval_kwargs)
+    kwargs.setdefault("split", "test")  # as suite_for_env's entry
+    held_out = TaskExamples(config.env.id, kwargs)
+    try:
+        n = min(config.sft.eval_tasks, held_out.env.get_wrapper_attr("num_tasks"))
+        encode = MemoEncoder(tokenizer)
+        batch = collate([encode(*held_out.at(i)) for i in range(n)], pad_id(tokenizer))
+    finally:
+        held_out.env.close()
+    return lambda: exact_match_rate(model, batch)
 
 
 def warmup_examples(config: TrainConfig, tokenizer: Any) -> tuple[Any, Any]:

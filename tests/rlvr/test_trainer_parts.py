@@ -32,9 +32,9 @@ def test_warm_up_loss_covers_only_the_answer_and_end_of_turn(tokenizer):
 
 
 def test_warm_up_memoised_encoder_gives_encode_examples_ids(tokenizer):
-    from rlvr.sft import _MemoEncoder
+    from rlvr.sft import MemoEncoder
 
-    encode = _MemoEncoder(tokenizer)
+    encode = MemoEncoder(tokenizer)
     rng = random.Random(0)
     stream = []
     for _ in range(40):  # repeats of openings and answers come from the cache
@@ -44,6 +44,36 @@ def test_warm_up_memoised_encoder_gives_encode_examples_ids(tokenizer):
     for messages, answer in stream:
         assert encode(messages, answer) == encode_example(tokenizer, messages, answer)
     assert len(encode._prompts) < len(stream)
+
+
+def test_exact_match_rate_is_the_share_of_answers_greedy_decoding_reproduces(tiny_model_path,
+                                                                             tokenizer):
+    """The teacher-forced check counts exactly the rows whose gold answer greedy generation
+    reproduces token for token: two memorised examples out of five."""
+    from rlvr.sft import exact_match_rate
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path)
+    rows = [encode_example(tokenizer, [{"role": "user", "content": f"{a}+{a}="}], str(2 * a))
+            for a in range(5)]
+    optim = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    memorised = collate(rows[:2], tokenizer.pad_token_id)
+    from rlvr.sft import answer_loss
+
+    model.train()
+    for _ in range(80):
+        optim.zero_grad()
+        answer_loss(model, memorised).backward()
+        optim.step()
+    model.eval()
+    greedy = []
+    for ids, prompt_len in rows:
+        out = model.generate(torch.tensor([ids[:prompt_len]]), do_sample=False,
+                             max_new_tokens=len(ids) - prompt_len,
+                             pad_token_id=tokenizer.pad_token_id)
+        greedy.append(out[0, prompt_len:].tolist() == ids[prompt_len:])
+    assert greedy[:2] == [True, True] and sum(greedy) < 5
+    assert exact_match_rate(model, collate(rows, tokenizer.pad_token_id)) == sum(greedy) / 5
 
 
 def test_warm_up_lowers_the_loss_and_stops_at_the_target(tiny_model_path, tokenizer):
