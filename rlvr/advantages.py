@@ -1,4 +1,4 @@
-"""Advantage estimators, one registry, one call signature; masked statistics.
+"""Advantage estimators, one registry, one call signature (masked statistics: ``rlvr.masked``).
 
 Every per-token tensor is ``(batch, response_len)`` and ``response_mask`` is 1 on tokens the
 model generated (trained on), 0 on env/tool tokens and padding. The numbers follow verl 0.9.1
@@ -51,13 +51,8 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 import torch
 
-from rlvr.errors import (
-    ConfigError,
-    DuplicateNameError,
-    InsufficientDataError,
-    ShapeError,
-    unknown_name,
-)
+from rlvr.errors import ConfigError, DuplicateNameError, ShapeError, unknown_name
+from rlvr.masked import masked_whiten
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
@@ -73,84 +68,12 @@ __all__ = [
     "estimator_needs_critic",
     "get_estimator",
     "group_index",
-    "masked_mean",
-    "masked_var",
-    "masked_whiten",
     "register_estimator",
     "unregister_estimator",
 ]
 
 #: Group ids of the rows: a list of hashables (one per row), a numpy array or an int tensor.
 GroupIds = Sequence[Hashable] | np.ndarray | torch.Tensor
-
-_VAR_EPS = 1e-8  # verl: rsqrt(var + 1e-8) in masked_whiten, sum(mask) + 1e-8 in masked_mean
-
-
-# ---------------------------------------------------------------------------- masked statistics
-def masked_mean(values: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
-    """Mean of ``values`` where ``mask`` is 1: ``sum(x * m) / (sum(m) + 1e-8)``.
-
-    Args:
-        values: any shape.
-        mask: same shape; 1 = counted, 0 = ignored (whatever ``values`` holds there, even inf).
-        dim: reduce over this dim only; None reduces over everything.
-
-    Returns:
-        A 0-d tensor (or the reduced shape). An all-zero mask gives 0, not NaN.
-    """
-    m = mask.to(values.dtype)
-    kept = torch.where(m != 0, values, torch.zeros((), dtype=values.dtype, device=values.device))
-    if dim is None:
-        return (kept * m).sum() / (m.sum() + _VAR_EPS)
-    return (kept * m).sum(dim) / (m.sum(dim) + _VAR_EPS)
-
-
-def masked_var(values: torch.Tensor, mask: torch.Tensor, unbiased: bool = True) -> torch.Tensor:
-    """Variance of ``values`` where ``mask`` is 1, over all elements.
-
-    Args:
-        values: any shape.
-        mask: same shape, 0/1.
-        unbiased: apply Bessel's correction ``n / (n - 1)`` (verl always does).
-
-    Returns:
-        A 0-d tensor.
-
-    Raises:
-        InsufficientDataError: ``sum(mask)`` is 0 or 1 (the unbiased variance is undefined).
-    """
-    n = float(mask.sum())
-    if n < 2:
-        raise InsufficientDataError(
-            f"masked_var needs at least 2 unmasked elements; sum(mask) is {n:g}"
-        )
-    mean = masked_mean(values, mask)
-    var = masked_mean((values - mean) ** 2, mask)
-    return var * (n / (n - 1)) if unbiased else var
-
-
-def masked_whiten(
-    values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True
-) -> torch.Tensor:
-    """Normalise ``values`` to zero mean, unit variance using the statistics under ``mask``.
-
-    Args:
-        values: any shape.
-        mask: same shape, 0/1; at least two ones.
-        shift_mean: if False, the mean is added back (only the scale changes).
-
-    Returns:
-        ``(values - mean) * rsqrt(var + 1e-8)`` (plus ``mean`` if not ``shift_mean``), same
-        shape; masked positions are transformed too (callers multiply by the mask if needed).
-
-    Raises:
-        InsufficientDataError: fewer than two unmasked elements.
-    """
-    var = masked_var(values, mask)
-    mean = masked_mean(values, mask)
-    whitened = (values - mean) * torch.rsqrt(var + _VAR_EPS)
-    return whitened + mean if not shift_mean else whitened
-
 
 def _whiten_or_zero(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """``masked_whiten``, but all zeros when fewer than two tokens are valid (see module doc)."""

@@ -42,6 +42,7 @@ import torch
 from rlvr.advantages import compute_advantages, get_estimator
 from rlvr.config import TrainConfig, dump_config
 from rlvr.data import RolloutBatch
+from rlvr.kl import apply_kl_in_reward, build_controller, kl_penalty
 from rlvr.learner import (
     Actor,
     Checkpointer,
@@ -51,12 +52,6 @@ from rlvr.learner import (
     init_distributed,
 )
 from rlvr.learner.worker import barrier
-from rlvr.losses import (
-    AdaptiveKLController,
-    FixedKLController,
-    apply_kl_in_reward,
-    kl_penalty,
-)
 from rlvr.metrics import MetricsLogger, all_reduce_sums, rollout_metrics
 from rlvr.tool_metrics import tool_metrics
 from rlvr.training.env_tokens import EnvTokenGuard
@@ -170,9 +165,8 @@ class Trainer:
         kl = cfg.algorithm.kl
         if kl.placement == "both":
             self.log(kl_notice(kl))
-        controller = AdaptiveKLController(kl.reward.coef, kl.reward.target, kl.reward.horizon) \
-            if kl.reward.controller == "adaptive" else FixedKLController(kl.reward.coef)
-        self.state = TrainerState(controller)
+        self.state = TrainerState(build_controller(kl.reward.controller, kl.reward.coef,
+                                                   kl.reward.target, kl.reward.horizon))
         states: dict[str, Any] = {"actor": self.actor, "trainer": self.state}
         if self.critic is not None:
             states["critic"] = self.critic

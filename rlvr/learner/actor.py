@@ -8,8 +8,9 @@ micro-batches; per micro-batch the loss is
     + kl_loss_coef * agg(kl_penalty(logp, ref_logp))      (when kl_loss_coef > 0)
     - entropy_coef * agg(entropy)                          (when entropy_coef > 0)
 
-with all loss math from ``rlvr.losses``. Truncated importance-sampling weights
-``min(exp(old_logp - rollout_logp), tis_cap)`` are used when ``tis_cap`` is set.
+with all loss math from ``rlvr.losses``, ``rlvr.kl`` and ``rlvr.aggregate``. Truncated
+importance-sampling weights ``min(exp(old_logp - rollout_logp), tis_cap)`` are used when
+``tis_cap`` is set.
 
 On-policy fast path: when the update is ONE optimizer step (one epoch, one mini-batch holding the
 whole batch), the old logprobs are by definition the logprobs of the update's own forward before
@@ -26,15 +27,17 @@ from typing import Any, cast
 
 import torch
 
+from rlvr.aggregate import aggregate
 from rlvr.data import RolloutBatch
 from rlvr.errors import BatchError
+from rlvr.kl import kl_loss, kl_penalty
 from rlvr.learner.config import LearnerConfig
 from rlvr.learner.loading import build_sharded, empty_causal_lm
 from rlvr.learner.logprobs import policy_forward
 from rlvr.learner.modules import load_causal_lm
 from rlvr.learner.parallel import DistInfo, init_distributed
 from rlvr.learner.worker import TrainedModel, shard
-from rlvr.losses import aggregate, kl_loss, kl_penalty, policy_loss, truncated_is_weights
+from rlvr.losses import policy_loss, truncated_is_weights
 
 
 class Actor(TrainedModel):

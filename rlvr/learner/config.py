@@ -13,8 +13,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
+from rlvr.aggregate import AGG_MODES
 from rlvr.errors import ConfigError
-from rlvr.losses import AGG_MODES, KL_KINDS
+from rlvr.kl import KL_KINDS
 
 Schedule = Literal["constant", "cosine", "linear"]
 MixedPrecision = Literal["auto", "bf16", "fp32"]
@@ -158,7 +159,7 @@ class LearnerConfig:
         entropy_coef: weight of the entropy bonus (>= 0; 0 = off, entropy is still logged).
         kl_loss_coef: weight of the KL-to-reference loss term (>= 0; 0 = off). When > 0 the
             batch must carry ``ref_logprobs``.
-        kl_loss_estimator: the KL estimator of the loss term, a ``rlvr.losses.kl_penalty``
+        kl_loss_estimator: the KL estimator of the loss term, a ``rlvr.kl.kl_penalty``
             kind: ``k1``/``kl``, ``abs``, ``k2``/``mse``, ``k3``/``low_var_kl``, each optionally
             with a trailing ``+`` (that value, k2's gradient).
         tis_cap: when set (> 0), multiply the per-token policy loss by truncated

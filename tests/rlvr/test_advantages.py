@@ -7,6 +7,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import masks
 
 from rlvr import advantages as adv
 from rlvr.advantages import (
@@ -19,19 +20,10 @@ from rlvr.advantages import (
     compute_rloo,
     estimator_needs_critic,
     get_estimator,
-    masked_mean,
-    masked_var,
-    masked_whiten,
     register_estimator,
     unregister_estimator,
 )
-from rlvr.errors import (
-    ConfigError,
-    DuplicateNameError,
-    InsufficientDataError,
-    ShapeError,
-    UnknownNameError,
-)
+from rlvr.errors import ConfigError, DuplicateNameError, ShapeError, UnknownNameError
 
 T = torch.tensor
 ATOL = 1e-5
@@ -110,43 +102,9 @@ def batches(draw, max_b=6, max_r=6):
     floats = st.floats(-2, 2, width=32, allow_subnormal=False)
     r = T(draw(st.lists(st.lists(floats, min_size=n, max_size=n), min_size=b, max_size=b)))
     v = T(draw(st.lists(st.lists(floats, min_size=n, max_size=n), min_size=b, max_size=b)))
-    m = T(
-        draw(
-            st.lists(
-                st.lists(st.sampled_from([0.0, 1.0]), min_size=n, max_size=n),
-                min_size=b,
-                max_size=b,
-            )
-        )
-    )
+    m = draw(masks(b, n))
     ids = draw(st.lists(st.integers(0, 2), min_size=b, max_size=b))
     return r, v, m, ids
-
-
-# ----------------------------------------------------------------------------- masked statistics
-def test_masked_stats_known_values():
-    x = T([[1.0, 2.0, 3.0, 100.0]])
-    m = T([[1.0, 1.0, 1.0, 0.0]])
-    assert masked_mean(x, m).item() == pytest.approx(2.0)
-    assert masked_var(x, m).item() == pytest.approx(1.0)  # unbiased: ((1+0+1)/3) * 3/2
-    assert masked_var(x, m, unbiased=False).item() == pytest.approx(2 / 3)
-    assert torch.allclose(masked_whiten(x, m)[0, :3], T([-1.0, 0.0, 1.0]), atol=ATOL)
-    assert torch.allclose(
-        masked_whiten(x, m, shift_mean=False)[0, :3], T([1.0, 2.0, 3.0]), atol=ATOL
-    )
-    assert masked_mean(x, m, dim=-1).shape == (1,)
-    # masked positions holding inf never leak into the mean
-    assert masked_mean(T([1.0, float("inf")]), T([1.0, 0.0])).item() == pytest.approx(1.0)
-    assert masked_mean(x, torch.zeros_like(m)).item() == 0.0
-
-
-@pytest.mark.parametrize("n_valid", [0, 1])
-def test_masked_var_needs_two_tokens(n_valid):
-    m = T([[1.0] * n_valid + [0.0] * (3 - n_valid)])
-    with pytest.raises(
-        InsufficientDataError, match=f"at least 2 unmasked elements; sum\\(mask\\) is {n_valid}"
-    ):
-        masked_var(torch.ones(1, 3), m)
 
 
 # ----------------------------------------------------------------------------- GAE

@@ -13,7 +13,7 @@ import torch
 from rlvr.advantages import compute_advantages, compute_gae
 from rlvr.data import RolloutBatch, Trajectory
 from rlvr.errors import BatchError
-from rlvr.losses import FixedKLController, apply_kl_in_reward
+from rlvr.kl import FixedKLController, apply_kl_in_reward
 
 GROUP_ESTIMATORS = ("grpo", "drgrpo", "rloo", "reinforce_pp_baseline")
 

@@ -7,9 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from rlvr.aggregate import aggregate
 from rlvr.config import load_config
 from rlvr.data import RolloutBatch
-from rlvr.losses import aggregate, kl_penalty, policy_loss
+from rlvr.kl import kl_penalty
+from rlvr.losses import policy_loss
 from rlvr.trainer import Trainer
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
