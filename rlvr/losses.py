@@ -1,18 +1,21 @@
-"""Losses of the PPO family: the clipped policy loss, the value loss, truncated IS weights.
+"""Losses of the PPO family: one registry of policy losses, the value loss, truncated IS weights.
 
 Every per-token tensor is ``(batch, response_len)``; ``response_mask`` is 1 on tokens the model
-generated. Values at masked positions (env tokens, padding) never change a loss, an aggregate, a
-metric or a gradient, whatever they hold (even inf or NaN: inputs are selected away with
-``torch.where`` before any arithmetic, not multiplied by 0, and masked tokens get gradient 0).
+generated. Values at masked positions (env tokens, padding) never change a loss, a metric or a
+gradient, whatever they hold (even inf or NaN: inputs are selected away with ``torch.where``
+before any arithmetic, not multiplied by 0, and masked tokens get gradient 0).
 Numerics follow verl 0.9.1 ``core_algos`` (reference/algorithms.md):
 
-- PPO clipped surrogate, https://arxiv.org/abs/1707.06347, with clip-higher (``clip_high >
-  clip_low``, DAPO https://arxiv.org/abs/2503.14476) and dual clip for negative advantages,
-  https://arxiv.org/abs/1912.09729.
+- ``vanilla`` policy loss: the PPO clipped surrogate, https://arxiv.org/abs/1707.06347, with
+  clip-higher (``clip_high > clip_low``, DAPO https://arxiv.org/abs/2503.14476) and dual clip
+  for negative advantages, https://arxiv.org/abs/1912.09729.
 - Value loss: clipped squared error around the rollout-time values.
 
-KL terms are in ``rlvr.kl``, the aggregation modes in ``rlvr.aggregate``, token logprobs and
-entropy from logits in ``rlvr.learner.logits``.
+A policy loss is one function over ``PolicyLossInputs`` registered by name
+(``@register_policy_loss("name")``); the actor calls the one its config names
+(``learner.policy_loss``), so a new loss never edits the actor. KL terms are in ``rlvr.kl``,
+the aggregation modes in ``rlvr.aggregate``, token logprobs and entropy from logits in
+``rlvr.learner.logits``.
 
 Conventions and deviations from verl, on purpose:
 
@@ -24,97 +27,172 @@ Conventions and deviations from verl, on purpose:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import torch
 
 from rlvr.aggregate import aggregate
 from rlvr.errors import ConfigError
 from rlvr.masked import check_same_shape, masked, masked_mean
+from rlvr.registry import Registry
 
-__all__ = ["policy_loss", "truncated_is_weights", "value_loss"]
+__all__ = [
+    "POLICY_LOSSES",
+    "PolicyLoss",
+    "PolicyLossFn",
+    "PolicyLossInputs",
+    "get_policy_loss",
+    "ppo_clip_loss",
+    "register_policy_loss",
+    "truncated_is_weights",
+    "unregister_policy_loss",
+    "value_loss",
+]
 
 _LOG_RATIO_LIMIT = 20.0  # verl clamps log-ratios to [-20, 20] before exp
 
 
-# ---------------------------------------------------------------------------- PPO losses
-def policy_loss(
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    response_mask: torch.Tensor,
-    clip_low: float = 0.2,
-    clip_high: float = 0.2,
-    dual_clip_c: float | None = 3.0,
-    agg: str = "token-mean",
-    is_weights: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+@dataclass(frozen=True)
+class PolicyLossInputs:
+    """What every policy loss reads: the batch tensors and the clip parameters.
+
+    Attributes:
+        logprobs: ``(B, R)`` current policy logprobs (with grad).
+        old_logprobs: ``(B, R)`` logprobs of the policy that the advantages refer to.
+        advantages: ``(B, R)``.
+        response_mask: ``(B, R)``, 1 on trained tokens.
+        is_weights: optional ``(B, R)`` per-token importance weights (e.g. from
+            ``truncated_is_weights``), detached and multiplied into the per-token loss.
+        clip_low: ratio lower clip ``1 - clip_low``, in [0, 1).
+        clip_high: ratio upper clip ``1 + clip_high``, >= 0 (clip-higher: > clip_low).
+        dual_clip_c: dual-clip constant (> 1) bounding the loss of negative advantages; None
+            disables it.
+        agg: aggregation mode (``rlvr.aggregate.AGG_MODES``).
+
+    Raises:
+        ConfigError: a clip parameter is out of range.
+        ShapeError: the tensors differ in shape.
+    """
+
+    logprobs: torch.Tensor
+    old_logprobs: torch.Tensor
+    advantages: torch.Tensor
+    response_mask: torch.Tensor
+    is_weights: torch.Tensor | None = None
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    dual_clip_c: float | None = 3.0
+    agg: str = "token-mean"
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.clip_low < 1.0 or self.clip_high < 0.0:
+            raise ConfigError(
+                f"clip_low must be in [0, 1) and clip_high >= 0; got {self.clip_low}, "
+                f"{self.clip_high}"
+            )
+        if self.dual_clip_c is not None and self.dual_clip_c <= 1.0:
+            raise ConfigError(
+                f"dual_clip_c must be > 1 (or None to disable); got {self.dual_clip_c}"
+            )
+        check_same_shape(
+            logprobs=self.logprobs,
+            old_logprobs=self.old_logprobs,
+            advantages=self.advantages,
+            response_mask=self.response_mask,
+            is_weights=self.is_weights,
+        )
+
+
+#: A policy loss: ``(loss, metrics)``; ``loss`` is 0-d with grad (aggregated with ``x.agg``),
+#: ``metrics`` are detached 0-d tensors (``pg_loss``, ``valid_tokens`` and the loss's own).
+PolicyLossFn = Callable[[PolicyLossInputs], tuple[torch.Tensor, dict[str, torch.Tensor]]]
+
+
+@dataclass(frozen=True)
+class PolicyLoss:
+    """A registered policy loss.
+
+    Attributes:
+        name: the registry key (what ``learner.policy_loss`` says).
+        fn: the loss.
+        paper: a link to the method's paper.
+    """
+
+    name: str
+    fn: PolicyLossFn
+    paper: str = ""
+
+
+#: name -> PolicyLoss. Changed only through register_policy_loss / unregister_policy_loss.
+POLICY_LOSSES: Registry[PolicyLoss] = Registry("policy loss")
+
+
+def register_policy_loss(name: str, *, paper: str = "") -> Callable[[PolicyLossFn], PolicyLossFn]:
+    """Decorator: register a ``PolicyLossFn`` under ``name`` (returned unchanged).
+
+    Raises:
+        DuplicateNameError: ``name`` is already registered (unregister it first).
+    """
+
+    def decorator(fn: PolicyLossFn) -> PolicyLossFn:
+        POLICY_LOSSES.add(name, PolicyLoss(name, fn, paper))
+        return fn
+
+    return decorator
+
+
+def unregister_policy_loss(name: str) -> PolicyLoss:
+    """Remove and return the policy loss ``name`` (tests use it to restore the registry)."""
+    return POLICY_LOSSES.remove(name)
+
+
+def get_policy_loss(name: str) -> PolicyLoss:
+    """The registered policy loss ``name`` (``UnknownNameError`` with close matches if not)."""
+    return POLICY_LOSSES[name]
+
+
+@register_policy_loss("vanilla", paper="https://arxiv.org/abs/1707.06347")
+def ppo_clip_loss(x: PolicyLossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """PPO clipped surrogate with clip-higher and dual clip (verl's ``vanilla`` loss).
 
     ``ratio = exp(clamp(logp - old_logp, -20, 20))``;
     ``L = max(-A * ratio, -A * clamp(ratio, 1 - clip_low, 1 + clip_high))``; where ``A < 0``,
     ``L = min(L, -A * dual_clip_c)``; then ``L *= is_weights`` (if given) and aggregated.
 
-    Args:
-        logprobs: ``(B, R)`` current policy logprobs (with grad).
-        old_logprobs: ``(B, R)`` logprobs of the policy that the advantages refer to.
-        advantages: ``(B, R)``.
-        response_mask: ``(B, R)``, 1 on trained tokens.
-        clip_low: ratio lower clip ``1 - clip_low``, in [0, 1).
-        clip_high: ratio upper clip ``1 + clip_high``, >= 0 (clip-higher: > clip_low).
-        dual_clip_c: dual-clip constant (> 1) bounding the loss of negative advantages; None
-            disables it.
-        agg: aggregation mode (``AGG_MODES``).
-        is_weights: optional ``(B, R)`` per-token importance weights (e.g. from
-            ``truncated_is_weights``), detached and multiplied into the per-token loss.
-
     Returns:
         ``(loss, metrics)``: ``loss`` is 0-d with grad; ``metrics`` are detached 0-d tensors:
         ``pg_loss``, ``pg_clipfrac`` (fraction of valid tokens where the clipped term won),
         ``pg_clipfrac_lower`` (dual clip engaged), ``ppo_kl`` (``masked_mean(old - new)``),
         ``valid_tokens``.
-
-    Raises:
-        ConfigError: a clip parameter is out of range.
-        ShapeError: the tensors differ in shape.
     """
-    if not 0.0 <= clip_low < 1.0 or clip_high < 0.0:
-        raise ConfigError(
-            f"clip_low must be in [0, 1) and clip_high >= 0; got {clip_low}, {clip_high}"
-        )
-    if dual_clip_c is not None and dual_clip_c <= 1.0:
-        raise ConfigError(f"dual_clip_c must be > 1 (or None to disable); got {dual_clip_c}")
-    check_same_shape(
-        logprobs=logprobs,
-        old_logprobs=old_logprobs,
-        advantages=advantages,
-        response_mask=response_mask,
-        is_weights=is_weights,
-    )
+    mask = x.response_mask
     # Zero every input on masked tokens first, so that inf/NaN there can reach neither the
     # loss nor the gradient (a NaN times a zero gradient is still NaN).
     logprobs, old_logprobs, advantages = (
-        masked(x, response_mask) for x in (logprobs, old_logprobs, advantages)
+        masked(t, mask) for t in (x.logprobs, x.old_logprobs, x.advantages)
     )
     log_ratio = (logprobs - old_logprobs).clamp(-_LOG_RATIO_LIMIT, _LOG_RATIO_LIMIT)
     ratio = torch.exp(log_ratio)
     unclipped = -advantages * ratio
-    clipped = -advantages * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
+    clipped = -advantages * ratio.clamp(1.0 - x.clip_low, 1.0 + x.clip_high)
     per_token = torch.maximum(unclipped, clipped)
     dual_engaged = torch.zeros_like(per_token, dtype=torch.bool)
-    if dual_clip_c is not None:
-        bound = -advantages * dual_clip_c
+    if x.dual_clip_c is not None:
+        bound = -advantages * x.dual_clip_c
         negative = advantages < 0
         dual_engaged = negative & (per_token > bound)
         per_token = torch.where(negative, torch.minimum(per_token, bound), per_token)
-    if is_weights is not None:
-        per_token = per_token * masked(is_weights.detach(), response_mask)
-    loss = aggregate(per_token, response_mask, agg)
+    if x.is_weights is not None:
+        per_token = per_token * masked(x.is_weights.detach(), mask)
+    loss = aggregate(per_token, mask, x.agg)
     with torch.no_grad():
         metrics = {
             "pg_loss": loss.detach(),
-            "pg_clipfrac": masked_mean((clipped > unclipped).float(), response_mask),
-            "pg_clipfrac_lower": masked_mean(dual_engaged.float(), response_mask),
-            "ppo_kl": masked_mean(-log_ratio, response_mask),
-            "valid_tokens": (response_mask != 0).sum().float(),
+            "pg_clipfrac": masked_mean((clipped > unclipped).float(), mask),
+            "pg_clipfrac_lower": masked_mean(dual_engaged.float(), mask),
+            "ppo_kl": masked_mean(-log_ratio, mask),
+            "valid_tokens": (mask != 0).sum().float(),
         }
     return loss, metrics
 
@@ -129,7 +207,7 @@ def truncated_is_weights(
 
     ``w = min(exp(old_logprobs - rollout_logprobs), cap)`` (log-ratio clamped to [-20, 20]),
     like verl's token-level ``rollout_is`` weights (truncated IS, https://fengyao.notion.site/
-    off-policy-rl). Pass them to ``policy_loss(..., is_weights=w)``.
+    off-policy-rl). Pass them to ``PolicyLossInputs(..., is_weights=w)``.
 
     Args:
         old_logprobs: ``(B, R)`` learner logprobs before the update.

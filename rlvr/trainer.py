@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from rlvr.advantages import compute_advantages, get_estimator
+from rlvr.advantages import AdvantageInputs, compute_advantages, get_estimator
 from rlvr.config import TrainConfig, dump_config
 from rlvr.data import RolloutBatch
 from rlvr.kl import apply_kl_in_reward, build_controller, kl_penalty
@@ -293,10 +293,9 @@ class Trainer:
                 cfg.kl.reward.estimator)
             metrics |= {f"kl/{k}": v for k, v in kl_metrics.items()}
         values = gather_rows(batch.values) if batch.values is not None else None
-        advantages, returns = compute_advantages(
-            cfg.estimator, rewards, full_mask, values=values,
-            group_ids=gather_objects(list(batch.group_ids)), gamma=cfg.gamma, lam=cfg.lam,
-            valid=valid)
+        advantages, returns = compute_advantages(cfg.estimator, AdvantageInputs(
+            rewards, full_mask, values=values, group_ids=gather_objects(list(batch.group_ids)),
+            valid=valid, gamma=cfg.gamma, lam=cfg.lam))
         rows = slice(rank * b, (rank + 1) * b)
         batch.set("token_level_rewards", rewards[rows, :r].contiguous())
         batch.set("advantages", advantages[rows, :r].contiguous())

@@ -4,7 +4,8 @@ Stage B: ``compute_logprobs`` gives the old logprobs (and entropy) in micro-batc
 Stage C: ``update`` runs K epochs of shuffled mini-batches with gradient accumulation over
 micro-batches; per micro-batch the loss is
 
-    policy_loss(logp, old_logp, advantages; clip_low, clip_high, dual_clip, loss_agg, tis weights)
+    POLICY_LOSSES[policy_loss](logp, old_logp, advantages; clip_low, clip_high, dual_clip,
+                               loss_agg, tis weights)     (default: PPO clip, ``vanilla``)
     + kl_loss_coef * agg(kl_penalty(logp, ref_logp))      (when kl_loss_coef > 0)
     - entropy_coef * agg(entropy)                          (when entropy_coef > 0)
 
@@ -37,7 +38,7 @@ from rlvr.learner.logprobs import policy_forward
 from rlvr.learner.modules import load_causal_lm
 from rlvr.learner.parallel import DistInfo, init_distributed
 from rlvr.learner.worker import TrainedModel, shard
-from rlvr.losses import policy_loss, truncated_is_weights
+from rlvr.losses import PolicyLossInputs, get_policy_loss, truncated_is_weights
 
 
 class Actor(TrainedModel):
@@ -163,11 +164,11 @@ class Actor(TrainedModel):
         is_weights = None
         if cfg.tis_cap is not None:
             is_weights = truncated_is_weights(old, mb.rollout_logprobs, mask, cfg.tis_cap)
-        loss, metrics = policy_loss(
-            logp, old, mb.require("advantages"), mask,
+        loss, metrics = get_policy_loss(cfg.policy_loss).fn(PolicyLossInputs(
+            logp, old, mb.require("advantages"), mask, is_weights=is_weights,
             clip_low=cfg.clip_low, clip_high=cfg.clip_high, dual_clip_c=cfg.dual_clip,
-            agg=self.micro_loss_agg, is_weights=is_weights,
-        )
+            agg=self.micro_loss_agg,
+        ))
         metrics["entropy"] = aggregate(ent.detach(), mask, "token-mean")
         if cfg.entropy_coef > 0:
             loss = loss - cfg.entropy_coef * aggregate(ent, mask, self.micro_loss_agg)

@@ -16,6 +16,7 @@ from typing import Literal
 from rlvr.aggregate import AGG_MODES
 from rlvr.errors import ConfigError
 from rlvr.kl import KL_KINDS
+from rlvr.losses import POLICY_LOSSES
 
 Schedule = Literal["constant", "cosine", "linear"]
 MixedPrecision = Literal["auto", "bf16", "fp32"]
@@ -146,6 +147,9 @@ class LearnerConfig:
             on GPU, fp32 on CPU; ``bf16`` or ``fp32`` force it.
         activation_checkpointing: recompute each decoder layer's activations in the backward
             pass (less memory, about a third more compute).
+        policy_loss: the policy loss, a name registered in ``rlvr.losses.POLICY_LOSSES``
+            (``vanilla``: PPO's clipped surrogate); a new loss is registered there with
+            ``@register_policy_loss``.
         clip_low: PPO ratio clip below 1 (``1 - clip_low``), in (0, 1).
         clip_high: PPO ratio clip above 1 (``1 + clip_high``), > 0; above ``clip_low`` is
             DAPO's clip-higher.
@@ -180,6 +184,7 @@ class LearnerConfig:
     epochs: int = 1
     mixed_precision: MixedPrecision = "auto"
     activation_checkpointing: bool = False
+    policy_loss: str = "vanilla"
     clip_low: float = 0.2
     clip_high: float = 0.2
     dual_clip: float | None = 3.0
@@ -213,6 +218,7 @@ class LearnerConfig:
                 f"learner.activation_checkpointing must be true or false; "
                 f"got {self.activation_checkpointing!r}"
             )
+        _check_choice(owner, "policy_loss", self.policy_loss, tuple(POLICY_LOSSES))
         _check_min(owner, "clip_low", self.clip_low, 0.0, strict=True)
         if self.clip_low >= 1.0:
             raise ConfigError(f"learner.clip_low must be in (0, 1); got {self.clip_low!r}")

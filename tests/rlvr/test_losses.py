@@ -11,7 +11,7 @@ from strategies import masks
 from rlvr.aggregate import AGG_MODES, aggregate
 from rlvr.errors import ConfigError, ShapeError
 from rlvr.kl import kl_loss
-from rlvr.losses import policy_loss, truncated_is_weights, value_loss
+from rlvr.losses import PolicyLossInputs, ppo_clip_loss, truncated_is_weights, value_loss
 
 T = torch.tensor
 ATOL = 1e-5
@@ -23,7 +23,7 @@ def one(x: float) -> torch.Tensor:
 
 # ----------------------------------------------------------------------------- policy loss
 def test_dual_clip_known_answer():
-    loss, metrics = policy_loss(one(2.0), one(0.0), one(-1.0), one(1.0))
+    loss, metrics = ppo_clip_loss(PolicyLossInputs(one(2.0), one(0.0), one(-1.0), one(1.0)))
     assert loss.item() == pytest.approx(3.0)  # ratio e^2, A = -1, c = 3
     assert metrics["pg_clipfrac_lower"].item() == 1.0
     assert metrics["ppo_kl"].item() == pytest.approx(-2.0)
@@ -42,9 +42,9 @@ def test_dual_clip_known_answer():
     ],
 )
 def test_policy_loss_clipping_cases(log_ratio, advantage, clip_high, expected, clipped):
-    loss, metrics = policy_loss(
+    loss, metrics = ppo_clip_loss(PolicyLossInputs(
         one(log_ratio), one(0.0), one(advantage), one(1.0), clip_high=clip_high
-    )
+    ))
     assert loss.item() == pytest.approx(expected, abs=ATOL)
     assert metrics["pg_clipfrac"].item() == clipped
     assert metrics["pg_clipfrac_lower"].item() == 0.0
@@ -55,12 +55,12 @@ def test_policy_loss_gradient_and_is_weights():
     old = T([[-1.0, -2.0]])
     a = T([[1.0, -2.0]])
     m = torch.ones(1, 2)
-    loss, _ = policy_loss(logp, old, a, m)
+    loss, _ = ppo_clip_loss(PolicyLossInputs(logp, old, a, m))
     loss.backward()
     # at ratio 1 the gradient of -A * ratio / 2 tokens is -A / 2
     assert torch.allclose(logp.grad, T([[-0.5, 1.0]]))
     w = T([[0.5, 2.0]])
-    weighted, _ = policy_loss(logp, old, a, m, is_weights=w)
+    weighted, _ = ppo_clip_loss(PolicyLossInputs(logp, old, a, m, is_weights=w))
     assert weighted.item() == pytest.approx((-1.0 * 0.5 + 2.0 * 2.0) / 2)
 
 
@@ -69,17 +69,18 @@ def test_policy_loss_rejects_bad_parameters():
     with pytest.raises(
         ConfigError, match=r"dual_clip_c must be > 1 \(or None to disable\); got 1.0"
     ):
-        policy_loss(x, x, x, x, dual_clip_c=1.0)
+        ppo_clip_loss(PolicyLossInputs(x, x, x, x, dual_clip_c=1.0))
     with pytest.raises(
         ConfigError, match=r"clip_low must be in \[0, 1\) and clip_high >= 0; got 1.0, 0.2"
     ):
-        policy_loss(x, x, x, x, clip_low=1.0)
+        ppo_clip_loss(PolicyLossInputs(x, x, x, x, clip_low=1.0))
     with pytest.raises(
         ShapeError, match=r"advantages has shape \(1, 2\); expected \(1, 1\) like logprobs"
     ):
-        policy_loss(x, x, torch.zeros(1, 2), x)
+        ppo_clip_loss(PolicyLossInputs(x, x, torch.zeros(1, 2), x))
     # None disables the dual clip
-    loss, _ = policy_loss(one(2.0), one(0.0), one(-1.0), one(1.0), dual_clip_c=None)
+    no_dual = PolicyLossInputs(one(2.0), one(0.0), one(-1.0), one(1.0), dual_clip_c=None)
+    loss, _ = ppo_clip_loss(no_dual)
     assert loss.item() == pytest.approx(math.exp(2.0))
 
 
@@ -92,9 +93,10 @@ def test_policy_loss_rejects_bad_parameters():
     st.floats(1.01, 10),
 )
 def test_clipped_objective_is_bounded(log_ratio, advantage, clip_low, clip_high, c):
-    loss, _ = policy_loss(
-        one(log_ratio), one(0.0), one(advantage), one(1.0), clip_low, clip_high, c
-    )
+    loss, _ = ppo_clip_loss(PolicyLossInputs(
+        one(log_ratio), one(0.0), one(advantage), one(1.0), clip_low=clip_low,
+        clip_high=clip_high, dual_clip_c=c,
+    ))
     a = abs(advantage)
     assert -a * (1 + clip_high) - 1e-4 <= loss.item() <= a * c + 1e-4
 
@@ -126,8 +128,10 @@ def test_masked_positions_never_change_losses(inputs, mode, garbage):
     assert torch.equal(aggregate(x, m, mode), aggregate(_scramble(x, m, g), m, mode))
     lp1 = x.clone().requires_grad_()
     lp2 = _scramble(x, m, g).requires_grad_()
-    l1, m1 = policy_loss(lp1, y, z, m, agg=mode)
-    l2, m2 = policy_loss(lp2, _scramble(y, m, g), _scramble(z, m, g), m, agg=mode)
+    l1, m1 = ppo_clip_loss(PolicyLossInputs(lp1, y, z, m, agg=mode))
+    l2, m2 = ppo_clip_loss(
+        PolicyLossInputs(lp2, _scramble(y, m, g), _scramble(z, m, g), m, agg=mode)
+    )
     assert torch.equal(l1, l2)
     for k in m1:
         assert torch.equal(m1[k], m2[k]), k
