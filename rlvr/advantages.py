@@ -224,17 +224,12 @@ def _group_stats(
     return size[codes], mean[codes], var.sqrt()[codes]
 
 
-def _zero_invalid(adv: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
-    """``(B,)`` advantages with the invalid rows set to 0."""
-    if valid is None:
-        return adv
-    return torch.where(valid.to(adv.device), adv, torch.zeros_like(adv))
-
-
 def _per_token(adv: torch.Tensor, x: AdvantageInputs) -> torch.Tensor:
-    """``(B,)`` float64 row advantages (invalid rows zeroed) broadcast over ``x.mask``."""
+    """``(B,)`` float64 row advantages, invalid rows set to 0, broadcast over ``x.mask``."""
+    if x.valid is not None:
+        adv = torch.where(x.valid.to(adv.device), adv, torch.zeros_like(adv))
     dtype = x.token_level_rewards.dtype
-    return _zero_invalid(adv, x.valid).to(dtype)[:, None] * x.mask.to(dtype)
+    return adv.to(dtype)[:, None] * x.mask.to(dtype)
 
 
 # ---------------------------------------------------------------------------- the registry

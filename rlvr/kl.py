@@ -24,6 +24,7 @@ from rlvr.masked import check_same_shape, masked, masked_mean
 __all__ = [
     "KL_CONTROLLERS",
     "KL_KINDS",
+    "LOG_RATIO_LIMIT",
     "AdaptiveKLController",
     "FixedKLController",
     "KLController",
@@ -47,7 +48,8 @@ KL_KINDS: dict[str, str] = {
 #: The in-reward KL coefficient controllers ``build_controller`` knows.
 KL_CONTROLLERS: tuple[str, ...] = ("fixed", "adaptive")
 
-_LOG_RATIO_LIMIT = 20.0  # verl clamps log-ratios to [-20, 20] before exp
+#: verl clamps log-ratios to [-20, 20] before ``exp`` (here and in ``rlvr.losses``).
+LOG_RATIO_LIMIT = 20.0
 _K3_LIMIT = 10.0  # verl clamps k3 to [-10, 10]
 
 
@@ -59,7 +61,7 @@ def _kl_value(d: torch.Tensor, kind: str) -> torch.Tensor:
         return d.abs()
     if kind == "k2":
         return 0.5 * d.square()
-    u = (-d).clamp(-_LOG_RATIO_LIMIT, _LOG_RATIO_LIMIT)
+    u = (-d).clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT)
     return (torch.exp(u) - u - 1.0).clamp(-_K3_LIMIT, _K3_LIMIT)
 
 

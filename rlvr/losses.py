@@ -34,6 +34,7 @@ import torch
 
 from rlvr.aggregate import aggregate
 from rlvr.errors import ConfigError
+from rlvr.kl import LOG_RATIO_LIMIT
 from rlvr.masked import check_same_shape, masked, masked_mean
 from rlvr.registry import Registry
 
@@ -42,15 +43,11 @@ __all__ = [
     "PolicyLoss",
     "PolicyLossFn",
     "PolicyLossInputs",
-    "get_policy_loss",
     "ppo_clip_loss",
     "register_policy_loss",
     "truncated_is_weights",
-    "unregister_policy_loss",
     "value_loss",
 ]
-
-_LOG_RATIO_LIMIT = 20.0  # verl clamps log-ratios to [-20, 20] before exp
 
 
 @dataclass(frozen=True)
@@ -124,7 +121,8 @@ class PolicyLoss:
     paper: str = ""
 
 
-#: name -> PolicyLoss. Changed only through register_policy_loss / unregister_policy_loss.
+#: name -> PolicyLoss. ``POLICY_LOSSES[name]`` finds one (``UnknownNameError`` with close
+#: matches if not registered); ``POLICY_LOSSES.remove(name)`` restores the registry in tests.
 POLICY_LOSSES: Registry[PolicyLoss] = Registry("policy loss")
 
 
@@ -140,16 +138,6 @@ def register_policy_loss(name: str, *, paper: str = "") -> Callable[[PolicyLossF
         return fn
 
     return decorator
-
-
-def unregister_policy_loss(name: str) -> PolicyLoss:
-    """Remove and return the policy loss ``name`` (tests use it to restore the registry)."""
-    return POLICY_LOSSES.remove(name)
-
-
-def get_policy_loss(name: str) -> PolicyLoss:
-    """The registered policy loss ``name`` (``UnknownNameError`` with close matches if not)."""
-    return POLICY_LOSSES[name]
 
 
 @register_policy_loss("vanilla", paper="https://arxiv.org/abs/1707.06347")
@@ -172,7 +160,7 @@ def ppo_clip_loss(x: PolicyLossInputs) -> tuple[torch.Tensor, dict[str, torch.Te
     logprobs, old_logprobs, advantages = (
         masked(t, mask) for t in (x.logprobs, x.old_logprobs, x.advantages)
     )
-    log_ratio = (logprobs - old_logprobs).clamp(-_LOG_RATIO_LIMIT, _LOG_RATIO_LIMIT)
+    log_ratio = (logprobs - old_logprobs).clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT)
     ratio = torch.exp(log_ratio)
     unclipped = -advantages * ratio
     clipped = -advantages * ratio.clamp(1.0 - x.clip_low, 1.0 + x.clip_high)
@@ -225,7 +213,7 @@ def truncated_is_weights(
         raise ConfigError(f"cap must be > 0; got {cap}")
     check_same_shape(old_logprobs=old_logprobs, rollout_logprobs=rollout_logprobs, mask=mask)
     with torch.no_grad():
-        log_w = (old_logprobs - rollout_logprobs).clamp(-_LOG_RATIO_LIMIT, _LOG_RATIO_LIMIT)
+        log_w = (old_logprobs - rollout_logprobs).clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT)
         return masked(torch.exp(log_w).clamp(max=cap), mask)
 
 

@@ -40,7 +40,7 @@ from rlvr.learner.logprobs import policy_forward
 from rlvr.learner.modules import load_causal_lm
 from rlvr.learner.parallel import DistInfo, all_reduce_sum, init_distributed
 from rlvr.learner.worker import TrainedModel, shard
-from rlvr.losses import PolicyLossInputs, get_policy_loss, truncated_is_weights
+from rlvr.losses import POLICY_LOSSES, PolicyLossInputs, truncated_is_weights
 
 
 class Actor(TrainedModel):
@@ -221,7 +221,7 @@ class Actor(TrainedModel):
         is_weights = None
         if cfg.tis_cap is not None:
             is_weights = truncated_is_weights(old, mb.rollout_logprobs, mask, cfg.tis_cap)
-        loss, metrics = get_policy_loss(cfg.policy_loss).fn(PolicyLossInputs(
+        loss, metrics = POLICY_LOSSES[cfg.policy_loss].fn(PolicyLossInputs(
             logp, old, mb.require("advantages"), mask, is_weights=is_weights,
             clip_low=cfg.clip_low, clip_high=cfg.clip_high, dual_clip_c=cfg.dual_clip,
             agg=self.micro_loss_agg,
