@@ -33,6 +33,7 @@ from agents.engines import ENGINES
 from agents.runner import RunnerConfig
 from agents.sglang.options import SGLangOptions
 from rlvr.errors import ConfigError
+from rlvr.kl import KL_CONTROLLERS
 from rlvr.learner.config import LearnerConfig, OptimConfig
 from rlvr.tiny import TinyModelSpec
 
@@ -141,7 +142,6 @@ class EnvConfig:
 
 
 KL_PLACEMENTS: tuple[str, ...] = ("reward", "loss", "both", "off")
-KL_CONTROLLERS: tuple[str, ...] = ("fixed", "adaptive")
 
 
 def _check_kl_estimator(key: str, value: str) -> None:

@@ -25,7 +25,7 @@ Deviations and simplifications:
   weights after each update.
 - When the actor's update is one optimizer step (one epoch, one mini-batch) and no KL goes in
   the reward, stage B does not recompute the old logprobs: the update takes them from its own
-  forward, where they are the same numbers (``Trainer.needs_old_logprobs``).
+  forward, where they are the same numbers (``Actor.set_old_logprobs``).
 """
 
 from __future__ import annotations
@@ -39,9 +39,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from rlvr.advantages import compute_advantages, get_estimator
+from rlvr.advantages import AdvantageInputs, compute_advantages, get_estimator
 from rlvr.config import TrainConfig, dump_config
 from rlvr.data import RolloutBatch
+from rlvr.kl import apply_kl_in_reward, build_controller
 from rlvr.learner import (
     Actor,
     Checkpointer,
@@ -51,12 +52,6 @@ from rlvr.learner import (
     init_distributed,
 )
 from rlvr.learner.worker import barrier
-from rlvr.losses import (
-    AdaptiveKLController,
-    FixedKLController,
-    apply_kl_in_reward,
-    kl_penalty,
-)
 from rlvr.metrics import MetricsLogger, all_reduce_sums, rollout_metrics
 from rlvr.tool_metrics import tool_metrics
 from rlvr.training.env_tokens import EnvTokenGuard
@@ -170,9 +165,8 @@ class Trainer:
         kl = cfg.algorithm.kl
         if kl.placement == "both":
             self.log(kl_notice(kl))
-        controller = AdaptiveKLController(kl.reward.coef, kl.reward.target, kl.reward.horizon) \
-            if kl.reward.controller == "adaptive" else FixedKLController(kl.reward.coef)
-        self.state = TrainerState(controller)
+        self.state = TrainerState(build_controller(kl.reward.controller, kl.reward.coef,
+                                                   kl.reward.target, kl.reward.horizon))
         states: dict[str, Any] = {"actor": self.actor, "trainer": self.state}
         if self.critic is not None:
             states["critic"] = self.critic
@@ -265,24 +259,11 @@ class Trainer:
         return self.finish(result)
 
     # ------------------------------------------------------------------ stages
-    def needs_old_logprobs(self, batch: RolloutBatch) -> bool:
-        """Whether stage B must recompute the old logprobs with a separate forward.
-
-        Not when the actor's update is one optimizer step (``Actor.single_step``) and no KL is
-        put in the reward: the update then takes them from its own forward (identical values,
-        one forward less per step) and reports the rollout mismatch from it.
-        """
-        in_reward = self.config.algorithm.kl.in_reward
-        return in_reward or not self.actor.single_step(len(batch) * self.dist.world_size)
-
     def prepare(self, batch: RolloutBatch) -> dict[str, float]:
         """Stage B: old/ref logprobs, values, KL-in-reward, advantages (set on ``batch``)."""
         cfg, t = self.config.algorithm, self.temperature
         mask = batch.response_mask
-        metrics: dict[str, float] = {}
-        if self.needs_old_logprobs(batch):
-            batch.set("old_logprobs", self.actor.compute_logprobs(batch, t))
-            metrics = self._mismatch(batch)
+        metrics = self.actor.set_old_logprobs(batch, t, needed_before_update=cfg.kl.in_reward)
         if self.reference is not None:
             batch.set("ref_logprobs", self.reference.compute_logprobs(batch, t))
         if self.critic is not None:
@@ -299,25 +280,14 @@ class Trainer:
                 cfg.kl.reward.estimator)
             metrics |= {f"kl/{k}": v for k, v in kl_metrics.items()}
         values = gather_rows(batch.values) if batch.values is not None else None
-        advantages, returns = compute_advantages(
-            cfg.estimator, rewards, full_mask, values=values,
-            group_ids=gather_objects(list(batch.group_ids)), gamma=cfg.gamma, lam=cfg.lam,
-            valid=valid)
+        advantages, returns = compute_advantages(cfg.estimator, AdvantageInputs(
+            rewards, full_mask, values=values, group_ids=gather_objects(list(batch.group_ids)),
+            valid=valid, gamma=cfg.gamma, lam=cfg.lam))
         rows = slice(rank * b, (rank + 1) * b)
         batch.set("token_level_rewards", rewards[rows, :r].contiguous())
         batch.set("advantages", advantages[rows, :r].contiguous())
         batch.set("returns", returns[rows, :r].contiguous())
         return metrics
-
-    def _mismatch(self, batch: RolloutBatch) -> dict[str, float]:
-        """How far the engine's logprobs are from the actor's recomputed ones (all ranks)."""
-        mask = batch.response_mask
-        old, rollout = batch.require("old_logprobs"), batch.rollout_logprobs
-        diff = ((old - rollout).abs() * mask).sum()
-        kl = (kl_penalty(rollout, old, "k3") * mask).sum()
-        sums = all_reduce_sums([float(diff), float(kl), float(mask.sum())], self.dist.device)
-        n = max(sums[2], 1.0)
-        return {"rollout/logprob_diff": sums[0] / n, "rollout/kl": sums[1] / n}
 
     def update(self, batch: RolloutBatch) -> dict[str, float]:
         """Stage C: the actor's PPO update, then the critic's (when there is one)."""

@@ -4,19 +4,23 @@ Stage B: ``compute_logprobs`` gives the old logprobs (and entropy) in micro-batc
 Stage C: ``update`` runs K epochs of shuffled mini-batches with gradient accumulation over
 micro-batches; per micro-batch the loss is
 
-    policy_loss(logp, old_logp, advantages; clip_low, clip_high, dual_clip, loss_agg, tis weights)
+    POLICY_LOSSES[policy_loss](logp, old_logp, advantages; clip_low, clip_high, dual_clip,
+                               loss_agg, tis weights)     (default: PPO clip, ``vanilla``)
     + kl_loss_coef * agg(kl_penalty(logp, ref_logp))      (when kl_loss_coef > 0)
     - entropy_coef * agg(entropy)                          (when entropy_coef > 0)
 
-with all loss math from ``rlvr.losses``. Truncated importance-sampling weights
-``min(exp(old_logp - rollout_logp), tis_cap)`` are used when ``tis_cap`` is set.
+with all loss math from ``rlvr.losses``, ``rlvr.kl`` and ``rlvr.aggregate``. Truncated
+importance-sampling weights ``min(exp(old_logp - rollout_logp), tis_cap)`` are used when
+``tis_cap`` is set.
 
-On-policy fast path: when the update is ONE optimizer step (one epoch, one mini-batch holding the
-whole batch), the old logprobs are by definition the logprobs of the update's own forward before
-the step, so ``update`` accepts a batch without ``old_logprobs`` and takes them from that forward
+On-policy fast path, decided in one place (``set_old_logprobs``): when the update is ONE
+optimizer step (one epoch, one mini-batch holding the whole batch) and nothing reads the old
+logprobs before it (no KL in the reward), they are by definition the logprobs of the update's
+own forward before the step, so stage B computes none and ``update`` takes them from that forward
 (detached): the ratio is exactly 1 and the gradient is the one a separate no-grad forward would
-give (up to float rounding), at the cost of one forward less. The rollout/learner mismatch is then
-measured from the same forward (``rollout/logprob_diff``, ``rollout/kl``).
+give (up to float rounding), at the cost of one forward less. The rollout/learner mismatch
+(``rollout/logprob_diff``, ``rollout/kl``) is measured by one function (``_rollout_mismatch``)
+from whichever forward gave the old logprobs.
 """
 
 from __future__ import annotations
@@ -26,15 +30,17 @@ from typing import Any, cast
 
 import torch
 
+from rlvr.aggregate import aggregate
 from rlvr.data import RolloutBatch
 from rlvr.errors import BatchError
+from rlvr.kl import kl_loss, kl_penalty
 from rlvr.learner.config import LearnerConfig
 from rlvr.learner.loading import build_sharded, empty_causal_lm
 from rlvr.learner.logprobs import policy_forward
 from rlvr.learner.modules import load_causal_lm
-from rlvr.learner.parallel import DistInfo, init_distributed
+from rlvr.learner.parallel import DistInfo, all_reduce_sum, init_distributed
 from rlvr.learner.worker import TrainedModel, shard
-from rlvr.losses import aggregate, kl_loss, kl_penalty, policy_loss, truncated_is_weights
+from rlvr.losses import POLICY_LOSSES, PolicyLossInputs, truncated_is_weights
 
 
 class Actor(TrainedModel):
@@ -106,6 +112,61 @@ class Actor(TrainedModel):
         mini = self.config.mini_batch_sequences
         return self.config.epochs == 1 and (mini is None or mini >= global_rows)
 
+    def set_old_logprobs(
+        self, batch: RolloutBatch, temperature: float = 1.0, *, needed_before_update: bool = False
+    ) -> dict[str, float]:
+        """Stage B's old logprobs: set them on ``batch``, or leave them to the update's forward.
+
+        With ``single_step`` and ``needed_before_update`` False, nothing is computed or set:
+        ``update`` then takes the old logprobs from its own forward and reports the rollout
+        mismatch itself. Otherwise ``old_logprobs`` are set from a separate no-grad forward and
+        the mismatch is returned now.
+
+        Args:
+            batch: this rank's rows (every rank calls it: the mismatch is summed over ranks).
+            temperature: the rollout's sampling temperature.
+            needed_before_update: something reads ``old_logprobs`` before ``update`` (the
+                in-reward KL penalty).
+
+        Returns:
+            ``rollout/logprob_diff`` and ``rollout/kl`` over all ranks (token means of
+            ``|old - rollout|`` and of k3 between them) when computed here, else ``{}``.
+        """
+        if not needed_before_update and self.single_step(len(batch) * self.dist.world_size):
+            return {}
+        old = self.compute_logprobs(batch, temperature)
+        batch.set("old_logprobs", old)
+        mask = batch.response_mask
+        local = self._rollout_mismatch(old, batch.rollout_logprobs, mask)
+        n = mask.sum().double()
+        sums = all_reduce_sum(torch.stack(
+            [local["logprob_diff"].double() * n, local["kl"].double() * n, n]
+        ).to(self.dist.device))
+        diff, kl, tokens = sums.tolist()
+        tokens = max(tokens, 1.0)
+        return {"rollout/logprob_diff": diff / tokens, "rollout/kl": kl / tokens}
+
+    @staticmethod
+    def _rollout_mismatch(
+        old: torch.Tensor, rollout: torch.Tensor, mask: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """How far the engine's logprobs are from the learner's: token means over ``mask``.
+
+        Args:
+            old: ``(B, R)`` the learner's logprobs of the rollout tokens (before the update).
+            rollout: ``(B, R)`` the engine's logprobs of the same tokens.
+            mask: ``(B, R)``, 1 on model tokens.
+
+        Returns:
+            Detached 0-d tensors ``logprob_diff`` (mean ``|old - rollout|``) and ``kl`` (mean k3
+            estimate of KL(rollout || learner)).
+        """
+        with torch.no_grad():
+            return {
+                "logprob_diff": aggregate((old - rollout).abs(), mask, "token-mean"),
+                "kl": aggregate(kl_penalty(rollout, old, "k3"), mask, "token-mean"),
+            }
+
     def update(self, batch: RolloutBatch, temperature: float = 1.0) -> dict[str, float]:
         """One training step of the policy on this rank's rows.
 
@@ -113,7 +174,7 @@ class Actor(TrainedModel):
             batch: needs ``advantages``; ``ref_logprobs`` when ``kl_loss_coef > 0``;
                 ``rollout_logprobs`` are used when ``tis_cap`` is set. ``old_logprobs`` may be
                 left unset only when ``single_step`` holds (they are then taken from the
-                update's own forward).
+                update's own forward; ``set_old_logprobs`` decides).
             temperature: the rollout's sampling temperature (as for ``compute_logprobs``).
 
         Returns:
@@ -141,8 +202,8 @@ class Actor(TrainedModel):
             batch, lambda mb: self._loss(mb, temperature, fused), prefix="actor"
         )
         if fused:
-            metrics["rollout/logprob_diff"] = metrics.pop("actor/rollout_logprob_diff")
-            metrics["rollout/kl"] = metrics.pop("actor/rollout_kl")
+            for name in ("logprob_diff", "kl"):
+                metrics[f"rollout/{name}"] = metrics.pop(f"actor/rollout_{name}")
         return metrics
 
     def _loss(
@@ -160,11 +221,11 @@ class Actor(TrainedModel):
         is_weights = None
         if cfg.tis_cap is not None:
             is_weights = truncated_is_weights(old, mb.rollout_logprobs, mask, cfg.tis_cap)
-        loss, metrics = policy_loss(
-            logp, old, mb.require("advantages"), mask,
+        loss, metrics = POLICY_LOSSES[cfg.policy_loss].fn(PolicyLossInputs(
+            logp, old, mb.require("advantages"), mask, is_weights=is_weights,
             clip_low=cfg.clip_low, clip_high=cfg.clip_high, dual_clip_c=cfg.dual_clip,
-            agg=self.micro_loss_agg, is_weights=is_weights,
-        )
+            agg=self.micro_loss_agg,
+        ))
         metrics["entropy"] = aggregate(ent.detach(), mask, "token-mean")
         if cfg.entropy_coef > 0:
             loss = loss - cfg.entropy_coef * aggregate(ent, mask, self.micro_loss_agg)
@@ -177,9 +238,8 @@ class Actor(TrainedModel):
         if is_weights is not None:
             metrics["tis_weight_mean"] = aggregate(is_weights, mask, "token-mean")
         if fused:
-            rollout = mb.rollout_logprobs
-            metrics["rollout_logprob_diff"] = aggregate((old - rollout).abs(), mask, "token-mean")
-            metrics["rollout_kl"] = aggregate(kl_penalty(rollout, old, "k3"), mask, "token-mean")
+            mismatch = self._rollout_mismatch(old, mb.rollout_logprobs, mask)
+            metrics |= {f"rollout_{k}": v for k, v in mismatch.items()}
         return loss, metrics
 
 

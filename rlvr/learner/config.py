@@ -13,8 +13,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
+from rlvr.aggregate import AGG_MODES
 from rlvr.errors import ConfigError
-from rlvr.losses import AGG_MODES, KL_KINDS
+from rlvr.kl import KL_KINDS
+from rlvr.losses import POLICY_LOSSES
 
 Schedule = Literal["constant", "cosine", "linear"]
 MixedPrecision = Literal["auto", "bf16", "fp32"]
@@ -145,6 +147,9 @@ class LearnerConfig:
             on GPU, fp32 on CPU; ``bf16`` or ``fp32`` force it.
         activation_checkpointing: recompute each decoder layer's activations in the backward
             pass (less memory, about a third more compute).
+        policy_loss: the policy loss, a name registered in ``rlvr.losses.POLICY_LOSSES``
+            (``vanilla``: PPO's clipped surrogate); a new loss is registered there with
+            ``@register_policy_loss``.
         clip_low: PPO ratio clip below 1 (``1 - clip_low``), in (0, 1).
         clip_high: PPO ratio clip above 1 (``1 + clip_high``), > 0; above ``clip_low`` is
             DAPO's clip-higher.
@@ -158,7 +163,7 @@ class LearnerConfig:
         entropy_coef: weight of the entropy bonus (>= 0; 0 = off, entropy is still logged).
         kl_loss_coef: weight of the KL-to-reference loss term (>= 0; 0 = off). When > 0 the
             batch must carry ``ref_logprobs``.
-        kl_loss_estimator: the KL estimator of the loss term, a ``rlvr.losses.kl_penalty``
+        kl_loss_estimator: the KL estimator of the loss term, a ``rlvr.kl.kl_penalty``
             kind: ``k1``/``kl``, ``abs``, ``k2``/``mse``, ``k3``/``low_var_kl``, each optionally
             with a trailing ``+`` (that value, k2's gradient).
         tis_cap: when set (> 0), multiply the per-token policy loss by truncated
@@ -179,6 +184,7 @@ class LearnerConfig:
     epochs: int = 1
     mixed_precision: MixedPrecision = "auto"
     activation_checkpointing: bool = False
+    policy_loss: str = "vanilla"
     clip_low: float = 0.2
     clip_high: float = 0.2
     dual_clip: float | None = 3.0
@@ -212,6 +218,7 @@ class LearnerConfig:
                 f"learner.activation_checkpointing must be true or false; "
                 f"got {self.activation_checkpointing!r}"
             )
+        _check_choice(owner, "policy_loss", self.policy_loss, tuple(POLICY_LOSSES))
         _check_min(owner, "clip_low", self.clip_low, 0.0, strict=True)
         if self.clip_low >= 1.0:
             raise ConfigError(f"learner.clip_low must be in (0, 1); got {self.clip_low!r}")

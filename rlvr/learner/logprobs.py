@@ -43,11 +43,7 @@ from torch import nn
 
 from rlvr.data import RolloutBatch
 from rlvr.hf_compat import activation_checkpointing_on, cache_kwargs
-from rlvr.losses import entropy_from_logits, logprobs_from_logits
-
-#: Positions per checkpointed chunk of the vocabulary projection: at most ``CHUNK_ELEMENTS``
-#: logits (float32: 64 MiB) at a time.
-CHUNK_ELEMENTS = 1 << 24
+from rlvr.learner.logits import CHUNK_ELEMENTS, entropy_from_logits, logprobs_from_logits
 
 
 @dataclass(frozen=True)
@@ -100,7 +96,7 @@ def _to_response(x: torch.Tensor, batch: RolloutBatch) -> torch.Tensor:
 class _ChunkScore(torch.autograd.Function):
     """logprob of ``labels`` (and entropy) under ``softmax((h W^T + b) / t)`` for one chunk.
 
-    Forward: ``(n, 1|2)`` float32 (the values of ``rlvr.losses.logprobs_from_logits`` and
+    Forward: ``(n, 1|2)`` float32 (the values of ``rlvr.learner.logits.logprobs_from_logits`` and
     ``entropy_from_logits``). Only the inputs and the per-row logsumexp are saved: the backward
     recomputes the chunk's ``(n, V)`` logits, so no logits outlive their chunk. With
     ``z = logits / t``, ``p = softmax(z)``: ``d logp / dz = onehot(label) - p`` and
@@ -351,4 +347,4 @@ def value_forward(model: nn.Module, batch: RolloutBatch) -> torch.Tensor:
     return _to_response(model(**inputs, keep=keep), batch)
 
 
-__all__ = ["CHUNK_ELEMENTS", "packing_supported", "policy_forward", "value_forward"]
+__all__ = ["packing_supported", "policy_forward", "value_forward"]

@@ -27,6 +27,7 @@ from torch.distributed.checkpoint.stateful import Stateful
 from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 
+from rlvr.aggregate import normaliser, part_mode, part_weights
 from rlvr.data import RolloutBatch
 from rlvr.errors import BatchError, ConfigError
 from rlvr.learner.batching import micro_batch_rows, select_rows
@@ -222,8 +223,7 @@ class TrainedModel(ShardedModel, Stateful):
         ``config.loss_agg``, except ``seq-mean-token-sum`` for ``seq-mean-token-sum-norm``
         (its constant divisor is applied in the micro-batch weights).
         """
-        mode = self.config.loss_agg
-        return "seq-mean-token-sum" if mode == "seq-mean-token-sum-norm" else mode
+        return part_mode(self.config.loss_agg)
 
     def _per_rank_mini_batch(self, local_rows: int) -> int:
         """Rows per mini-batch on this rank; checks that every rank has as many rows."""
@@ -251,26 +251,18 @@ class TrainedModel(ShardedModel, Stateful):
         """Per micro-batch: the loss weight and the metric weight (its share of the mini-batch).
 
         Metric weights are shares of valid tokens over all ranks (so metrics are token means);
-        loss weights are shares of the ``loss_agg`` normaliser, times ``world_size`` (and
-        divided by ``loss_scale_factor`` for ``seq-mean-token-sum-norm``).
+        loss weights are ``rlvr.aggregate.part_weights`` of the ``loss_agg`` normaliser over all
+        ranks, times ``world_size``.
         """
         mode = self.config.loss_agg
         tokens = [float(m.response_mask.sum()) for m in micros]
-        seqs = [float((m.response_mask.sum(dim=-1) > 0).sum()) for m in micros]
-        totals = all_reduce_sum(torch.tensor([sum(tokens), sum(seqs)], dtype=torch.float64,
+        norms = [normaliser(m.response_mask, mode) for m in micros]
+        totals = all_reduce_sum(torch.tensor([sum(tokens), sum(norms)], dtype=torch.float64,
                                              device=self.dist.device)).tolist()
         ws = self.dist.world_size
         metric_w = [t / totals[0] if totals[0] > 0 else 0.0 for t in tokens]
-        if mode == "token-sum":
-            loss_w = [float(ws)] * len(micros)
-        elif mode == "token-mean":
-            loss_w = [ws * w for w in metric_w]
-        else:
-            loss_w = [ws * s / totals[1] if totals[1] > 0 else 0.0 for s in seqs]
-        if mode == "seq-mean-token-sum-norm":
-            scale = float(self.config.loss_scale_factor or 1.0)  # set: checked in __init__
-            loss_w = [w / scale for w in loss_w]
-        return loss_w, metric_w
+        shares = part_weights(mode, norms, totals[1], norm_constant=self.config.loss_scale_factor)
+        return [ws * w for w in shares], metric_w
 
     def _shuffle_seed(self, epoch: int) -> int:
         return ((self.config.seed * 1_000_003 + self.updates) * 1_009 + epoch) % (2**62)

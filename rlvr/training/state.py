@@ -8,8 +8,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rlvr.kl import KLController
 from rlvr.learner import Checkpointer, latest_checkpoint, prune_checkpoints
-from rlvr.losses import AdaptiveKLController, FixedKLController
 from rlvr.training.rng import gather_rng_states, restore_rng_states
 
 
@@ -23,7 +23,7 @@ class TrainerState:
     ``state_dict`` is collective (DCP calls it on every rank).
     """
 
-    def __init__(self, kl_controller: FixedKLController | AdaptiveKLController) -> None:
+    def __init__(self, kl_controller: KLController) -> None:
         self.step = 0
         self.episodes = 0
         self.tasks_drawn = 0  # the task stream position (rlvr.training.tasks): tasks played

@@ -15,8 +15,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from rlvr.kl import FixedKLController
 from rlvr.learner import Checkpointer
-from rlvr.losses import FixedKLController
 from rlvr.training.state import TrainerState
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlvr.advantages import compute_advantages, compute_gae
+from rlvr.advantages import AdvantageInputs, compute_advantages, compute_gae
 from rlvr.data import RolloutBatch, Trajectory
 from rlvr.errors import BatchError
-from rlvr.losses import FixedKLController, apply_kl_in_reward
+from rlvr.kl import FixedKLController, apply_kl_in_reward
 
 GROUP_ESTIMATORS = ("grpo", "drgrpo", "rloo", "reinforce_pp_baseline")
 
@@ -29,8 +29,9 @@ def episode(score: float, *, error: bool = False, group: str = "g", n: int = 3) 
 
 def advantages_of(batch: RolloutBatch, name: str, **kw) -> list[float]:
     """One scalar advantage per row (the value on the row's last token)."""
-    adv, _ = compute_advantages(name, batch.token_level_scores, batch.response_mask,
-                                group_ids=batch.group_ids, valid=batch.valid, **kw)
+    adv, _ = compute_advantages(name, AdvantageInputs(
+        batch.token_level_scores, batch.response_mask, group_ids=batch.group_ids,
+        valid=batch.valid, **kw))
     return adv[:, -1].tolist()
 
 
@@ -109,11 +110,12 @@ def test_error_rows_never_change_the_valid_rows(name):
     values = torch.randn(8, 3, generator=gen)
     values[6:] = 1e4
     kw = {"values": values} if name == "gae" else {}
-    got, got_ret = compute_advantages(name, full.token_level_scores, full.response_mask,
-                                      group_ids=full.group_ids, valid=full.valid, lam=0.9, **kw)
+    got, got_ret = compute_advantages(name, AdvantageInputs(
+        full.token_level_scores, full.response_mask, group_ids=full.group_ids, valid=full.valid,
+        lam=0.9, **kw))
     kw = {"values": values[:6]} if name == "gae" else {}
-    want, want_ret = compute_advantages(name, clean.token_level_scores, clean.response_mask,
-                                        group_ids=clean.group_ids, lam=0.9, **kw)
+    want, want_ret = compute_advantages(name, AdvantageInputs(
+        clean.token_level_scores, clean.response_mask, group_ids=clean.group_ids, lam=0.9, **kw))
     torch.testing.assert_close(got[:6], want, atol=1e-6, rtol=0)
     torch.testing.assert_close(got_ret[:6], want_ret, atol=1e-6, rtol=0)
     if name != "gae":  # GAE leaves masked positions unzeroed; every loss masks them
@@ -125,8 +127,9 @@ def test_gae_whitening_does_not_see_error_rows():
     values = torch.tensor([[0.5, 0.2], [0.1, 0.3], [9.0, 9.0]])
     mask = torch.ones(3, 2)
     valid = torch.tensor([True, True, False])
-    got, _ = compute_advantages("gae", rewards, mask, values=values, valid=valid, lam=0.95)
-    want, _ = compute_gae(rewards[:2], values[:2], mask[:2], lam=0.95)
+    got, _ = compute_advantages(
+        "gae", AdvantageInputs(rewards, mask, values=values, valid=valid, lam=0.95))
+    want, _ = compute_gae(AdvantageInputs(rewards[:2], mask[:2], values=values[:2], lam=0.95))
     torch.testing.assert_close(got[:2], want)
     # the two valid rows are whitened among themselves: mean 0, unbiased std 1
     assert float(got[:2].mean()) == pytest.approx(0.0, abs=1e-6)

@@ -7,9 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from rlvr.aggregate import aggregate
 from rlvr.config import load_config
 from rlvr.data import RolloutBatch
-from rlvr.losses import aggregate, kl_penalty, policy_loss
+from rlvr.kl import kl_penalty
+from rlvr.losses import PolicyLossInputs, ppo_clip_loss
 from rlvr.trainer import Trainer
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -51,9 +53,9 @@ def test_kl_in_reward_and_in_loss_together_known_numbers(tmp_path):
         # the loss gets coef * agg(k3): before the step the policy is the old one (ratio 1)
         cfg = trainer.actor.config
         loss, metrics = trainer.actor._loss(batch, trainer.temperature)
-        pg, _ = policy_loss(old, old, batch.require("advantages"), mask, clip_low=cfg.clip_low,
-                            clip_high=cfg.clip_high, dual_clip_c=cfg.dual_clip,
-                            agg=cfg.loss_agg)
+        pg, _ = ppo_clip_loss(PolicyLossInputs(
+            old, old, batch.require("advantages"), mask, clip_low=cfg.clip_low,
+            clip_high=cfg.clip_high, dual_clip_c=cfg.dual_clip, agg=cfg.loss_agg))
         k3 = aggregate(kl_penalty(old, ref, "k3"), mask, cfg.loss_agg)
         assert float(k3) > 1e-6
         assert float(metrics["kl_loss"]) == pytest.approx(float(k3), abs=1e-5)

@@ -9,8 +9,8 @@ import pytest
 import envs
 from rlvr.config import load_config
 from rlvr.errors import ConfigError
+from rlvr.kl import FixedKLController
 from rlvr.learner import Checkpointer
-from rlvr.losses import FixedKLController
 from rlvr.trainer import Trainer, train
 from rlvr.training.state import TrainerState
 from rlvr.training.tasks import TaskOrder

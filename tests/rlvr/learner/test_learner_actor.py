@@ -100,7 +100,9 @@ def test_update_requires_old_logprobs_and_advantages(tiny_model_path, dist_info,
     assert not actor.single_step(4)
     with pytest.raises(BatchError, match="old_logprobs is not set on this batch; only a one-step"):
         actor.update(batch)
-    batch.set("old_logprobs", actor.compute_logprobs(batch))
+    # not one step: stage B computes the old logprobs and measures the mismatch
+    assert set(actor.set_old_logprobs(batch)) == {"rollout/logprob_diff", "rollout/kl"}
+    torch.testing.assert_close(batch.old_logprobs, actor.compute_logprobs(batch), atol=0, rtol=0)
     with pytest.raises(BatchError, match="advantages is not set"):
         actor.update(batch)
 
@@ -115,9 +117,11 @@ def test_one_step_update_takes_old_logprobs_from_its_own_forward(tiny_model_path
     start = params(fused.module)
     batch = with_advantages(make_batch(8, seed=2), seed=2)
     old = separate.compute_logprobs(batch)
+    assert fused.set_old_logprobs(batch) == {} and batch.old_logprobs is None  # the fast path
     m_fused = fused.update(batch)
     assert batch.old_logprobs is None
-    batch.set("old_logprobs", old)
+    m_stage_b = separate.set_old_logprobs(batch, needed_before_update=True)  # e.g. KL in reward
+    torch.testing.assert_close(batch.old_logprobs, old, atol=0, rtol=0)
     m_separate = separate.update(batch)
     for key in ("actor/pg_loss", "actor/entropy", "actor/grad_norm", "actor/pg_clipfrac"):
         assert m_fused[key] == pytest.approx(m_separate[key], rel=1e-5, abs=1e-7), key
@@ -137,6 +141,9 @@ def test_one_step_update_takes_old_logprobs_from_its_own_forward(tiny_model_path
     k3 = (torch.exp(diff) - diff - 1).mean()
     assert m_fused["rollout/kl"] == pytest.approx(float(k3), rel=1e-4)
     assert "rollout/logprob_diff" not in m_separate
+    # stage B measures the same mismatch when it computes the old logprobs itself
+    assert m_stage_b["rollout/logprob_diff"] == pytest.approx(float(diff.abs().mean()), rel=1e-5)
+    assert m_stage_b["rollout/kl"] == pytest.approx(float(k3), rel=1e-4)
 
 
 def test_reference_is_frozen_and_matches_the_initial_policy(tiny_model_path, dist_info):
