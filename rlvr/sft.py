@@ -193,6 +193,7 @@ def supervised_warmup(
     evaluate: Callable[[], float] | None = None,
     log: Callable[[str], None] = print,
     progress: bool = False,
+    check_name: str = "held-out accuracy",
 ) -> SFTResult:
     """Train ``model`` in place on the task format until the target accuracy or ``max_steps``.
 
@@ -210,6 +211,7 @@ def supervised_warmup(
         log: where progress lines go (one per evaluation without a progress bar, else one at
             the end).
         progress: show a tqdm progress bar.
+        check_name: what ``evaluate`` measures, for the log lines.
 
     Returns:
         An ``SFTResult``.
@@ -252,7 +254,7 @@ def supervised_warmup(
             history.append((step, accuracy))
             bar.set_postfix(loss=f"{loss_value:.3f}", acc=f"{accuracy:.1%}")
             if not progress:
-                log(f"[sft] step {step:4d}  loss {loss_value:.3f}  held-out accuracy "
+                log(f"[sft] step {step:4d}  loss {loss_value:.3f}  {check_name} "
                     f"{accuracy:.1%}")
             if config.target_accuracy is not None and accuracy >= config.target_accuracy:
                 break
@@ -262,7 +264,7 @@ def supervised_warmup(
                        seconds=time.perf_counter() - t0, history=history)
     acc = "n/a" if accuracy is None else f"{accuracy:.1%}"
     log(f"[sft] warm-up done: {result.steps} steps in {result.seconds:.1f} s, loss "
-        f"{loss_value:.3f}, held-out accuracy {acc}")
+        f"{loss_value:.3f}, {check_name} {acc}")
     return result
 
 

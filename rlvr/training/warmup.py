@@ -116,6 +116,8 @@ def warm_up(config: TrainConfig, base_dir: Path, tokenizer: Any, info: DistInfo,
                 model, tokenizer, examples, config.sft, encode=encode,
                 seed=config.trainer.seed, evaluate=check,
                 log=log, progress=config.trainer.progress,
+                check_name=("held-out exact match" if config.sft.check == "exact_match"
+                            else "held-out accuracy"),
             )
         finally:
             engine.close()
