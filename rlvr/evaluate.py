@@ -38,14 +38,14 @@ from rlvr.eval.plots import write_plots
 from rlvr.eval.report import summary_table, write_report
 from rlvr.eval.rollout import make_runner, play
 
-__all__ = ["ENGINES", "EvalConfig", "Evaluator", "cli_main", "evaluate", "load_suite_entries"]
+__all__ = ["ENGINES", "Evaluator", "SuiteEvalConfig", "cli_main", "evaluate", "load_suite_entries"]
 
 #: Rollout engines ``evaluate`` can build from a checkpoint path (``agents.engines``).
 ENGINES = engine_names()
 
 
 @dataclass(kw_only=True)
-class EvalConfig:
+class SuiteEvalConfig:
     """How to evaluate (every field is recorded in results.json).
 
     Attributes:
@@ -105,8 +105,8 @@ class EvalConfig:
             raise ConfigError(f"engine must be one of {', '.join(ENGINES)}; got {self.engine!r}")
 
     @classmethod
-    def build(cls, **fields: Any) -> EvalConfig:
-        """``EvalConfig(**fields)``, with an unknown field reported as a ``ConfigError``."""
+    def build(cls, **fields: Any) -> SuiteEvalConfig:
+        """``SuiteEvalConfig(**fields)``, with an unknown field reported as a ``ConfigError``."""
         known = [f.name for f in dataclasses.fields(cls)]
         for name in fields:
             if name not in known:
@@ -152,7 +152,7 @@ def load_suite_entries(suite: str) -> list[SuiteEntry]:
 
 # ----------------------------------------------------------------------------------- running
 def _build_engine(
-    path: Path, tokenizer: Any, config: EvalConfig, engine_kwargs: Mapping[str, Any]
+    path: Path, tokenizer: Any, config: SuiteEvalConfig, engine_kwargs: Mapping[str, Any]
 ) -> Any:
     """A rollout engine serving the checkpoint at ``path``, options ``engine_kwargs``."""
     from agents.engines import EngineRequest, build_engine
@@ -181,7 +181,7 @@ def model_labels(paths: Sequence[Path]) -> list[str]:
     return [n if names.count(n) == 1 else f"{i}:{n}" for i, n in enumerate(names)]
 
 
-def _runner(engine: Any, tokenizer: Any, config: EvalConfig) -> Any:
+def _runner(engine: Any, tokenizer: Any, config: SuiteEvalConfig) -> Any:
     return make_runner(
         engine,
         tokenizer,
@@ -195,7 +195,11 @@ def _runner(engine: Any, tokenizer: Any, config: EvalConfig) -> Any:
 
 
 def _play(
-    engine: Any, tokenizer: Any, planned: Sequence[PlannedEpisode], config: EvalConfig, **kw: Any
+    engine: Any,
+    tokenizer: Any,
+    planned: Sequence[PlannedEpisode],
+    config: SuiteEvalConfig,
+    **kw: Any,
 ) -> list[dict[str, Any]]:
     """Play ``planned`` on ``engine`` with a fresh runner (closed afterwards)."""
     runner = _runner(engine, tokenizer, config)
@@ -209,7 +213,7 @@ def _evaluate_model(
     path: Path,
     label: str,
     planned: Sequence[PlannedEpisode],
-    config: EvalConfig,
+    config: SuiteEvalConfig,
     engine_kwargs: Mapping[str, Any],
     progress: bool,
 ) -> list[dict[str, Any]]:
@@ -235,7 +239,7 @@ def versions() -> dict[str, str]:
     return out
 
 
-def _results_header(config: EvalConfig, entries: Sequence[SuiteEntry]) -> dict[str, Any]:
+def _results_header(config: SuiteEvalConfig, entries: Sequence[SuiteEntry]) -> dict[str, Any]:
     """The parts of results.json that describe the run (config, seed, versions, suite)."""
     return {
         "config": asdict(config),
@@ -295,11 +299,11 @@ def evaluate(
             ``device``; ``agents.sglang.SGLangOptions`` fields for sglang).
         imports: modules to import first (third-party packages that register envs).
         progress: show a progress bar.
-        **options: other ``EvalConfig`` fields: ``top_p``, ``max_new_tokens``,
+        **options: other ``SuiteEvalConfig`` fields: ``top_p``, ``max_new_tokens``,
             ``max_response_tokens``, ``stop``, ``concurrency``.
 
     Returns:
-        The results dict: ``config`` (the ``EvalConfig``), ``seed``, ``versions``, ``suite``
+        The results dict: ``config`` (the ``SuiteEvalConfig``), ``seed``, ``versions``, ``suite``
         (name and entries), ``envs`` (entry keys), ``models`` (``label``, ``path``,
         ``metrics``: one ``rlvr.eval.metrics.summarize`` dict per env and ``"overall"``),
         ``timing`` (seconds per checkpoint), and ``plots`` when files were written.
@@ -308,7 +312,7 @@ def evaluate(
         ConfigError: a bad argument or model path (the message names it).
         UnknownNameError: an unknown suite (the message lists the suites) or option.
     """
-    config = EvalConfig.build(
+    config = SuiteEvalConfig.build(
         suite=str(suite),
         samples=samples,
         temperature=temperature,
@@ -486,7 +490,7 @@ class Evaluator:
             report.md, plots/, episodes.jsonl, episodes.html).
         prefix: the first component of the returned metric names.
         progress: show a progress bar.
-        **options: other ``EvalConfig`` fields (``max_new_tokens``, ``max_response_tokens``,
+        **options: other ``SuiteEvalConfig`` fields (``max_new_tokens``, ``max_response_tokens``,
             ``top_p``, ``stop``, ``concurrency``).
 
     Raises:
@@ -512,7 +516,7 @@ class Evaluator:
     ) -> None:
         if isinstance(every, bool) or not isinstance(every, int) or every < 0:
             raise ConfigError(f"every must be an int >= 0 (0 = never); got {every!r}")
-        self.config = EvalConfig.build(
+        self.config = SuiteEvalConfig.build(
             suite=str(suite),
             samples=samples,
             temperature=temperature,
