@@ -19,36 +19,7 @@ from rlvr.data import Trajectory
 from rlvr.eval.episodes import episode_record
 from rlvr.eval.plan import PlannedEpisode
 
-__all__ = ["make_runner", "play"]
-
-
-def make_runner(
-    engine: Any,
-    tokenizer: Any,
-    *,
-    temperature: float,
-    top_p: float,
-    max_new_tokens: int,
-    max_turns: int | None,
-    max_response_tokens: int | None,
-    stop: Sequence[str] = (),
-) -> Any:
-    """An ``agents.EpisodeRunner`` with the evaluation's sampling and limits.
-
-    ``None`` limits keep the runner's defaults. ``max_new_tokens`` is the per-turn budget.
-    """
-    from agents.engine import SamplingParams
-    from agents.runner import EpisodeRunner, RunnerConfig
-
-    options: dict[str, Any] = {
-        "sampling": SamplingParams(temperature=temperature, top_p=top_p, stop=tuple(stop)),
-        "max_tokens_per_turn": max_new_tokens,
-    }
-    if max_turns is not None:
-        options["max_turns"] = max_turns
-    if max_response_tokens is not None:
-        options["max_response_tokens"] = max_response_tokens
-    return EpisodeRunner(engine, tokenizer, RunnerConfig(**options))
+__all__ = ["play"]
 
 
 def _spec(p: PlannedEpisode) -> Any:
@@ -103,7 +74,7 @@ def play(
     """Play every planned episode and return their episodes.jsonl records, in plan order.
 
     Args:
-        runner: an ``agents.EpisodeRunner`` (see ``make_runner``).
+        runner: an ``agents.EpisodeRunner`` (``rlvr.evaluate.Evaluator`` keeps one).
         tokenizer: decodes tokens for the records' text segments (special tokens kept).
         planned: the episodes (``rlvr.eval.plan.plan_episodes``).
         label: the checkpoint label written into each record (and shown on the bar).

@@ -107,12 +107,9 @@ def test_snapshots_page_holds_both_labels(tmp_path, tokenizer):
                          "segments": [{"kind": "model", "text": "x", "reward": 1.0}]}
                         for i in range(3)]
 
-    class HeldOut:
-        evaluator = Evaluator()
-
     page = EpisodeSnapshots(tmp_path / "episodes.html", 2)
-    page.take("before RL", HeldOut())
-    page.take("after RL", HeldOut())
+    page.take("before RL", Evaluator())
+    page.take("after RL", Evaluator())
     html = page.write().read_text()
     assert "before RL" in html and "after RL" in html and html.count("task t") == 4
     assert html.count("<details open>") == html.count("<details")  # a few episodes: all shown
