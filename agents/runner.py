@@ -25,9 +25,14 @@ Why an episode ends (``Trajectory.finish_reason``):
   ``max_response_tokens`` leaves no room for the next env delta plus one model token;
 * "error": the env raised or timed out (make, reset or step), or broke the TextEnv contract. The
   episode keeps the tokens it had, all its scores are set to 0, the error is logged with the task
-  id and stored in ``metadata["error"]``; the other episodes go on. When even ``reset`` failed,
-  ``prompt_ids`` is ``[pad_token_id]`` and the response is empty; trainers may drop
+  id and stored in ``Trajectory.outcome.error``; the other episodes go on. When even ``reset``
+  failed, ``prompt_ids`` is ``[pad_token_id]`` and the response is empty; trainers may drop
   ``finish_reason == "error"`` rows.
+
+What the episode came to is built here, once: ``Trajectory.outcome`` (``rlvr.data.EpisodeOutcome``)
+holds the last ``info["verdict"]`` as the env made it, the extracted answer (``info["answer"]``,
+else the verdict's ``details["extracted"]``), the turns, the tool calls and tool errors, and the
+error. Envs only return gymnasium's Verdict/info; training metrics and evaluation read the outcome.
 
 Env messages returned with the final step (or when the turn budget ends the episode) are kept in
 ``metadata["messages"]`` but not appended as tokens: the sequence always ends with a model token.
@@ -51,7 +56,7 @@ from agents.env_calls import EnvCalls
 from agents.episode import EpisodeRecord, jsonable
 from agents.errors import AgentError, EngineAbortedError, EnvContractError, RunnerConfigError
 from envs.base import Message, TextEnv
-from rlvr.data import Trajectory
+from rlvr.data import EpisodeOutcome, Trajectory
 
 logger = logging.getLogger(__name__)
 
@@ -453,7 +458,7 @@ class _EpisodeState:
     tool_calls_seen: int = 0
     info_tool_calls: int | None = None
     tool_errors: int | None = None
-    verdict: dict[str, Any] | None = None
+    verdict: Any = None
     answer: Any = None
     error: str | None = None
     exc: BaseException | None = None
@@ -473,9 +478,10 @@ class _EpisodeState:
             self.tool_errors = (self.tool_errors or 0) + len(errors)
         verdict = info.get("verdict")
         if verdict is not None:
-            self.verdict = {
-                k: jsonable(getattr(verdict, k, None)) for k in ("score", "passed", "reason")
-            }
+            self.verdict = verdict
+            extracted = (getattr(verdict, "details", None) or {}).get("extracted")
+            if extracted is not None:
+                self.answer = jsonable(extracted)
         if "answer" in info:
             self.answer = jsonable(info["answer"])
         self.messages.extend(dict(m) for m in obs)
@@ -489,17 +495,19 @@ class _EpisodeState:
 
     def to_trajectory(self, pad_id: int) -> Trajectory:
         record = self.record or EpisodeRecord([pad_id])
-        metadata = {
-            "turns": self.turns,
-            "tool_calls": (
+        outcome = EpisodeOutcome(
+            verdict=self.verdict,
+            answer=self.answer,
+            turns=self.turns,
+            tool_calls=(
                 self.info_tool_calls if self.info_tool_calls is not None else self.tool_calls_seen
             ),
-            "tool_errors": self.tool_errors,
+            tool_errors=self.tool_errors,
+            error=self.error,
+        )
+        metadata = {
             "n_model_tokens": record.n_model_tokens,
             "n_env_tokens": record.n_env_tokens,
-            "verdict": self.verdict,
-            "answer": self.answer,
-            "error": self.error,
             "reset_seed": self.spec.seed,
             "messages": jsonable(self.messages),
         }
@@ -508,6 +516,7 @@ class _EpisodeState:
             env_id=self.env_id,
             task_id=self.task_id,
             finish_reason=self.finish_reason,
+            outcome=outcome,
             metadata=metadata,
         )
 

@@ -149,7 +149,7 @@ def bench_bookkeeping(tokenizer, episodes: int, turns: int, check: bool) -> floa
     trajs = runner.run(specs)
     elapsed = time.perf_counter() - start
     runner.close()
-    assert all(t.metadata["turns"] == turns for t in trajs)
+    assert all(t.outcome.turns == turns for t in trajs)
     return elapsed / (episodes * turns)
 
 

@@ -165,11 +165,12 @@ def run_trl(sft: Path, out: Path, seed: int, steps: int, threads: int) -> dict[s
 # ---------------------------------------------------------------------------- scoring
 def held_out_accuracy(models: list[str], out: Path, tasks: int) -> list[float]:
     """Greedy pass@1 of each model on the quickstart's held-out tasks (``rlvr eval``)."""
-    from rlvr.evaluate import evaluate
-    from rlvr.training.warmup import suite_for_env
+    from rlvr.evaluate import evaluate, write_suite
+    from rlvr.training.heldout import heldout_entries
 
     out.mkdir(parents=True, exist_ok=True)
-    suite = suite_for_env(quickstart([]), tasks, out / "eval_suite.yaml")
+    entries = heldout_entries(quickstart([]), None, tasks)
+    suite = write_suite(entries, out / "eval_suite.yaml")
     results = evaluate(models, suite, samples=1, progress=False, max_new_tokens=6)
     return [float(m["metrics"]["overall"]["pass@1"]) for m in results["models"]]
 

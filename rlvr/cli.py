@@ -2,7 +2,8 @@
 
 ``rlvr train`` loads the YAML config, applies the dotted overrides, checks everything (an unknown
 key or a bad value stops here, before any work, with a message naming the key) and runs
-``rlvr.trainer.train``. ``rlvr eval ...`` hands its arguments to ``rlvr.evaluate.cli_main``.
+``rlvr.trainer.train``. ``rlvr eval ...`` parses its arguments here and runs
+``rlvr.evaluate.evaluate``, then prints the summary table.
 ``rlvr check-env ENV_ID [--import MODULE]`` runs ``envs.check_env(env, deep=True)`` and prints
 its table (exit code 1 when a check failed).
 """
@@ -12,6 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from envs.errors import EnvError
 from rlvr.errors import RlvrError
@@ -65,15 +68,85 @@ def train_main(argv: Sequence[str]) -> int:
     return 0
 
 
+def _eval_parser() -> argparse.ArgumentParser:
+    from agents.engines import engine_names
+
+    parser = argparse.ArgumentParser(
+        prog="rlvr eval",
+        description="Evaluate checkpoints on an env suite: pass@k table, report.md, plots, "
+        "episodes.jsonl and episodes.html.",
+    )
+    add = parser.add_argument
+    add("--model", action="append", required=True, metavar="PATH",
+        help="HF checkpoint directory; repeat to compare (deltas are vs the first)")
+    add("--suite", required=True, help="suite name (configs/suites/NAME.yaml) or a YAML path")
+    add("--samples", type=int, default=1, help="episodes per task: the k of pass@k (default 1)")
+    add("--temperature", type=float, default=None,
+        help="sampling temperature (default: 0 for --samples 1, else 1.0)")
+    add("--top-p", type=float, default=1.0, help="nucleus sampling mass (default 1.0)")
+    add("--max-turns", type=int, default=None,
+        help="model turns per episode (default: the runner's)")
+    add("--max-new-tokens", type=int, default=256, help="tokens per model turn (default 256)")
+    add("--max-response-tokens", type=int, default=None, help="model + env tokens per episode")
+    add("--stop", action="append", default=[], metavar="TEXT",
+        help="extra string that ends a model turn; repeatable")
+    add("--out", default=None, metavar="DIR", help="output directory (default outputs/eval/SUITE)")
+    add("--seed", type=int, default=0, help="root seed of every episode (default 0)")
+    add("--engine", choices=engine_names(), default="transformers", help="rollout engine")
+    add("--device", default=None, help="device for the transformers engine (default cpu)")
+    add("--sglang-url", default=None, metavar="URL",
+        help="with --engine sglang: attach to this server (it loads each --model from disk) "
+             "instead of launching one per model")
+    add("--sglang-allow-unseeded", action="store_true",
+        help="with --engine sglang: accept a server that ignores sampling seeds (CPU sglang); "
+             "sampled episodes are then not reproducible")
+    add("--import", dest="imports", action="append", default=[], metavar="MODULE",
+        help="import a module first (it registers its envs); repeatable")
+    add("--concurrency", type=int, default=64, help="episodes in flight (default 64)")
+    add("--no-progress", action="store_true", help="hide the progress bar")
+    return parser
+
+
 def eval_main(argv: Sequence[str]) -> int:
-    """``rlvr eval``: delegates to ``rlvr.evaluate.cli_main``."""
+    """``rlvr eval``: run ``rlvr.evaluate.evaluate``, write the report files, print the table.
+
+    Returns:
+        The exit status: 0 on success, 2 on a bad argument, suite, model path or env (the
+        message goes to stderr).
+    """
     try:
-        from rlvr.evaluate import cli_main
+        from agents.errors import AgentError
+        from rlvr.eval.report import summary_table
+        from rlvr.evaluate import evaluate
     except ImportError as err:
         print(f"rlvr eval: error: the evaluation module is not available ({err})",
               file=sys.stderr)
         return 2
-    return int(cli_main(list(argv)) or 0)
+    args = _eval_parser().parse_args(list(argv))
+    out = Path(args.out) if args.out else Path("outputs") / "eval" / Path(args.suite).stem
+    engine_kwargs: dict[str, Any] = {}
+    if args.device and args.engine == "transformers":
+        engine_kwargs["device"] = args.device
+    if args.engine == "sglang":
+        if args.sglang_url:
+            engine_kwargs["url"] = args.sglang_url
+        if args.sglang_allow_unseeded:
+            engine_kwargs["allow_unseeded"] = True
+    try:
+        results = evaluate(
+            args.model, args.suite, samples=args.samples, temperature=args.temperature,
+            max_turns=args.max_turns, out_dir=out, seed=args.seed, engine=args.engine,
+            engine_kwargs=engine_kwargs, imports=args.imports, progress=not args.no_progress,
+            top_p=args.top_p, max_new_tokens=args.max_new_tokens,
+            max_response_tokens=args.max_response_tokens, stop=tuple(args.stop),
+            concurrency=args.concurrency,
+        )
+    except (RlvrError, EnvError, AgentError) as err:
+        print(f"rlvr eval: error: {err}", file=sys.stderr)
+        return 2
+    print(summary_table(results))
+    print(f"\nwrote {out}/: results.json, report.md, plots/, episodes.jsonl, episodes.html")
+    return 0
 
 
 def check_env_main(argv: Sequence[str]) -> int:

@@ -344,7 +344,7 @@ class RolloutConfig:
 
 
 @dataclass(kw_only=True)
-class EvalConfig:
+class HeldOutConfig:
     """Held-out evaluation during training (``rlvr.evaluate.Evaluator``).
 
     Attributes:
@@ -474,7 +474,7 @@ class TrainConfig:
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     actor: LearnerConfig = field(default_factory=LearnerConfig)
     critic: LearnerConfig = field(default_factory=_critic_default)
-    eval: EvalConfig = field(default_factory=EvalConfig)
+    eval: HeldOutConfig = field(default_factory=HeldOutConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
     def __post_init__(self) -> None:

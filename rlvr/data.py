@@ -29,11 +29,60 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
 from rlvr.errors import BatchError, ShapeError, unknown_name
+
+
+class VerdictLike(Protocol):
+    """What a verifier decided: the shape of ``verifiers.Verdict`` (rlvr core never imports it)."""
+
+    @property
+    def score(self) -> float:
+        """In [0, 1]."""
+
+    @property
+    def passed(self) -> bool:
+        """Whether the task is solved."""
+
+    @property
+    def reason(self) -> str:
+        """A short tag: "correct", "wrong_answer", "no_answer", "timeout", ..."""
+
+    @property
+    def details(self) -> dict[str, Any]:
+        """What the verifier saw (e.g. ``extracted``: the answer it graded)."""
+
+
+@dataclass(kw_only=True)
+class EpisodeOutcome:
+    """What one episode came to, filled once by the episode runner (``agents.runner``).
+
+    Training metrics (``rlvr.metrics``, ``rlvr.tool_metrics``) and evaluation
+    (``rlvr.eval.episodes``) read these fields; nothing guesses keys of a dict. Why the episode
+    ended is ``Trajectory.finish_reason`` (the learner's error rows need it next to the tokens).
+
+    Attributes:
+        verdict: the last verdict an env step made (``info["verdict"]``, details included), or
+            None when no step made one.
+        answer: the extracted final answer: ``info["answer"]`` when the env gives one, else the
+            verdict's ``details["extracted"]``; None when there is none.
+        turns: model turns played.
+        tool_calls: tool calls made: the env's ``info["tool_calls"]`` count when it keeps one,
+            else the ``<tool_call>`` tags in the model's actions.
+        tool_errors: malformed calls and calls whose tool failed, as the env counted them
+            (``info["tool_errors"]``); None when the env does not count them.
+        error: why an episode with finish reason "error" ended (``"TypeName: message"``).
+    """
+
+    verdict: VerdictLike | None = None
+    answer: Any = None
+    turns: int = 0
+    tool_calls: int = 0
+    tool_errors: int | None = None
+    error: str | None = None
 
 
 @dataclass
@@ -53,7 +102,9 @@ class Trajectory:
         task_id: the task inside the env.
         finish_reason: why the episode ended: "stop" (env terminated), "length" (token budget),
             "max_turns", "truncated" (env truncated) or "error" (env raised).
-        metadata: per-episode stats (turns, tool calls, verdict reason, ...), JSON-serialisable.
+        outcome: the verdict, answer, turns, tool calls and error of the episode.
+        metadata: the rest, JSON-serialisable: ``messages`` (the chat), ``n_model_tokens``,
+            ``n_env_tokens``, ``reset_seed``.
     """
 
     prompt_ids: list[int]
@@ -65,12 +116,27 @@ class Trajectory:
     env_id: str = ""
     task_id: str = ""
     finish_reason: str = "stop"
+    outcome: EpisodeOutcome = field(default_factory=EpisodeOutcome)
     metadata: dict[str, Any] = field(default_factory=dict)
 
     @property
     def reward(self) -> float:
         """The episode's total reward (sum of token-level scores)."""
         return float(sum(self.token_level_scores))
+
+    @property
+    def passed(self) -> bool:
+        """Whether the episode solved its task: the one definition of "passed".
+
+        The final verdict's ``passed`` when a verdict was made, else whether the reward is
+        positive; never for an episode that ended in an error. Training accuracy
+        (``reward/accuracy``) and evaluation pass@k both count this.
+        """
+        if self.finish_reason == ERROR_FINISH_REASON:
+            return False
+        if self.outcome.verdict is not None:
+            return bool(self.outcome.verdict.passed)
+        return self.reward > 0
 
 
 #: Per-token fields filled after collation (by the learner), each ``(B, R)`` or ``None``.

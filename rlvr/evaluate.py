@@ -1,12 +1,14 @@
 """Evaluate checkpoints on an env suite: pass@k tables, plots and browsable episodes.
 
-Three entry points share one implementation:
+One stack, two callers:
 
-- ``evaluate(models, suite, ...)``: from Python; returns the results dict (and writes the report
-  files when ``out_dir`` is given);
-- ``cli_main(argv)``: ``rlvr eval --model PATH [--model PATH ...] --suite NAME ...``;
-- ``Evaluator``: periodic held-out evaluation during training (``maybe_evaluate(step)``) on the
-  trainer's own engine, returning flat ``eval/...`` metrics to log next to the training ones.
+- ``evaluate(models, suite, ...)``: from Python (and ``rlvr eval``, whose arguments
+  ``rlvr.cli`` parses); one ``Evaluator`` per checkpoint; returns the results dict (and writes
+  the report files when ``out_dir`` is given);
+- ``Evaluator``: suite entries, a runner config and an engine; it keeps one episode runner (and
+  so one chat renderer) for its lifetime. During training it evaluates the trainer's own engine
+  (``maybe_evaluate(step)``), returning flat ``eval/...`` metrics to log next to the training
+  ones (``rlvr.training.heldout`` builds the trainer's).
 
 Every suite entry contributes ``n`` tasks (``task_index`` 0..n-1 of the env's split); each task is
 played ``samples`` times. Each episode's sampling seed is derived from ``(seed, entry, task,
@@ -16,36 +18,44 @@ whatever the batching, and every checkpoint is evaluated on exactly the same tas
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib.metadata
 import json
 import platform
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from agents.engine import SamplingParams
 from agents.engines import engine_names
-from rlvr.errors import ConfigError, RlvrError, unknown_name
+from agents.runner import EpisodeRunner, RunnerConfig
+from rlvr.errors import ConfigError, unknown_name
 from rlvr.eval.episodes import write_episodes
 from rlvr.eval.html import write_html
 from rlvr.eval.metrics import aggregate
-from rlvr.eval.plan import PlannedEpisode, SuiteEntry, plan_episodes
+from rlvr.eval.plan import SuiteEntry, plan_episodes
 from rlvr.eval.plots import write_plots
-from rlvr.eval.report import summary_table, write_report
-from rlvr.eval.rollout import make_runner, play
+from rlvr.eval.report import write_report
+from rlvr.eval.rollout import play
 
-__all__ = ["ENGINES", "EvalConfig", "Evaluator", "cli_main", "evaluate", "load_suite_entries"]
+__all__ = [
+    "ENGINES",
+    "Evaluator",
+    "SuiteEvalConfig",
+    "evaluate",
+    "load_suite_entries",
+    "suite_entries",
+    "write_suite",
+]
 
 #: Rollout engines ``evaluate`` can build from a checkpoint path (``agents.engines``).
 ENGINES = engine_names()
 
 
 @dataclass(kw_only=True)
-class EvalConfig:
+class SuiteEvalConfig:
     """How to evaluate (every field is recorded in results.json).
 
     Attributes:
@@ -105,20 +115,29 @@ class EvalConfig:
             raise ConfigError(f"engine must be one of {', '.join(ENGINES)}; got {self.engine!r}")
 
     @classmethod
-    def build(cls, **fields: Any) -> EvalConfig:
-        """``EvalConfig(**fields)``, with an unknown field reported as a ``ConfigError``."""
+    def build(cls, **fields: Any) -> SuiteEvalConfig:
+        """``SuiteEvalConfig(**fields)``, with an unknown field reported as a ``ConfigError``."""
         known = [f.name for f in dataclasses.fields(cls)]
         for name in fields:
             if name not in known:
                 raise unknown_name("evaluation option", name, known)
         return cls(**fields)
 
+    def runner_config(self) -> RunnerConfig:
+        """The episode runner's sampling and limits (``None`` limits keep the runner's)."""
+        config = RunnerConfig(
+            sampling=SamplingParams(temperature=float(self.temperature or 0.0), top_p=self.top_p,
+                                    stop=self.stop),
+            max_tokens_per_turn=self.max_new_tokens,
+        )
+        limits: dict[str, Any] = {"max_turns": self.max_turns,
+                                  "max_response_tokens": self.max_response_tokens}
+        return dataclasses.replace(config, **{k: v for k, v in limits.items() if v is not None})
+
 
 # ----------------------------------------------------------------------------------- suites
 def load_suite_entries(suite: str) -> list[SuiteEntry]:
     """The entries of a suite given by name (``configs/suites/NAME.yaml``) or YAML path.
-
-    Each entry's env is built once to cap ``n_tasks`` at the number of tasks it has.
 
     Raises:
         UnknownNameError: no such suite; the message lists the known suites.
@@ -131,9 +150,17 @@ def load_suite_entries(suite: str) -> list[SuiteEntry]:
     known = envs.list_suites()
     if not is_file and suite not in known:
         raise unknown_name("suite", suite, known)
+    return suite_entries(envs.load_suite(suite).entries)
+
+
+def suite_entries(raw_entries: Sequence[Any]) -> list[SuiteEntry]:
+    """Evaluation entries of ``envs.suites.SuiteEntry`` items (keys made unique, ``n`` capped).
+
+    Each entry's env is built once to cap ``n_tasks`` at the number of tasks it has.
+    """
     entries: list[SuiteEntry] = []
     seen: dict[str, int] = {}
-    for raw in envs.load_suite(suite).entries:
+    for raw in raw_entries:
         key = raw.name or raw.env_id
         seen[key] = seen.get(key, 0) + 1
         if seen[key] > 1:
@@ -150,9 +177,26 @@ def load_suite_entries(suite: str) -> list[SuiteEntry]:
     return entries
 
 
+def write_suite(entries: Sequence[SuiteEntry], path: Path, name: str = "heldout") -> Path:
+    """Write ``entries`` as a suite YAML file (what ``load_suite_entries`` reads), for users.
+
+    The trainer writes its in-memory held-out suite this way, so that ``rlvr eval --suite
+    PATH`` scores checkpoints on the same tasks; nothing reads it back during training.
+    """
+    import yaml
+
+    rows = []
+    for e in entries:
+        kwargs = dict(e.kwargs)
+        rows.append({"env": e.env_id, "name": e.key, "split": kwargs.pop("split", None),
+                     "n_tasks": e.n, "kwargs": kwargs})
+    path.write_text(yaml.safe_dump({"name": name, "entries": rows}, sort_keys=False))
+    return path
+
+
 # ----------------------------------------------------------------------------------- running
 def _build_engine(
-    path: Path, tokenizer: Any, config: EvalConfig, engine_kwargs: Mapping[str, Any]
+    path: Path, tokenizer: Any, config: SuiteEvalConfig, engine_kwargs: Mapping[str, Any]
 ) -> Any:
     """A rollout engine serving the checkpoint at ``path``, options ``engine_kwargs``."""
     from agents.engines import EngineRequest, build_engine
@@ -181,48 +225,6 @@ def model_labels(paths: Sequence[Path]) -> list[str]:
     return [n if names.count(n) == 1 else f"{i}:{n}" for i, n in enumerate(names)]
 
 
-def _runner(engine: Any, tokenizer: Any, config: EvalConfig) -> Any:
-    return make_runner(
-        engine,
-        tokenizer,
-        temperature=float(config.temperature or 0.0),
-        top_p=config.top_p,
-        max_new_tokens=config.max_new_tokens,
-        max_turns=config.max_turns,
-        max_response_tokens=config.max_response_tokens,
-        stop=config.stop,
-    )
-
-
-def _play(
-    engine: Any, tokenizer: Any, planned: Sequence[PlannedEpisode], config: EvalConfig, **kw: Any
-) -> list[dict[str, Any]]:
-    """Play ``planned`` on ``engine`` with a fresh runner (closed afterwards)."""
-    runner = _runner(engine, tokenizer, config)
-    try:
-        return play(runner, tokenizer, planned, concurrency=config.concurrency, **kw)
-    finally:
-        runner.close()
-
-
-def _evaluate_model(
-    path: Path,
-    label: str,
-    planned: Sequence[PlannedEpisode],
-    config: EvalConfig,
-    engine_kwargs: Mapping[str, Any],
-    progress: bool,
-) -> list[dict[str, Any]]:
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(path))
-    engine = _build_engine(path, tokenizer, config, engine_kwargs)
-    try:
-        return _play(engine, tokenizer, planned, config, label=label, progress=progress)
-    finally:
-        engine.close()
-
-
 # ----------------------------------------------------------------------------------- outputs
 def versions() -> dict[str, str]:
     """Versions of Python and of the packages that shape the numbers ("not installed" if absent)."""
@@ -235,13 +237,13 @@ def versions() -> dict[str, str]:
     return out
 
 
-def _results_header(config: EvalConfig, entries: Sequence[SuiteEntry]) -> dict[str, Any]:
+def _results_header(config: Mapping[str, Any], entries: Sequence[SuiteEntry]) -> dict[str, Any]:
     """The parts of results.json that describe the run (config, seed, versions, suite)."""
     return {
-        "config": asdict(config),
-        "seed": config.seed,
+        "config": dict(config),
+        "seed": config["seed"],
         "versions": versions(),
-        "suite": {"name": config.suite, "entries": [asdict(e) for e in entries]},
+        "suite": {"name": config["suite"], "entries": [asdict(e) for e in entries]},
         "envs": [e.key for e in entries],
     }
 
@@ -295,11 +297,11 @@ def evaluate(
             ``device``; ``agents.sglang.SGLangOptions`` fields for sglang).
         imports: modules to import first (third-party packages that register envs).
         progress: show a progress bar.
-        **options: other ``EvalConfig`` fields: ``top_p``, ``max_new_tokens``,
+        **options: other ``SuiteEvalConfig`` fields: ``top_p``, ``max_new_tokens``,
             ``max_response_tokens``, ``stop``, ``concurrency``.
 
     Returns:
-        The results dict: ``config`` (the ``EvalConfig``), ``seed``, ``versions``, ``suite``
+        The results dict: ``config`` (the ``SuiteEvalConfig``), ``seed``, ``versions``, ``suite``
         (name and entries), ``envs`` (entry keys), ``models`` (``label``, ``path``,
         ``metrics``: one ``rlvr.eval.metrics.summarize`` dict per env and ``"overall"``),
         ``timing`` (seconds per checkpoint), and ``plots`` when files were written.
@@ -308,7 +310,7 @@ def evaluate(
         ConfigError: a bad argument or model path (the message names it).
         UnknownNameError: an unknown suite (the message lists the suites) or option.
     """
-    config = EvalConfig.build(
+    config = SuiteEvalConfig.build(
         suite=str(suite),
         samples=samples,
         temperature=temperature,
@@ -326,12 +328,13 @@ def evaluate(
 
         import_plugins(imports)
     entries = load_suite_entries(config.suite)
-    planned = plan_episodes(entries, config.samples, config.seed)
-    results: dict[str, Any] = {**_results_header(config, entries), "models": [], "timing": {}}
+    results: dict[str, Any] = {
+        **_results_header(asdict(config), entries), "models": [], "timing": {}
+    }
     all_records: list[dict[str, Any]] = []
     for path, label in zip(resolved, model_labels(resolved), strict=True):
         start = time.perf_counter()
-        records = _evaluate_model(path, label, planned, config, engine_kwargs or {}, progress)
+        records = _evaluate_model(path, label, entries, config, engine_kwargs or {}, progress)
         results["timing"][label] = round(time.perf_counter() - start, 3)
         metrics = aggregate(records, config.samples, results["envs"])
         results["models"].append({"label": label, "path": str(path), "metrics": metrics})
@@ -339,119 +342,6 @@ def evaluate(
     if out_dir is not None:
         write_outputs(results, all_records, Path(out_dir))
     return results
-
-
-# ----------------------------------------------------------------------------------- CLI
-def build_parser() -> argparse.ArgumentParser:
-    """The ``rlvr eval`` argument parser."""
-    parser = argparse.ArgumentParser(
-        prog="rlvr eval",
-        description="Evaluate checkpoints on an env suite: pass@k table, report.md, plots, "
-        "episodes.jsonl and episodes.html.",
-    )
-    add = parser.add_argument
-    add(
-        "--model",
-        action="append",
-        required=True,
-        metavar="PATH",
-        help="HF checkpoint directory; repeat to compare (deltas are vs the first)",
-    )
-    add("--suite", required=True, help="suite name (configs/suites/NAME.yaml) or a YAML path")
-    add("--samples", type=int, default=1, help="episodes per task: the k of pass@k (default 1)")
-    add(
-        "--temperature",
-        type=float,
-        default=None,
-        help="sampling temperature (default: 0 for --samples 1, else 1.0)",
-    )
-    add("--top-p", type=float, default=1.0, help="nucleus sampling mass (default 1.0)")
-    add(
-        "--max-turns",
-        type=int,
-        default=None,
-        help="model turns per episode (default: the runner's)",
-    )
-    add("--max-new-tokens", type=int, default=256, help="tokens per model turn (default 256)")
-    add("--max-response-tokens", type=int, default=None, help="model + env tokens per episode")
-    add(
-        "--stop",
-        action="append",
-        default=[],
-        metavar="TEXT",
-        help="extra string that ends a model turn; repeatable",
-    )
-    add("--out", default=None, metavar="DIR", help="output directory (default outputs/eval/SUITE)")
-    add("--seed", type=int, default=0, help="root seed of every episode (default 0)")
-    add("--engine", choices=ENGINES, default="transformers", help="rollout engine")
-    add("--device", default=None, help="device for the transformers engine (default cpu)")
-    add("--sglang-url", default=None, metavar="URL",
-        help="with --engine sglang: attach to this server (it loads each --model from disk) "
-             "instead of launching one per model")
-    add("--sglang-allow-unseeded", action="store_true",
-        help="with --engine sglang: accept a server that ignores sampling seeds (CPU sglang); "
-             "sampled episodes are then not reproducible")
-    add(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import a module first (it registers its envs); repeatable",
-    )
-    add("--concurrency", type=int, default=64, help="episodes in flight (default 64)")
-    add("--no-progress", action="store_true", help="hide the progress bar")
-    return parser
-
-
-def cli_main(argv: Sequence[str] | None = None) -> int:
-    """``rlvr eval ...``: run ``evaluate``, write the report files, print the summary table.
-
-    Args:
-        argv: the arguments after ``eval`` (default: ``sys.argv[2:]``).
-
-    Returns:
-        The exit status: 0 on success, 2 on a bad argument, suite, model path or env (the
-        message goes to stderr).
-    """
-    from agents.errors import AgentError
-    from envs.errors import EnvError
-
-    args = build_parser().parse_args(list(sys.argv[2:] if argv is None else argv))
-    out = Path(args.out) if args.out else Path("outputs") / "eval" / Path(args.suite).stem
-    engine_kwargs: dict[str, Any] = {}
-    if args.device and args.engine == "transformers":
-        engine_kwargs["device"] = args.device
-    if args.engine == "sglang":
-        if args.sglang_url:
-            engine_kwargs["url"] = args.sglang_url
-        if args.sglang_allow_unseeded:
-            engine_kwargs["allow_unseeded"] = True
-    try:
-        results = evaluate(
-            args.model,
-            args.suite,
-            samples=args.samples,
-            temperature=args.temperature,
-            max_turns=args.max_turns,
-            out_dir=out,
-            seed=args.seed,
-            engine=args.engine,
-            engine_kwargs=engine_kwargs,
-            imports=args.imports,
-            progress=not args.no_progress,
-            top_p=args.top_p,
-            max_new_tokens=args.max_new_tokens,
-            max_response_tokens=args.max_response_tokens,
-            stop=tuple(args.stop),
-            concurrency=args.concurrency,
-        )
-    except (RlvrError, EnvError, AgentError) as err:
-        print(f"rlvr eval: error: {err}", file=sys.stderr)
-        return 2
-    print(summary_table(results))
-    print(f"\nwrote {out}/: results.json, report.md, plots/, episodes.jsonl, episodes.html")
-    return 0
 
 
 # ----------------------------------------------------------------------------------- training
@@ -467,102 +357,137 @@ def flatten_metrics(
     return flat
 
 
+def _evaluate_model(
+    path: Path,
+    label: str,
+    entries: Sequence[SuiteEntry],
+    config: SuiteEvalConfig,
+    engine_kwargs: Mapping[str, Any],
+    progress: bool,
+) -> list[dict[str, Any]]:
+    """The episodes.jsonl records of the checkpoint at ``path`` (its own engine and runner)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    engine = _build_engine(path, tokenizer, config, engine_kwargs)
+    try:
+        evaluator = Evaluator(entries, config.runner_config(), engine=engine, tokenizer=tokenizer,
+                              samples=config.samples, seed=config.seed,
+                              concurrency=config.concurrency, progress=progress,
+                              record=asdict(config))
+        try:
+            return evaluator.play(label)
+        finally:
+            evaluator.close()
+    finally:
+        engine.close()
+
+
 class Evaluator:
-    """Held-out evaluation during training, on the trainer's own engine (weights shared).
+    """Plays a suite's planned episodes on one engine, with one runner for its lifetime.
 
     Every evaluation plays the same planned episodes (same tasks, same seeds), so the numbers
-    of different steps compare fairly.
+    of different steps compare fairly. Call ``close()`` at the end (it stops the runner's env
+    threads; the engine belongs to the caller).
 
     Args:
-        suite: a suite name or YAML path (the held-out tasks).
-        engine: the rollout engine holding the current policy (an ``agents`` engine).
+        entries: the suite entries (``load_suite_entries``, or built in memory).
+        runner: the episode runner's sampling and limits (``SuiteEvalConfig.runner_config``).
+        engine: the rollout engine holding the policy (an ``agents`` engine).
         tokenizer: the policy's tokenizer.
-        every: evaluate when ``step % every == 0`` (0 disables periodic evaluation).
-        samples: episodes per task (k of pass@k).
-        temperature: sampling temperature (None = greedy for one sample, else 1.0).
-        max_turns: model turns per episode (None = the runner's default).
+        samples: episodes per task (k of pass@k), >= 1.
         seed: root seed of the episodes.
-        out_dir: if set, each evaluation writes ``out_dir/step_{step:06d}/`` (results.json,
+        every: ``maybe_evaluate`` evaluates when ``step % every == 0`` (0: never).
+        concurrency: episodes in flight at once, >= 1.
+        out_dir: if set, each ``evaluate`` writes ``out_dir/step_{step:06d}/`` (results.json,
             report.md, plots/, episodes.jsonl, episodes.html).
         prefix: the first component of the returned metric names.
         progress: show a progress bar.
-        **options: other ``EvalConfig`` fields (``max_new_tokens``, ``max_response_tokens``,
-            ``top_p``, ``stop``, ``concurrency``).
+        record: the ``config`` written into results.json (default: the suite name "heldout",
+            samples, seed, the runner's temperature and turns, the engine's type).
 
     Raises:
         ConfigError: a bad argument (the message names it).
-        UnknownNameError: an unknown suite (the message lists the suites).
     """
 
     def __init__(
         self,
-        suite: str | Path,
+        entries: Sequence[SuiteEntry],
+        runner: RunnerConfig,
         *,
         engine: Any,
         tokenizer: Any,
-        every: int,
         samples: int = 1,
-        temperature: float | None = None,
-        max_turns: int | None = None,
         seed: int = 0,
+        every: int = 0,
+        concurrency: int = 64,
         out_dir: str | Path | None = None,
         prefix: str = "eval",
         progress: bool = False,
-        **options: Any,
+        record: Mapping[str, Any] | None = None,
     ) -> None:
         if isinstance(every, bool) or not isinstance(every, int) or every < 0:
             raise ConfigError(f"every must be an int >= 0 (0 = never); got {every!r}")
-        self.config = EvalConfig.build(
-            suite=str(suite),
-            samples=samples,
-            temperature=temperature,
-            max_turns=max_turns,
-            seed=seed,
-            **options,
-        )
+        for name, value in (("samples", samples), ("concurrency", concurrency)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be an int >= 1; got {value!r}")
+        self.entries = list(entries)
+        self.samples = samples
         self.every = every
-        self.engine = engine
-        self.tokenizer = tokenizer
+        self.concurrency = concurrency
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.prefix = prefix
         self.progress = progress
-        self.entries = load_suite_entries(self.config.suite)
-        self.planned = plan_episodes(self.entries, self.config.samples, self.config.seed)
+        self.record = dict(record) if record is not None else {
+            "suite": "heldout", "samples": samples, "seed": seed,
+            "temperature": runner.sampling.temperature, "max_turns": runner.max_turns,
+            "engine": type(engine).__name__,
+        }
+        self.tokenizer = tokenizer
+        self.runner = EpisodeRunner(engine, tokenizer, runner)
+        self.planned = plan_episodes(self.entries, samples, seed)
         self.last_results: dict[str, Any] | None = None
         self.last_records: list[dict[str, Any]] = []
+
+    def play(self, label: str) -> list[dict[str, Any]]:
+        """Play every planned episode; their episodes.jsonl records, in plan order."""
+        return play(self.runner, self.tokenizer, self.planned, label=label,
+                    concurrency=self.concurrency, progress=self.progress)
 
     def maybe_evaluate(self, step: int) -> dict[str, float] | None:
         """Evaluate if ``step`` is due (``every > 0`` and ``step % every == 0``), else None.
 
         Returns:
-            None when the step is not due; else ``{"<prefix>/<env>/<metric>": float}`` for
-            every env of the suite and ``"overall"``, with the numeric metrics of
-            ``rlvr.eval.metrics.summarize``: e.g. ``eval/overall/pass@1``,
-            ``eval/overall/mean_reward``, ``eval/arith/maj@4``, ``eval/arith/mean_turns``
-            (metrics that are n/a, such as maj@k without answers, are left out).
+            None when the step is not due; else what ``evaluate`` returns.
         """
         if self.every == 0 or step % self.every != 0:
             return None
         return self.evaluate(step)
 
     def evaluate(self, step: int) -> dict[str, float]:
-        """Evaluate now (see ``maybe_evaluate`` for the returned metrics)."""
+        """Evaluate now.
+
+        Returns:
+            ``{"<prefix>/<env>/<metric>": float}`` for every env of the suite and ``"overall"``,
+            with the numeric metrics of ``rlvr.eval.metrics.summarize`` (e.g.
+            ``eval/overall/pass@1``, ``eval/overall/mean_reward``, ``eval/arith/maj@4``,
+            ``eval/arith/mean_turns``; metrics that are n/a, such as maj@k without answers, are
+            left out), and ``"<prefix>/accuracy"``: the overall pass@1.
+        """
         label = f"step_{step:06d}"
-        records = _play(
-            self.engine,
-            self.tokenizer,
-            self.planned,
-            self.config,
-            label=label,
-            progress=self.progress,
-        )
+        records = self.play(label)
         self.last_records = records
-        metrics = aggregate(records, self.config.samples, [e.key for e in self.entries])
+        metrics = aggregate(records, self.samples, [e.key for e in self.entries])
         self.last_results = {
-            **_results_header(self.config, self.entries),
+            **_results_header(self.record, self.entries),
             "step": step,
             "models": [{"label": label, "path": "(training policy)", "metrics": metrics}],
         }
         if self.out_dir is not None:
             write_outputs(self.last_results, records, self.out_dir / label)
-        return flatten_metrics(metrics, self.prefix)
+        flat = flatten_metrics(metrics, self.prefix)
+        return {**flat, f"{self.prefix}/accuracy": flat[f"{self.prefix}/overall/pass@1"]}
+
+    def close(self) -> None:
+        """Stop the runner's env threads (the engine is the caller's to close)."""
+        self.runner.close()

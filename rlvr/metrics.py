@@ -201,21 +201,16 @@ def all_reduce_sums(values: Sequence[float], device: torch.device) -> list[float
     return t.tolist()
 
 
-def _passed(traj: Trajectory) -> float:
-    """1.0 when the verifier's last verdict passed (else whether the reward is positive)."""
-    verdict = traj.metadata.get("verdict")
-    if isinstance(verdict, dict) and verdict.get("passed") is not None:
-        return float(bool(verdict["passed"]))
-    return float(traj.reward > 0)
-
-
 def rollout_metrics(trajs: Sequence[Trajectory], device: torch.device) -> dict[str, float]:
-    """Reward mean/std, accuracy, response length, turns and finish reasons over all ranks."""
+    """Reward mean/std, accuracy, response length, turns and finish reasons over all ranks.
+
+    ``reward/accuracy`` is the share of ``Trajectory.passed`` episodes (what eval's pass@1 counts).
+    """
     rewards = [t.reward for t in trajs]
     lengths = [float(sum(t.response_mask)) for t in trajs]
-    turns = [float(t.metadata.get("turns", 1)) for t in trajs]
+    turns = [float(t.outcome.turns) for t in trajs]
     sums = all_reduce_sums([
-        len(trajs), sum(rewards), sum(r * r for r in rewards), sum(_passed(t) for t in trajs),
+        len(trajs), sum(rewards), sum(r * r for r in rewards), sum(t.passed for t in trajs),
         sum(lengths), sum(turns), sum(t.finish_reason == "length" for t in trajs),
         sum(t.finish_reason == "error" for t in trajs),
     ], device)

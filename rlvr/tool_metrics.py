@@ -1,6 +1,6 @@
 """Per-step metrics of tool use in the training episodes (summed over all ranks).
 
-Read from each trajectory's metadata as the episode runner fills it: ``tool_calls`` (calls made,
+Read from each trajectory's outcome as the episode runner fills it: ``tool_calls`` (calls made,
 malformed ones included) and ``tool_errors`` (malformed calls and calls whose tool failed; None
 when the env does not count them). Turns per episode and accuracy are in
 ``rlvr.metrics.rollout_metrics`` (``response/turns_mean``, ``reward/accuracy``).
@@ -26,9 +26,9 @@ def tool_metrics(trajs: Sequence[Trajectory], device: torch.device) -> dict[str,
         an error / all calls; NaN, logged as null, when no episode called a tool). Empty
         when the env counts no tool calls at all (not a tool env).
     """
-    counted = any(t.metadata.get("tool_errors") is not None for t in trajs)
-    calls = [int(t.metadata.get("tool_calls") or 0) for t in trajs]
-    errors = [int(t.metadata.get("tool_errors") or 0) for t in trajs]
+    counted = any(t.outcome.tool_errors is not None for t in trajs)
+    calls = [t.outcome.tool_calls for t in trajs]
+    errors = [t.outcome.tool_errors or 0 for t in trajs]
     n, total_calls, total_errors, with_call, counted_ranks = all_reduce_sums(
         [len(trajs), sum(calls), sum(errors), sum(c > 0 for c in calls), counted], device)
     if not counted_ranks and not total_calls:

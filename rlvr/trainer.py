@@ -55,11 +55,12 @@ from rlvr.learner.worker import barrier
 from rlvr.metrics import MetricsLogger, all_reduce_sums, rollout_metrics
 from rlvr.tool_metrics import tool_metrics
 from rlvr.training.env_tokens import EnvTokenGuard
+from rlvr.training.heldout import heldout_evaluator
 from rlvr.training.snapshots import EpisodeSnapshots
 from rlvr.training.state import Checkpoints, StageTimer, TrainerState
 from rlvr.training.stream import EpisodeStream, derived_seed, gather_objects, gather_rows
 from rlvr.training.sync_guard import SyncGuard
-from rlvr.training.warmup import HeldOut, check_env, suite_for_env, warm_up
+from rlvr.training.warmup import check_env, warm_up
 
 if TYPE_CHECKING:
     from agents.engines import BuiltEngine
@@ -178,9 +179,10 @@ class Trainer:
         self.sync_weights()  # also on a fresh run: the engine may hold other weights
         self.heldout = None
         if self.is_main:
-            suite = cfg.eval.suite or suite_for_env(cfg, cfg.eval.tasks,
-                                                     self.out / "eval_suite.yaml")
-            self.heldout = HeldOut(cfg, self.engine, self.tokenizer, suite, cfg.eval.every)
+            self.heldout = heldout_evaluator(cfg, self.engine, self.tokenizer,
+                                             suite=cfg.eval.suite, tasks=cfg.eval.tasks,
+                                             every=cfg.eval.every,
+                                             suite_path=self.out / "eval_suite.yaml")
         t = cfg.trainer
         self.logger = MetricsLogger(self.out, total_steps=t.steps, start_step=self.state.step,
                                     enabled=self.is_main, tensorboard=t.tensorboard,
@@ -250,7 +252,7 @@ class Trainer:
             metrics |= self._throughput(batch, timer, metrics["perf/rollout_tokens"])
             if self.heldout is not None:
                 with timer("eval"), self.engine_weights():
-                    metrics |= self.heldout.maybe_evaluate(step)
+                    metrics |= self.heldout.maybe_evaluate(step) or {}
             metrics |= timer.metrics()
             self.logger.log(step, metrics)
             result.history.append(metrics)
@@ -357,6 +359,8 @@ class Trainer:
     def close(self) -> None:
         """Stop the engine and the runner's env threads; restore torch's thread count."""
         self.runner.close()
+        if self.heldout is not None:
+            self.heldout.close()
         self.engine.close()
         torch.set_num_threads(self.threads_before)
 

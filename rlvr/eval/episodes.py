@@ -5,8 +5,9 @@ recomputed from the file alone:
 
 - identity: ``model`` (checkpoint label), ``env`` (suite entry key), ``env_id``, ``task_id``,
   ``sample`` (0-based sample index within the task), ``group_id``;
-- outcome: ``reward`` (sum of token-level scores), ``score`` / ``passed`` / ``verdict_reason``
-  (the final verdict; score falls back to the reward clipped to [0, 1] when there is none),
+- outcome (``Trajectory.outcome``): ``reward`` (sum of token-level scores), ``score`` /
+  ``verdict_reason`` (the final verdict; score falls back to the reward clipped to [0, 1] when
+  there is none), ``passed`` (``Trajectory.passed``, the definition training accuracy uses too),
   ``answer`` (the normalised extracted final answer, or None), ``finish_reason``;
 - stats: ``turns``, ``tool_calls``, ``tool_call_errors`` (malformed or failed calls; None when
   the env does not check tool calls),
@@ -115,40 +116,6 @@ def segments(
     return out, turn_rewards
 
 
-def _verdict(meta: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The final verdict of an episode's metadata as a dict (empty when there is none)."""
-    verdict = meta.get("verdict")
-    if verdict is None:
-        return {}
-    if isinstance(verdict, Mapping):
-        return verdict
-    return {
-        "score": getattr(verdict, "score", None),
-        "passed": getattr(verdict, "passed", None),
-        "reason": getattr(verdict, "reason", None),
-        "details": getattr(verdict, "details", {}) or {},
-    }
-
-
-def _answer(meta: Mapping[str, Any], verdict: Mapping[str, Any]) -> Any:
-    """The extracted final answer: metadata ``answer``, else the verdict's details."""
-    if meta.get("answer") is not None:
-        return meta["answer"]
-    details = verdict.get("details") or {}
-    for key in ("extracted", "extracted_answer", "predicted", "prediction"):
-        if details.get(key) is not None:
-            return details[key]
-    return None
-
-
-def _tool_errors(meta: Mapping[str, Any]) -> int | None:
-    """Malformed or failed tool calls as the env counted them; None when the env does not."""
-    for key in ("tool_errors", "tool_call_errors"):
-        if meta.get(key) is not None:
-            return int(meta[key])
-    return None
-
-
 def _jsonable(value: Any) -> Any:
     """``value`` made JSON-serialisable (unknown objects become their ``repr``)."""
     return json.loads(json.dumps(value, default=repr))
@@ -160,9 +127,8 @@ def episode_record(
     """The episodes.jsonl record of one trajectory (fields in the module docstring).
 
     Args:
-        traj: the episode as the runner returned it; ``traj.metadata`` may carry ``verdict``
-            (a Verdict or its dict), ``answer``, ``turns``, ``tool_calls``, ``tool_errors``
-            (or ``tool_call_errors``), ``error`` and ``messages``.
+        traj: the episode as the runner returned it (its ``outcome`` and
+            ``metadata["messages"]``).
         model: the checkpoint label.
         env: the suite entry key the episode belongs to.
         sample: the sample index within its task.
@@ -171,12 +137,10 @@ def episode_record(
     Returns:
         The record (JSON-serialisable).
     """
-    meta = traj.metadata or {}
-    verdict = _verdict(meta)
+    outcome = traj.outcome
+    verdict = outcome.verdict
     reward = traj.reward
-    score = verdict.get("score")
-    if score is None:
-        score = min(max(reward, 0.0), 1.0)
+    score = verdict.score if verdict is not None else min(max(reward, 0.0), 1.0)
     segs, turn_rewards = segments(
         traj.prompt_ids, traj.response_ids, traj.response_mask, traj.token_level_scores, decode
     )
@@ -190,16 +154,16 @@ def episode_record(
             "group_id": str(traj.group_id),
             "reward": reward,
             "score": float(score),
-            "passed": bool(verdict.get("passed", False)),
-            "verdict_reason": verdict.get("reason"),
-            "answer": normalize_answer(_answer(meta, verdict)),
+            "passed": traj.passed,
+            "verdict_reason": verdict.reason if verdict is not None else None,
+            "answer": normalize_answer(outcome.answer),
             "finish_reason": traj.finish_reason,
-            "turns": int(meta.get("turns", len(turn_rewards))),
-            "tool_calls": int(meta.get("tool_calls", 0)),
-            "tool_call_errors": _tool_errors(meta),
-            "error": meta.get("error"),
+            "turns": outcome.turns,
+            "tool_calls": outcome.tool_calls,
+            "tool_call_errors": outcome.tool_errors,
+            "error": outcome.error,
             "model_tokens": int(sum(traj.response_mask)),
-            "messages": meta.get("messages", []),
+            "messages": traj.metadata.get("messages", []),
             "prompt_ids": traj.prompt_ids,
             "response_ids": traj.response_ids,
             "response_mask": traj.response_mask,

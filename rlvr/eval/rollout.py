@@ -5,9 +5,7 @@ seeded with the episode's planned seed, so the engine batches them while every e
 sampling depends only on its own seed (not on its position in a batch). A tqdm bar advances as
 episodes finish.
 
-The final answer for maj@k: envs report it as ``info["verdict"].details["extracted"]`` (the
-answer the verifier graded). ``AnswerInfo`` copies it into ``info["answer"]``, which the runner
-keeps in ``Trajectory.metadata["answer"]``.
+The final answer for maj@k is ``Trajectory.outcome.answer``, which the runner fills.
 """
 
 from __future__ import annotations
@@ -17,58 +15,11 @@ import concurrent.futures
 from collections.abc import Sequence
 from typing import Any
 
-import gymnasium
-
 from rlvr.data import Trajectory
 from rlvr.eval.episodes import episode_record
 from rlvr.eval.plan import PlannedEpisode
 
-__all__ = ["AnswerInfo", "make_runner", "play"]
-
-
-class AnswerInfo(gymnasium.Wrapper):  # type: ignore[type-arg]
-    """Adds ``info["answer"]`` (the verdict's extracted answer) to every step that has one."""
-
-    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
-        """``env.step``, with ``info["answer"]`` set from ``info["verdict"].details``."""
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        verdict = info.get("verdict")
-        details = getattr(verdict, "details", None)
-        if details is None and isinstance(verdict, dict):
-            details = verdict.get("details")
-        extracted = (details or {}).get("extracted")
-        if "answer" not in info and extracted is not None:
-            info = {**info, "answer": extracted}
-        return obs, reward, bool(terminated), bool(truncated), info
-
-
-def make_runner(
-    engine: Any,
-    tokenizer: Any,
-    *,
-    temperature: float,
-    top_p: float,
-    max_new_tokens: int,
-    max_turns: int | None,
-    max_response_tokens: int | None,
-    stop: Sequence[str] = (),
-) -> Any:
-    """An ``agents.EpisodeRunner`` with the evaluation's sampling and limits.
-
-    ``None`` limits keep the runner's defaults. ``max_new_tokens`` is the per-turn budget.
-    """
-    from agents.engine import SamplingParams
-    from agents.runner import EpisodeRunner, RunnerConfig
-
-    options: dict[str, Any] = {
-        "sampling": SamplingParams(temperature=temperature, top_p=top_p, stop=tuple(stop)),
-        "max_tokens_per_turn": max_new_tokens,
-    }
-    if max_turns is not None:
-        options["max_turns"] = max_turns
-    if max_response_tokens is not None:
-        options["max_response_tokens"] = max_response_tokens
-    return EpisodeRunner(engine, tokenizer, RunnerConfig(**options))
+__all__ = ["play"]
 
 
 def _spec(p: PlannedEpisode) -> Any:
@@ -77,7 +28,7 @@ def _spec(p: PlannedEpisode) -> Any:
     def factory() -> Any:
         import envs
 
-        return AnswerInfo(envs.make(p.entry.env_id, **p.entry.kwargs))
+        return envs.make(p.entry.env_id, **p.entry.kwargs)
 
     return EpisodeSpec(
         env_factory=factory,
@@ -123,7 +74,7 @@ def play(
     """Play every planned episode and return their episodes.jsonl records, in plan order.
 
     Args:
-        runner: an ``agents.EpisodeRunner`` (see ``make_runner``).
+        runner: an ``agents.EpisodeRunner`` (``rlvr.evaluate.Evaluator`` keeps one).
         tokenizer: decodes tokens for the records' text segments (special tokens kept).
         planned: the episodes (``rlvr.eval.plan.plan_episodes``).
         label: the checkpoint label written into each record (and shown on the bar).

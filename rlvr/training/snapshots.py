@@ -31,7 +31,7 @@ class EpisodeSnapshots:
         """Keep the first ``n`` episodes of ``evaluator``'s last evaluation under ``label``."""
         if self.n <= 0 or evaluator is None:
             return
-        for record in evaluator.evaluator.last_records[: self.n]:
+        for record in evaluator.last_records[: self.n]:
             self.records.append({**record, "model": label})
 
     def write(self, title: str = "held-out episodes before and after RL") -> Path | None:

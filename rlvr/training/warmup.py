@@ -1,15 +1,14 @@
-"""Before RL: the env check, held-out evaluation on the training engine, the supervised warm-up."""
+"""Before RL: the env check and the supervised warm-up (scored by held-out evaluation)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from rlvr.config import TrainConfig, merge
 from rlvr.learner import DistInfo
 from rlvr.learner.worker import barrier
+from rlvr.training.heldout import heldout_evaluator
 
 
 def check_env(config: TrainConfig) -> int | None:
@@ -39,51 +38,6 @@ def check_env(config: TrainConfig) -> int | None:
 
 
 
-def suite_for_env(config: TrainConfig, tasks: int, path: Path) -> str:
-    """Write a one-entry suite (the training env's held-out split) and return its path."""
-    kwargs = merge(config.env.kwargs, config.env.eval_kwargs)
-    split = kwargs.pop("split", "test")
-    entry = {"env": config.env.id, "name": "heldout", "split": split, "n_tasks": tasks,
-             "kwargs": kwargs}
-    path.write_text(yaml.safe_dump({"name": "heldout", "entries": [entry]}, sort_keys=False))
-    return str(path)
-
-
-
-class HeldOut:
-    """Held-out greedy evaluation on the training engine (``rlvr.evaluate.Evaluator``).
-
-    Adds ``eval/accuracy`` (pass@1 over the suite) to the evaluator's ``eval/...`` metrics.
-    """
-
-    def __init__(self, config: TrainConfig, engine: Any, tokenizer: Any, suite: str,
-                 every: int) -> None:
-        from rlvr.evaluate import Evaluator
-
-        ev = config.eval
-        self.evaluator = Evaluator(
-            suite, engine=engine, tokenizer=tokenizer, every=every, samples=ev.samples,
-            max_turns=config.rollout.runner.max_turns, max_new_tokens=ev.max_new_tokens,
-            seed=config.trainer.seed, progress=False,
-        )
-
-    @staticmethod
-    def _with_accuracy(metrics: dict[str, float]) -> dict[str, float]:
-        for key in ("eval/overall/pass@1", "eval/heldout/pass@1"):
-            if key in metrics:
-                return {**metrics, "eval/accuracy": metrics[key]}
-        return metrics
-
-    def maybe_evaluate(self, step: int) -> dict[str, float]:
-        """The metrics when ``step`` is due, else ``{}``."""
-        return self._with_accuracy(self.evaluator.maybe_evaluate(step) or {})
-
-    def evaluate(self, step: int) -> dict[str, float]:
-        """Evaluate now."""
-        return self._with_accuracy(self.evaluator.evaluate(step))
-
-
-
 def warm_up(config: TrainConfig, base_dir: Path, tokenizer: Any, info: DistInfo,
             log: Any) -> tuple[Path, Any]:
     """Run the supervised warm-up on rank 0 and save it as ``output_dir/sft_model``.
@@ -106,8 +60,8 @@ def warm_up(config: TrainConfig, base_dir: Path, tokenizer: Any, info: DistInfo,
     if info.is_main:
         model = load_causal_lm(base_dir, info.device)
         engine = TransformersEngine(model, tokenizer, max_batch_size=64)
-        suite = suite_for_env(config, config.sft.eval_tasks, target.parent / "sft_suite.yaml")
-        heldout = HeldOut(config, engine, tokenizer, suite, every=0)
+        heldout = heldout_evaluator(config, engine, tokenizer, suite=None,
+                                    tasks=config.sft.eval_tasks, every=0)
         examples, encode = warmup_examples(config, tokenizer)
         check = (exact_match_check(config, tokenizer, model) if config.sft.check == "exact_match"
                  else lambda: heldout.evaluate(0)["eval/accuracy"])
@@ -120,6 +74,7 @@ def warm_up(config: TrainConfig, base_dir: Path, tokenizer: Any, info: DistInfo,
                             else "held-out accuracy"),
             )
         finally:
+            heldout.close()
             engine.close()
         save_model(model, tokenizer, target)
     barrier()

@@ -156,7 +156,7 @@ def test_bookkeeping_is_token_exact_for_any_turn_endings(tiny_tokenizer, data, n
     runner.close()
     # tool_end stops the turn: the scripted eos after it is never generated
     model_turns = [t[: t.index(tool_end) + 1] if tool_end in t else t for t in turns]
-    assert traj.finish_reason == "stop" and traj.metadata["turns"] == n_turns
+    assert traj.finish_reason == "stop" and traj.outcome.turns == n_turns
     assert [t for t, m in zip(traj.response_ids, traj.response_mask) if m] == sum(model_turns, [])
     # every engine input is exactly the trajectory prefix, each turn starting after the last
     full = traj.prompt_ids + traj.response_ids

@@ -35,11 +35,11 @@ def test_tool_use_episode_with_a_real_tool_call(tiny_tokenizer):
                         cfg)[0]
     assert traj.finish_reason == "stop", traj.metadata
     assert traj.env_id == "rlvr/ToolUse-v0" and traj.task_id
-    assert traj.metadata["turns"] == 2
-    assert traj.metadata["tool_calls"] == 1 and traj.metadata["tool_errors"] == 0
+    assert traj.outcome.turns == 2
+    assert traj.outcome.tool_calls == 1 and traj.outcome.tool_errors == 0
     tool_msgs = [m for m in traj.metadata["messages"] if m["role"] == "tool"]
     assert tool_msgs and tool_msgs[0]["content"].strip() == "5"
-    assert traj.metadata["verdict"]["reason"]
+    assert traj.outcome.verdict.reason
     # the tool turn's </tool_call> is a model token; the closing <|im_end|> after it is not
     tool_end = tiny_tokenizer.convert_tokens_to_ids("</tool_call>")
     i = traj.response_ids.index(tool_end)
@@ -56,12 +56,12 @@ def test_code_episode_places_the_format_span(tiny_tokenizer):
     spec = EpisodeSpec(env_id="rlvr/Code-v0", env_kwargs={"format_reward": 0.1}, seed=1)
     traj = run_episodes(engine, tiny_tokenizer, [spec], cfg)[0]
     assert traj.finish_reason == "stop", traj.metadata
-    assert traj.metadata["verdict"]["reason"]
+    assert traj.outcome.verdict.reason
     scores = traj.token_level_scores
     nonzero = [k for k, s in enumerate(scores) if s]
     # the span covers the code block, which ends at the last action token (before eos)
     assert len(traj.response_ids) - 2 in nonzero
-    assert traj.reward == pytest.approx(traj.metadata["verdict"]["score"] + 0.1)
+    assert traj.reward == pytest.approx(traj.outcome.verdict.score + 0.1)
 
 
 def test_tiny_model_on_tool_use_and_code(engine, tiny_model, tiny_tokenizer, frequent_stops):

@@ -57,7 +57,7 @@ def test_multi_turn_masks_alignment_and_logprobs(engine, tiny_model, tiny_tokeni
     assert len(trajs) == 6
     reasons = {t.finish_reason for t in trajs}
     assert reasons <= {"stop", "length"}
-    multi = [t for t in trajs if t.metadata["turns"] == 3]
+    multi = [t for t in trajs if t.outcome.turns == 3]
     assert multi, "expected some 3-turn episodes"
     for traj in trajs:
         n = len(traj.response_ids)
@@ -71,9 +71,10 @@ def test_multi_turn_masks_alignment_and_logprobs(engine, tiny_model, tiny_tokeni
         _assert_text_matches_template(tiny_tokenizer, traj, [CALC_TOOL])
     for traj in multi:
         assert traj.finish_reason == "stop"
-        assert traj.metadata["verdict"] == {"score": 1.0, "passed": True, "reason": "correct"}
-        assert traj.metadata["answer"] == "42" and traj.metadata["tool_calls"] == 2
-        assert traj.metadata["tool_errors"] == 1
+        verdict = traj.outcome.verdict
+        assert (verdict.score, verdict.passed, verdict.reason) == (1.0, True, "correct")
+        assert traj.outcome.answer == "42" and traj.outcome.tool_calls == 2
+        assert traj.outcome.tool_errors == 1
         # env tokens exist between turns and contain the tool response
         env_text = tiny_tokenizer.decode([t for t, m in zip(traj.response_ids, traj.response_mask)
                                           if m == 0])
@@ -100,7 +101,7 @@ def test_greedy_logprobs_are_reported_at_temperature_one(engine, tiny_model, tin
         mine, engine_lp = recompute_logprobs(tiny_model, traj, 1.0)
         assert (mine - engine_lp).abs().max().item() < 1e-4
     # greedy: both episodes see identical prompts up to the seed in the question, so same turns
-    assert trajs[0].metadata["turns"] >= 1
+    assert trajs[0].outcome.turns >= 1
 
 
 def test_temperature_scaled_logprobs(engine, tiny_model, tiny_tokenizer, frequent_stops):
@@ -146,11 +147,11 @@ def test_env_error_and_timeout_end_only_their_episode(engine, tiny_tokenizer, fr
         trajs = run_episodes(engine, tiny_tokenizer, specs, cfg)
     assert time.monotonic() - start < 5
     raised, reset_failed, slow, ok = trajs
-    assert raised.finish_reason == "error" and "sandbox exploded" in raised.metadata["error"]
+    assert raised.finish_reason == "error" and "sandbox exploded" in raised.outcome.error
     assert raised.reward == 0.0 and len(raised.response_ids) > 0
     assert reset_failed.finish_reason == "error" and reset_failed.response_ids == []
     assert reset_failed.prompt_ids == [tiny_tokenizer.pad_token_id]
-    assert slow.finish_reason == "error" and "TimeoutError" in slow.metadata["error"]
+    assert slow.finish_reason == "error" and "TimeoutError" in slow.outcome.error
     assert ok.finish_reason in ("stop", "length")
     assert "task echo-11" in caplog.text and "sandbox exploded" in caplog.text
     RolloutBatch.from_trajectories(trajs, tiny_tokenizer.pad_token_id)  # still collates
@@ -208,7 +209,7 @@ def test_token_budgets_end_with_length(engine, tiny_tokenizer, frequent_stops):
     )
     for traj in per_turn:
         assert traj.finish_reason == "length"
-        assert traj.metadata["turns"] == 1 and len(traj.response_ids) == 3
+        assert traj.outcome.turns == 1 and len(traj.response_ids) == 3
         assert traj.reward == 0.0  # the env never saw the cut-off action
     total = run_episodes(
         engine, tiny_tokenizer, _specs(3, NeverEndingEnv),
@@ -224,7 +225,7 @@ def test_max_turns(engine, tiny_tokenizer, frequent_stops):
                          _config(frequent_stops, max_turns=2, max_tokens_per_turn=40))
     for traj in trajs:
         assert traj.finish_reason == "max_turns"
-        assert traj.metadata["turns"] == 2
+        assert traj.outcome.turns == 2
         assert traj.response_mask[-1] == 1
 
 

@@ -224,7 +224,7 @@ def test_episode_runner_is_token_exact(server, tiny_tokenizer):
 def test_rlvr_eval_engine_sglang_end_to_end(server, tiny_model_path, tmp_path, capsys):
     import json
 
-    from rlvr.evaluate import cli_main
+    from rlvr.cli import eval_main
 
     suite = tmp_path / "suite.yaml"
     suite.write_text(
@@ -242,7 +242,7 @@ def test_rlvr_eval_engine_sglang_end_to_end(server, tiny_model_path, tmp_path, c
             "--sglang-url", server.urls[0], "--sglang-allow-unseeded",
             "--samples", "2", "--temperature", "1.0",
             "--max-new-tokens", "6", "--out", str(tmp_path / "out"), "--no-progress"]
-    assert cli_main(args) == 0, capsys.readouterr().err
+    assert eval_main(args) == 0, capsys.readouterr().err
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert results["models"][0]["metrics"]
 

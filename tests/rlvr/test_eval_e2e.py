@@ -13,10 +13,11 @@ import gymnasium
 import pytest
 import torch
 
+from rlvr.cli import eval_main
 from rlvr.errors import ConfigError, UnknownNameError
 from rlvr.eval.episodes import read_episodes
 from rlvr.eval.report import format_delta
-from rlvr.evaluate import Evaluator, cli_main, evaluate
+from rlvr.evaluate import Evaluator, SuiteEvalConfig, evaluate, load_suite_entries
 
 PARITY_ID = "evaltest/Parity-v0"
 
@@ -192,7 +193,7 @@ def test_same_seed_same_numbers_via_cli(
     args = ["--model", str(tiny_model_path), "--suite", str(suite_path), "--samples", "3"]
     args += ["--temperature", "1.0", "--max-turns", "2", "--max-new-tokens", "12", "--seed", "7"]
     args += ["--stop", " "]
-    assert cli_main(args + ["--out", str(tmp_path), "--no-progress"]) == 0
+    assert eval_main(args + ["--out", str(tmp_path), "--no-progress"]) == 0
     again = json.loads((tmp_path / "results.json").read_text())
     assert again["models"][0]["metrics"] == results["models"][0]["metrics"]
     printed = capsys.readouterr().out
@@ -207,20 +208,13 @@ def test_evaluator_during_training(
     results, _ = run
     engine = TransformersEngine(str(tiny_model_path))
     try:
-        ev = Evaluator(
-            str(suite_path),
-            engine=engine,
-            tokenizer=engine.tokenizer,
-            every=2,
-            samples=3,
-            temperature=1.0,
-            max_turns=2,
-            max_new_tokens=12,
-            stop=(" ",),
-            seed=7,
-        )
+        config = SuiteEvalConfig(suite=str(suite_path), samples=3, temperature=1.0, max_turns=2,
+                                 max_new_tokens=12, stop=(" ",), seed=7)
+        ev = Evaluator(load_suite_entries(config.suite), config.runner_config(), engine=engine,
+                       tokenizer=engine.tokenizer, every=2, samples=3, seed=7)
         assert ev.maybe_evaluate(1) is None
         logged = ev.maybe_evaluate(2)
+        ev.close()
     finally:
         engine.close()
     assert logged is not None
@@ -233,7 +227,7 @@ def test_evaluator_during_training(
 def test_bad_suite_lists_suites(tiny_model_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(UnknownNameError, match=r"unknown suite 'no-such-suite'; known: "):
         evaluate(tiny_model_path, "no-such-suite", progress=False)
-    assert cli_main(["--model", str(tiny_model_path), "--suite", "no-such-suite"]) == 2
+    assert eval_main(["--model", str(tiny_model_path), "--suite", "no-such-suite"]) == 2
     assert "unknown suite 'no-such-suite'; known:" in capsys.readouterr().err
 
 

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from rlvr.data import Trajectory
+from rlvr.data import EpisodeOutcome, Trajectory
 from rlvr.eval.episodes import episode_record, read_episodes, segments, write_episodes
 from rlvr.eval.html import render_html, write_html
 from rlvr.eval.metrics import aggregate, summarize
 from rlvr.eval.plots import write_plots
 from rlvr.eval.report import format_delta, render_report, summary_table
+from verifiers import Verdict
 
 
 def decode(ids: list[int]) -> str:
@@ -32,18 +33,19 @@ def make_traj(task: str, passed: bool, answer: str | None, *, finish: str = "sto
         env_id="rlvr/Math-v0",
         task_id=task,
         finish_reason=finish,
-        metadata={
-            "turns": 2,
-            "tool_calls": 2,
-            "tool_errors": 1,
-            "verdict": {
-                "score": 1.0 if passed else 0.0,
-                "passed": passed,
-                "reason": "correct" if passed else "wrong_answer",
-                "details": {"extracted": answer},
-            },
-            "messages": [{"role": "user", "content": "1+1?"}],
-        },
+        outcome=EpisodeOutcome(
+            turns=2,
+            tool_calls=2,
+            tool_errors=1,
+            verdict=Verdict(
+                1.0 if passed else 0.0,
+                passed,
+                "correct" if passed else "wrong_answer",
+                {"extracted": answer},
+            ),
+            answer=answer,
+        ),
+        metadata={"messages": [{"role": "user", "content": "1+1?"}]},
     )
 
 
@@ -225,8 +227,34 @@ def test_overall_maj_pools_only_envs_with_answers() -> None:
 
 def test_tool_validity_only_where_the_env_checks_calls() -> None:
     traj = make_traj("a", False, None)
-    traj.metadata["tool_errors"] = None  # an env without tools: calls were only seen in text
+    traj.outcome.tool_errors = None  # an env without tools: calls were only seen in text
     rec = episode_record(traj, model="m", env="e", sample=0, decode=decode)
     assert rec["tool_call_errors"] is None
     m = summarize([rec], samples=1)
     assert m["tool_calls"] == 2 and m["tool_call_validity"] is None
+
+
+def test_training_accuracy_and_eval_pass1_agree_on_the_same_episodes() -> None:
+    """One definition of "passed": ``reward/accuracy`` equals eval pass@1 episode for episode."""
+    import torch
+
+    from rlvr.metrics import rollout_metrics
+
+    def traj(task: str, reward: float, verdict: Verdict | None, finish: str = "stop") -> Trajectory:
+        return Trajectory(prompt_ids=[1], response_ids=[2, 3], response_mask=[1, 1],
+                          rollout_logprobs=[0.0, 0.0], token_level_scores=[0.0, reward],
+                          task_id=task, finish_reason=finish,
+                          outcome=EpisodeOutcome(verdict=verdict, turns=1))
+
+    trajs = [
+        traj("right", 1.0, Verdict(1.0, True, "correct")),
+        traj("wrong_with_format_reward", 0.1, Verdict(0.0, False, "wrong_answer")),
+        traj("no_verdict_rewarded", 1.0, None),  # a third-party env that only rewards
+        traj("no_verdict_unrewarded", 0.0, None),
+        traj("passed_then_error", 0.0, Verdict(1.0, True, "correct"), finish="error"),
+    ]
+    assert [t.passed for t in trajs] == [True, False, True, False, False]
+    records = [episode_record(t, model="m", env="e", sample=0, decode=decode) for t in trajs]
+    pass1 = summarize(records, samples=1)["pass@1"]
+    accuracy = rollout_metrics(trajs, torch.device("cpu"))["reward/accuracy"]
+    assert pass1 == pytest.approx(accuracy) == pytest.approx(2 / 5)

@@ -12,7 +12,7 @@ from typing import Any
 import gymnasium
 import pytest
 
-from rlvr.evaluate import Evaluator
+from rlvr.evaluate import Evaluator, SuiteEvalConfig, load_suite_entries
 
 TOOLS_ID = "evaltest/Tools-v0"
 SUITE = f"""
@@ -70,16 +70,12 @@ def test_tool_validity_and_majority(tiny_model_path: Path, tmp_path: Path) -> No
     suite = tmp_path / "evaltools.yaml"
     suite.write_text(SUITE)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
-    ev = Evaluator(
-        str(suite),
-        engine=ScriptedEngine(tokenizer),
-        tokenizer=tokenizer,
-        every=1,
-        samples=2,
-        max_turns=3,
-        out_dir=tmp_path / "out",
-    )
+    config = SuiteEvalConfig(suite=str(suite), samples=2, max_turns=3)
+    ev = Evaluator(load_suite_entries(config.suite), config.runner_config(),
+                   engine=ScriptedEngine(tokenizer), tokenizer=tokenizer, every=1, samples=2,
+                   out_dir=tmp_path / "out")
     logged = ev.evaluate(step=5)
+    ev.close()
     # q0 is answered right (5), q1 wrong (5 != 6), on both samples
     assert logged["eval/tools/pass@1"] == pytest.approx(0.5)
     assert logged["eval/tools/maj@2"] == pytest.approx(0.5)

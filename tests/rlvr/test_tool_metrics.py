@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from rlvr.data import RolloutBatch, Trajectory
+from rlvr.data import EpisodeOutcome, RolloutBatch, Trajectory
 from rlvr.errors import BatchError
 from rlvr.tool_metrics import tool_metrics
 from rlvr.training.env_tokens import EnvTokenGuard, tool_result_positions
@@ -24,7 +24,7 @@ def _traj(calls=0, errors=None, response=(5, 6), mask=(1, 1), scores=None):
     return Trajectory(prompt_ids=[1, 2], response_ids=list(response), response_mask=list(mask),
                       rollout_logprobs=[0.0] * len(response),
                       token_level_scores=list(scores or [0.0] * len(response)),
-                      metadata={"tool_calls": calls, "tool_errors": errors})
+                      outcome=EpisodeOutcome(tool_calls=calls, tool_errors=errors))
 
 
 def test_tool_metrics_known_answer():
@@ -107,12 +107,9 @@ def test_snapshots_page_holds_both_labels(tmp_path, tokenizer):
                          "segments": [{"kind": "model", "text": "x", "reward": 1.0}]}
                         for i in range(3)]
 
-    class HeldOut:
-        evaluator = Evaluator()
-
     page = EpisodeSnapshots(tmp_path / "episodes.html", 2)
-    page.take("before RL", HeldOut())
-    page.take("after RL", HeldOut())
+    page.take("before RL", Evaluator())
+    page.take("after RL", Evaluator())
     html = page.write().read_text()
     assert "before RL" in html and "after RL" in html and html.count("task t") == 4
     assert html.count("<details open>") == html.count("<details")  # a few episodes: all shown
