@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -59,23 +60,24 @@ def warm_up(config: TrainConfig, base_dir: Path, tokenizer: Any, info: DistInfo,
     result = None
     if info.is_main:
         model = load_causal_lm(base_dir, info.device)
-        engine = TransformersEngine(model, tokenizer, max_batch_size=64)
-        heldout = heldout_evaluator(config, engine, tokenizer, suite=None,
-                                    tasks=config.sft.eval_tasks, every=0)
         examples, encode = warmup_examples(config, tokenizer)
-        check = (exact_match_check(config, tokenizer, model) if config.sft.check == "exact_match"
-                 else lambda: heldout.evaluate(0)["eval/accuracy"])
-        try:
+        with contextlib.ExitStack() as stack:
+            if config.sft.check == "exact_match":
+                check, check_name = exact_match_check(config, tokenizer, model), \
+                    "held-out exact match"
+            else:
+                engine = TransformersEngine(model, tokenizer, max_batch_size=64)
+                stack.callback(engine.close)
+                heldout = heldout_evaluator(config, engine, tokenizer, suite=None,
+                                            tasks=config.sft.eval_tasks, every=0)
+                stack.callback(heldout.close)
+                check, check_name = (lambda: heldout.evaluate(0)["eval/accuracy"]), \
+                    "held-out accuracy"
             result = supervised_warmup(
                 model, tokenizer, examples, config.sft, encode=encode,
-                seed=config.trainer.seed, evaluate=check,
-                log=log, progress=config.trainer.progress,
-                check_name=("held-out exact match" if config.sft.check == "exact_match"
-                            else "held-out accuracy"),
+                seed=config.trainer.seed, evaluate=check, log=log,
+                progress=config.trainer.progress, check_name=check_name,
             )
-        finally:
-            heldout.close()
-            engine.close()
         save_model(model, tokenizer, target)
     barrier()
     return target, result

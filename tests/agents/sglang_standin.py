@@ -108,7 +108,15 @@ def sglang_custom_group(*, backend, init_method, world_size, rank, group_name, t
     return pg
 
 
-class _ServerV6(ThreadingHTTPServer):
+class _Server(ThreadingHTTPServer):
+    # socketserver's default listen backlog is 5: a rollout opens one connection per episode at
+    # once, and on a loaded machine the accept loop falls behind and the kernel resets the rest
+    # (seen as "connection reset" in the sync-guard tests). sglang's uvicorn listens with 2048.
+    request_queue_size = 2048
+    daemon_threads = True
+
+
+class _ServerV6(_Server):
     address_family = socket.AF_INET6
 
 
@@ -188,7 +196,7 @@ class FakeSGLang:
                 self.wfile.write(data)
 
         bare = host.strip("[]")
-        server_class = _ServerV6 if ":" in bare else ThreadingHTTPServer
+        server_class = _ServerV6 if ":" in bare else _Server
         self.server = server_class((bare, 0), Handler)
         self.url = f"http://{host}:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
