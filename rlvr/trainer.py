@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from rlvr.advantages import compute_advantages, get_estimator
-from rlvr.config import TrainConfig, dump_config
+from rlvr.config import TrainConfig
+from rlvr.config_loader import dump_config
 from rlvr.data import RolloutBatch
 from rlvr.learner import (
     Actor,

@@ -28,7 +28,7 @@ import torch
 
 from rlvr.data import RolloutBatch
 from rlvr.errors import BatchError
-from rlvr.learner.config import LearnerConfig
+from rlvr.learner.config import ActorConfig
 from rlvr.learner.loading import build_sharded, empty_causal_lm
 from rlvr.learner.logprobs import policy_forward
 from rlvr.learner.modules import load_causal_lm
@@ -45,9 +45,11 @@ class Actor(TrainedModel):
     outside ``update()``.
     """
 
+    config: ActorConfig
+
     @classmethod
     def from_pretrained(
-        cls, path: str | Path, config: LearnerConfig, dist_info: DistInfo | None = None
+        cls, path: str | Path, config: ActorConfig, dist_info: DistInfo | None = None
     ) -> Actor:
         """Load the policy from an HF directory, shard it and build its optimizer.
 
@@ -56,7 +58,7 @@ class Actor(TrainedModel):
 
         Args:
             path: a local HF causal-LM directory.
-            config: the actor's learner config.
+            config: the actor's learner config (``ActorConfig``).
             dist_info: from ``init_distributed()``; created (world size 1 if not under
                 torchrun) when omitted.
         """

@@ -30,7 +30,7 @@ from torch.distributed.tensor import DTensor
 from rlvr.data import RolloutBatch
 from rlvr.errors import BatchError, ConfigError
 from rlvr.learner.batching import micro_batch_rows, select_rows
-from rlvr.learner.config import LearnerConfig
+from rlvr.learner.config import ActorConfig, LearnerConfig
 from rlvr.learner.dropout import disable_dropout
 from rlvr.learner.logprobs import policy_forward
 from rlvr.learner.optim import build_optimizer
@@ -88,7 +88,7 @@ class ShardedModel:
         ``sequence_packing``) selects the cost the budget counts.
         """
         cfg = self.config
-        packed = cfg.sequence_packing if packed is None else packed
+        packed = self.packed if packed is None else packed
         spans = micro_batch_rows(batch, cfg.micro_batch_size, cfg.max_tokens_per_micro_batch,
                                  packed=packed)
         if cfg.max_tokens_per_micro_batch is not None and self.dist.world_size > 1:
@@ -117,11 +117,16 @@ class ShardedModel:
 
     def _policy_logprobs(self, batch: RolloutBatch, temperature: float) -> torch.Tensor:
         """No-grad token logprobs ``(B, R)`` of a causal-LM module (0 where masked)."""
-        packed = self.config.sequence_packing
+        packed = self.packed
         return self._map_micro(
             batch, lambda mb: (policy_forward(self.module, mb, temperature, packed=packed)[0],),
             packed=packed,
         )[0]
+
+    @property
+    def packed(self) -> bool:
+        """Whether policy forwards run packed: ``ActorConfig.sequence_packing`` (a critic never)."""
+        return isinstance(self.config, ActorConfig) and self.config.sequence_packing
 
     @contextlib.contextmanager
     def gathered(self) -> Iterator[nn.Module]:
@@ -172,8 +177,8 @@ class TrainedModel(ShardedModel, Stateful):
     def __init__(self, module: nn.Module, config: LearnerConfig, dist_info: DistInfo) -> None:
         if config.loss_agg == "seq-mean-token-sum-norm" and config.loss_scale_factor is None:
             raise ConfigError(
-                "learner.loss_scale_factor must be set (> 0, e.g. the maximum response length) "
-                "when learner.loss_agg is 'seq-mean-token-sum-norm'"
+                "loss_scale_factor must be set (> 0, e.g. the maximum response length) "
+                "when loss_agg is 'seq-mean-token-sum-norm'", key="loss_scale_factor"
             )
         super().__init__(module, config, dist_info)
         self.optimizer, self.scheduler = build_optimizer(module.parameters(), config.optim)

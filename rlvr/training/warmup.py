@@ -7,7 +7,8 @@ from typing import Any
 
 import yaml
 
-from rlvr.config import TrainConfig, merge
+from rlvr.config import TrainConfig
+from rlvr.config_loader import merge
 from rlvr.learner import DistInfo
 from rlvr.learner.worker import barrier
 
