@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from rlvr.data import Trajectory
+from rlvr.distributed import all_reduce_sums
 
 #: Metrics shown in the progress bar's postfix, with their short labels.
 PROGRESS_KEYS = {
@@ -191,14 +191,6 @@ class MetricsLogger:
         if self._plot:
             return plot_curves(read_jsonl(self.jsonl_path), self.png_path)
         return None
-
-
-def all_reduce_sums(values: Sequence[float], device: torch.device) -> list[float]:
-    """Element-wise sums of ``values`` over all ranks."""
-    t = torch.tensor(list(values), dtype=torch.float64, device=device)
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        dist.all_reduce(t)
-    return t.tolist()
 
 
 def _passed(traj: Trajectory) -> float:

@@ -43,6 +43,7 @@ from rlvr.advantages import compute_advantages, get_estimator
 from rlvr.config import TrainConfig
 from rlvr.config_loader import dump_config
 from rlvr.data import RolloutBatch
+from rlvr.distributed import all_reduce_sums, barrier, gather_objects, gather_rows
 from rlvr.learner import (
     Actor,
     Checkpointer,
@@ -51,19 +52,18 @@ from rlvr.learner import (
     export_hf,
     init_distributed,
 )
-from rlvr.learner.worker import barrier
 from rlvr.losses import (
     AdaptiveKLController,
     FixedKLController,
     apply_kl_in_reward,
     kl_penalty,
 )
-from rlvr.metrics import MetricsLogger, all_reduce_sums, rollout_metrics
+from rlvr.metrics import MetricsLogger, rollout_metrics
 from rlvr.tool_metrics import tool_metrics
 from rlvr.training.env_tokens import EnvTokenGuard
 from rlvr.training.snapshots import EpisodeSnapshots
 from rlvr.training.state import Checkpoints, StageTimer, TrainerState
-from rlvr.training.stream import EpisodeStream, derived_seed, gather_objects, gather_rows
+from rlvr.training.stream import EpisodeStream, derived_seed
 from rlvr.training.sync_guard import SyncGuard
 from rlvr.training.warmup import HeldOut, check_env, suite_for_env, warm_up
 

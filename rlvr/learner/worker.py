@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.checkpoint.stateful import Stateful
@@ -28,6 +27,7 @@ from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 
 from rlvr.data import RolloutBatch
+from rlvr.distributed import all_reduce_max, all_reduce_sum
 from rlvr.errors import BatchError, ConfigError
 from rlvr.learner.batching import micro_batch_rows, select_rows
 from rlvr.learner.config import ActorConfig, LearnerConfig
@@ -36,7 +36,6 @@ from rlvr.learner.logprobs import policy_forward
 from rlvr.learner.optim import build_optimizer
 from rlvr.learner.parallel import (
     DistInfo,
-    all_reduce_sum,
     apply_fsdp,
     enable_activation_checkpointing,
     mixed_precision_policy,
@@ -92,8 +91,8 @@ class ShardedModel:
         spans = micro_batch_rows(batch, cfg.micro_batch_size, cfg.max_tokens_per_micro_batch,
                                  packed=packed)
         if cfg.max_tokens_per_micro_batch is not None and self.dist.world_size > 1:
-            counts = torch.tensor([len(spans)], dtype=torch.int64, device=self.dist.device)
-            dist.all_reduce(counts, op=dist.ReduceOp.MAX)
+            counts = all_reduce_max(torch.tensor([len(spans)], dtype=torch.int64,
+                                                 device=self.dist.device))
             spans = micro_batch_rows(batch, cfg.micro_batch_size,
                                      cfg.max_tokens_per_micro_batch, packed=packed,
                                      count=int(counts[0]))
@@ -356,10 +355,4 @@ class TrainedModel(ShardedModel, Stateful):
         return value
 
 
-def barrier() -> None:
-    """Wait for every rank (no-op without a process group)."""
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        dist.barrier()
-
-
-__all__ = ["LossFn", "ShardedModel", "TrainedModel", "barrier", "shard"]
+__all__ = ["LossFn", "ShardedModel", "TrainedModel", "shard"]

@@ -9,8 +9,8 @@ import yaml
 
 from rlvr.config import TrainConfig
 from rlvr.config_loader import merge
+from rlvr.distributed import barrier
 from rlvr.learner import DistInfo
-from rlvr.learner.worker import barrier
 
 
 def check_env(config: TrainConfig) -> int | None:
