@@ -63,14 +63,14 @@ from rlvr.tool_metrics import tool_metrics
 from rlvr.training.env_tokens import EnvTokenGuard
 from rlvr.training.snapshots import EpisodeSnapshots
 from rlvr.training.state import Checkpoints, StageTimer, TrainerState
-from rlvr.training.stream import EpisodeStream, derived_seed
+from rlvr.training.stream import EpisodeStream
 from rlvr.training.sync_guard import SyncGuard
 from rlvr.training.warmup import HeldOut, check_env, suite_for_env, warm_up
 
 if TYPE_CHECKING:
     from agents.engines import BuiltEngine
 
-__all__ = ["StageTimer", "TrainResult", "Trainer", "check_env", "derived_seed", "summary", "train"]
+__all__ = ["StageTimer", "TrainResult", "Trainer", "check_env", "summary", "train"]
 
 
 @dataclass

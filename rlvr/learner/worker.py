@@ -40,6 +40,7 @@ from rlvr.learner.parallel import (
     enable_activation_checkpointing,
     mixed_precision_policy,
 )
+from rlvr.seeds import derived_seed
 
 #: A micro-batch loss: returns the loss (aggregated like ``TrainedModel.micro_loss_agg`` over the
 #: micro-batch) and detached 0-d metric tensors (named without the ``actor/``/``critic/`` prefix).
@@ -277,7 +278,7 @@ class TrainedModel(ShardedModel, Stateful):
         return loss_w, metric_w
 
     def _shuffle_seed(self, epoch: int) -> int:
-        return ((self.config.seed * 1_000_003 + self.updates) * 1_009 + epoch) % (2**62)
+        return derived_seed(self.config.seed, "shuffle", self.updates, epoch)
 
     def run_update(self, batch: RolloutBatch, loss_fn: LossFn, prefix: str) -> dict[str, float]:
         """One training step: epochs × shuffled mini-batches × accumulated micro-batches.

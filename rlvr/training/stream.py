@@ -16,7 +16,7 @@ from typing import Any
 from rlvr.config import TrainConfig
 from rlvr.data import Trajectory
 from rlvr.errors import ConfigError
-from rlvr.training.seeds import derived_seed
+from rlvr.seeds import derived_seed
 from rlvr.training.tasks import TaskOrder
 
 
