@@ -178,7 +178,7 @@ class MetricsLogger:
         Returns:
             The PNG path, or None when nothing was plotted (or on ranks other than 0).
         """
-        if not self.enabled:
+        if not self.enabled or self._file.closed:
             return None
         if self._bar is not None:
             self._bar.close()

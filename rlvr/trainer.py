@@ -128,6 +128,7 @@ class Trainer:
         self.start_time = time.perf_counter()
         self.config = cfg = config
         self.threads_before = torch.get_num_threads()  # restored by close()
+        self.closed = False
         if cfg.trainer.threads is not None:
             torch.set_num_threads(cfg.trainer.threads)
         self.dist = init_distributed(cfg.trainer.device)
@@ -222,7 +223,17 @@ class Trainer:
 
     # ------------------------------------------------------------------ the loop
     def train(self) -> TrainResult:
-        """Run the remaining RL steps, evaluate, export; returns what was produced."""
+        """Run the remaining RL steps, evaluate, export; returns what was produced.
+
+        The trainer is closed at the end, also when a step raises or the run is interrupted
+        (Ctrl-C): the engine and its threads stop, the metric files are flushed and closed.
+        """
+        try:
+            return self._train()
+        finally:
+            self.close()
+
+    def _train(self) -> TrainResult:
         cfg = self.config
         result = TrainResult(output_dir=self.out, metrics_path=self.logger.jsonl_path,
                              warmup_seconds=self.warmup_seconds,
@@ -386,10 +397,21 @@ class Trainer:
         return export_hf(self.actor.module, path or self.out / "export", self.tokenizer)
 
     def close(self) -> None:
-        """Stop the engine and the runner's env threads; restore torch's thread count."""
-        self.runner.close()
-        self.engine.close()
-        torch.set_num_threads(self.threads_before)
+        """Close the metric writers, env threads and engine; restore torch's thread count.
+
+        Idempotent; each step runs even when an earlier one raises.
+
+        The default process group is process-wide (``init_distributed`` reuses it), so it is
+        left to the process; the engine's own weight-sync group goes with ``engine.close()``.
+        """
+        if self.closed:
+            return
+        self.closed = True
+        with contextlib.ExitStack() as stack:  # callbacks run last-in first-out
+            stack.callback(torch.set_num_threads, self.threads_before)
+            stack.callback(self.engine.close)
+            stack.callback(self.runner.close)
+            stack.callback(self.logger.close)
 
 
 def kl_notice(kl: Any) -> str:
