@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Literal
 from agents.engines import ENGINES
 from agents.runner import RunnerConfig
 from agents.sglang.options import SGLangOptions
-from rlvr.config_checks import bounded, check_choice, check_fields
+from rlvr.config_checks import Checked, bounded, check_choice, check_fields
 from rlvr.config_loader import load, merge
 from rlvr.errors import ConfigError
 from rlvr.learner.config import KL_ESTIMATORS, ActorConfig, CriticConfig, LearnerConfig
@@ -51,7 +51,7 @@ class ModelConfig:
 
 
 @dataclass(kw_only=True)
-class SFTConfig:
+class SFTConfig(Checked):
     """The short supervised warm-up on the task format, before RL (``rlvr.sft``).
 
     Attributes:
@@ -81,9 +81,6 @@ class SFTConfig:
     demos: Literal["answers", "calculator"] = "answers"
     num_demos: int = bounded(300, gt=0)
 
-    def __post_init__(self) -> None:
-        check_fields(self)
-
 
 @dataclass(kw_only=True)
 class EnvConfig:
@@ -111,8 +108,18 @@ class EnvConfig:
 
 
 
+class _KLTerm(Checked):
+    """A KL term's config: its ``estimator`` must be a known KL estimator."""
+
+    estimator: str
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_choice("estimator", self.estimator, KL_ESTIMATORS)
+
+
 @dataclass(kw_only=True)
-class KLRewardConfig:
+class KLRewardConfig(_KLTerm):
     """The KL penalty subtracted from the token rewards (verl's ``use_kl_in_reward``).
 
     ``token_level_rewards = token_level_scores - coef * kl`` per token, before the advantages.
@@ -133,13 +140,9 @@ class KLRewardConfig:
     target: float = bounded(0.1, gt=0)
     horizon: int = bounded(10000, gt=0)
 
-    def __post_init__(self) -> None:
-        check_fields(self)
-        check_choice("estimator", self.estimator, KL_ESTIMATORS)
-
 
 @dataclass(kw_only=True)
-class KLLossConfig:
+class KLLossConfig(_KLTerm):
     """The KL term added to the policy loss (verl's ``actor.use_kl_loss``).
 
     ``loss += coef * agg(kl)``, aggregated like ``actor.loss_agg``.
@@ -152,10 +155,6 @@ class KLLossConfig:
 
     estimator: str = "k3"
     coef: float = bounded(0.001, ge=0)
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-        check_choice("estimator", self.estimator, KL_ESTIMATORS)
 
 
 @dataclass(kw_only=True)
@@ -316,7 +315,7 @@ class EvalConfig:
 
 
 @dataclass(kw_only=True)
-class TrainerConfig:
+class TrainerConfig(Checked):
     """The run itself: length, seed, outputs, checkpoints.
 
     Attributes:
@@ -348,9 +347,6 @@ class TrainerConfig:
     progress: bool = True
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: int | None = bounded(None, gt=0)
-
-    def __post_init__(self) -> None:
-        check_fields(self)
 
 
 def _check_mini_batch(owner: str, learner: LearnerConfig, rollout: RolloutConfig) -> None:

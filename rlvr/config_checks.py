@@ -132,6 +132,13 @@ def _check_type(key: str, value: object, tp: Any) -> None:
         raise ConfigError(f"{key} must be of type {tp.__name__}; got {value!r}", key=key)
 
 
+class Checked:
+    """A base for config dataclasses whose only checks are ``check_fields``, on construction."""
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 def check_fields(config: Any) -> None:
     """Check every field of the dataclass ``config`` against its annotation and ``bounded`` range.
 
@@ -150,4 +157,4 @@ def check_fields(config: Any) -> None:
                          optional=type(None) in typing.get_args(tp), **bounds)
 
 
-__all__ = ["bounded", "check_choice", "check_fields", "check_number"]
+__all__ = ["Checked", "bounded", "check_choice", "check_fields", "check_number"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from rlvr.config_checks import bounded, check_choice, check_fields
+from rlvr.config_checks import Checked, bounded, check_choice, check_fields
 from rlvr.errors import ConfigError
 from rlvr.losses import KL_KINDS
 
@@ -75,7 +75,7 @@ class OptimConfig:
 
 
 @dataclass(kw_only=True)
-class LearnerConfig:
+class LearnerConfig(Checked):
     """What every sharded model (actor, critic, frozen reference) is run and trained with.
 
     Attributes:
@@ -130,9 +130,6 @@ class LearnerConfig:
     loss_agg: LossAgg = "token-mean"
     loss_scale_factor: float | None = bounded(None, gt=0)
     seed: int = bounded(0, ge=0)
-
-    def __post_init__(self) -> None:
-        check_fields(self)
 
     @property
     def mini_batch_sequences(self) -> int | None:
