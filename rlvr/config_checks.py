@@ -1,10 +1,10 @@
 """One way to validate a config field, shared by every config dataclass of ``rlvr``.
 
 A numeric field declares its range next to its default (``lr: float = bounded(1e-6, gt=0)``)
-and ``check_fields(self)``, the first line of each config's ``__post_init__``, checks it, along
-with every ``bool``, ``Literal`` and nested-dataclass field against its annotation. What spans
-several fields or needs a registry (an estimator name) is checked after that with the same
-``check_number`` / ``check_choice``, so every message has one shape::
+and ``check_fields(self)`` (in each config's ``__post_init__``, or the one ``Checked`` gives)
+checks it, along with every ``bool``, ``Literal`` and nested-dataclass field's annotation.
+What spans several fields or needs a registry (an estimator name) is checked after that,
+raising the same ``ConfigError`` (``check_choice`` for names), so messages have one shape::
 
     lr must be > 0; got 0.0
     mixed_precision: unknown value 'fp16'; allowed: auto, bf16, fp32
@@ -33,20 +33,16 @@ def bounded(
     default: T, *, gt: float | None = None, ge: float | None = None, lt: float | None = None,
     le: float | None = None,
 ) -> T:
-    """A dataclass field with ``default`` whose value ``check_fields`` keeps in range.
+    """A dataclass field with ``default`` that ``check_fields`` keeps within the bounds.
 
-    Args:
-        default: the field's default value.
-        gt: exclusive lower bound.
-        ge: inclusive lower bound.
-        lt: exclusive upper bound.
-        le: inclusive upper bound.
+    ``gt``/``lt`` are exclusive bounds, ``ge``/``le`` inclusive ones. The field's annotation
+    says the rest: an ``int`` field must hold an integer, an ``X | None`` field may be None.
     """
     bounds = {"gt": gt, "ge": ge, "lt": lt, "le": le}
     return typing.cast(T, dataclasses.field(default=default, metadata={"bounds": bounds}))
 
 
-def _bound_text(gt: float | None, ge: float | None, lt: float | None, le: float | None) -> str:
+def _range_text(gt: float | None, ge: float | None, lt: float | None, le: float | None) -> str:
     low, high = (gt if gt is not None else ge), (lt if lt is not None else le)
     if low is not None and high is not None:
         left, right = "(" if gt is not None else "[", ")" if lt is not None else "]"
@@ -56,23 +52,9 @@ def _bound_text(gt: float | None, ge: float | None, lt: float | None, le: float 
     return f"{'<' if lt is not None else '<='} {high:g}" if high is not None else "a number"
 
 
-def check_number(
-    key: str, value: object, *, gt: float | None = None, ge: float | None = None,
-    lt: float | None = None, le: float | None = None, integer: bool = False,
-    optional: bool = False,
-) -> None:
-    """Raise ``ConfigError`` (naming ``key``) unless ``value`` is a number in the given range.
-
-    Args:
-        key: the field's name, first word of the message.
-        value: the value to check.
-        gt: exclusive lower bound.
-        ge: inclusive lower bound.
-        lt: exclusive upper bound.
-        le: inclusive upper bound.
-        integer: the value must be an ``int`` (``bool`` is not one).
-        optional: None is allowed too (the message then says "or null").
-    """
+def _check_bounds(key: str, value: object, bounds: dict[str, float | None], *, integer: bool,
+                  optional: bool) -> None:
+    """The ``bounded`` check of one field (``integer``/``optional`` from its annotation)."""
     if optional and value is None:
         return
     null = " or null" if optional else ""
@@ -81,11 +63,11 @@ def check_number(
         raise ConfigError(f"{key} must be {kind}{null}; got {value!r}", key=key)
     if not math.isfinite(value):
         raise ConfigError(f"{key} must be a finite number{null}; got {value!r}", key=key)
+    gt, ge, lt, le = bounds["gt"], bounds["ge"], bounds["lt"], bounds["le"]
     if ((gt is not None and not value > gt) or (ge is not None and not value >= ge)
             or (lt is not None and not value < lt) or (le is not None and not value <= le)):
-        raise ConfigError(
-            f"{key} must be {_bound_text(gt, ge, lt, le)}{null}; got {value!r}", key=key
-        )
+        raise ConfigError(f"{key} must be {_range_text(gt, ge, lt, le)}{null}; got {value!r}",
+                          key=key)
 
 
 def check_choice(key: str, value: object, allowed: Iterable[object]) -> None:
@@ -153,8 +135,8 @@ def check_fields(config: Any) -> None:
         if bounds is not None:
             integer = tp is int or (typing.get_origin(tp) in (typing.Union, types.UnionType)
                                     and int in typing.get_args(tp))
-            check_number(f.name, value, integer=integer,
-                         optional=type(None) in typing.get_args(tp), **bounds)
+            _check_bounds(f.name, value, bounds, integer=integer,
+                          optional=type(None) in typing.get_args(tp))
 
 
-__all__ = ["Checked", "bounded", "check_choice", "check_fields", "check_number"]
+__all__ = ["Checked", "bounded", "check_choice", "check_fields"]

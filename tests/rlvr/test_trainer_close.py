@@ -6,18 +6,25 @@ from pathlib import Path
 import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from trainer_helpers import SMALL_MODEL  # noqa: E402 (shared trainer-test overrides)
 
 from rlvr.config import load_config
 from rlvr.metrics import read_jsonl
 from rlvr.trainer import Trainer
 
-from trainer_helpers import SMALL_MODEL  # noqa: E402 (shared trainer-test overrides)
-
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
-def _live_threads(prefix: str) -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith(prefix) and t.is_alive()]
+def _live_threads(prefix: str, before: set[threading.Thread]) -> list[str]:
+    """Threads named ``prefix...`` started since ``before`` that are still alive after 10 s.
+
+    Other tests' threads may still run; the env pool shuts down without waiting, so its idle
+    threads exit soon after ``close()``, not during it.
+    """
+    mine = [t for t in set(threading.enumerate()) - before if t.name.startswith(prefix)]
+    for t in mine:
+        t.join(timeout=10)
+    return [t.name for t in mine if t.is_alive()]
 
 
 @pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])
@@ -28,7 +35,7 @@ def test_a_run_that_raises_in_a_step_is_still_closed(tmp_path, error):
         "trainer.tensorboard=true", "trainer.threads=1", "rollout.prompts_per_step=2",
         "rollout.group_size=2", "eval.tasks=2", "eval.every=0",
     ])
-    threads_before = torch.get_num_threads()
+    threads_before, started_before = torch.get_num_threads(), set(threading.enumerate())
     trainer = Trainer(config, log=lambda *_: None)
     update, calls = trainer.update, []
 
@@ -43,8 +50,8 @@ def test_a_run_that_raises_in_a_step_is_still_closed(tmp_path, error):
         trainer.train()
 
     assert trainer.closed
-    assert not _live_threads("TransformersEngine"), "the engine's decode thread still runs"
-    assert not _live_threads("env"), "the runner's env threads still run"
+    assert not _live_threads("TransformersEngine", started_before), "engine thread still runs"
+    assert not _live_threads("env", started_before), "the runner's env threads still run"
     assert torch.get_num_threads() == threads_before
     assert trainer.logger._file.closed
     steps = [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl") if "reward/mean" in r]
