@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import hashlib
 import json
 import logging
 import threading
@@ -57,6 +56,7 @@ from agents.episode import EpisodeRecord, jsonable
 from agents.errors import AgentError, EngineAbortedError, EnvContractError, RunnerConfigError
 from envs.base import Message, TextEnv
 from rlvr.data import EpisodeOutcome, Trajectory
+from rlvr.seeds import derived_seed
 
 logger = logging.getLogger(__name__)
 
@@ -187,8 +187,7 @@ def group_specs(specs: Sequence[EpisodeSpec], group_size: int) -> list[EpisodeSp
 
 def turn_seed(base: int, episode: int, turn: int) -> int:
     """The sampling seed of ``turn`` of episode number ``episode`` in a run seeded ``base``."""
-    digest = hashlib.blake2b(f"{base}/{episode}/{turn}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") >> 1
+    return derived_seed(base, episode, turn, bits=63)
 
 
 class EpisodeRunner:

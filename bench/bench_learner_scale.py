@@ -81,10 +81,10 @@ def rank_main(rank: int, world: int, port: int, model_dir: str, args, out: str) 
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    from rlvr.learner import Actor, LearnerConfig, OptimConfig, init_distributed
+    from rlvr.learner import Actor, ActorConfig, OptimConfig, init_distributed
 
     info = init_distributed("cpu")
-    cfg = LearnerConfig(optim=OptimConfig(lr=1e-6), micro_batch_size=args.rows,
+    cfg = ActorConfig(optim=OptimConfig(lr=1e-6), micro_batch_size=args.rows,
                         max_tokens_per_micro_batch=args.budget,
                         sequence_packing=args.packing)
     t0 = time.perf_counter()

@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     from agents.engine import SamplingParams
     from agents.hf_engine import TransformersEngine
     from rlvr.data import RolloutBatch, Trajectory
-    from rlvr.learner import Actor, Checkpointer, LearnerConfig, OptimConfig, init_distributed
+    from rlvr.learner import Actor, ActorConfig, Checkpointer, OptimConfig, init_distributed
 
     t_start = time.perf_counter()
     rows: list[tuple[str, str]] = []
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
                          num_attention_heads=14, num_key_value_heads=2, vocab_size=args.vocab,
                          max_position_embeddings=32768, rope_theta=1e6, tie_word_embeddings=True)
     mp = "bf16" if args.device == "cuda" else "fp32"
-    cfg = LearnerConfig(optim=OptimConfig(lr=1e-6), micro_batch_size=args.rows,
+    cfg = ActorConfig(optim=OptimConfig(lr=1e-6), micro_batch_size=args.rows,
                         max_tokens_per_micro_batch=8192, mixed_precision=mp)
     with tempfile.TemporaryDirectory() as tmp:
         torch.manual_seed(0)

@@ -1,13 +1,14 @@
 """The typed configuration of ``rlvr train``: one dataclass per component, loaded from YAML.
 
 A YAML file in ``configs/`` only fills these objects; nothing else reads it. Dotted
-``key=value`` overrides (``algorithm.kl.placement=loss``) are applied on top, and every key and
-value is checked before any work starts: an unknown key fails with the keys allowed at that level
-and close-match suggestions, a value of the wrong type names the key and the expected type, and
-each component's ``__post_init__`` checks ranges and names the field.
+``key=value`` overrides (``algorithm.kl.placement=loss``) are applied on top by the generic
+loader (``rlvr.config_loader``), which checks every key and type before any work starts; each
+component checks its ranges with ``rlvr.config_checks`` (declared next to the field with
+``bounded``) and the message names the key as typed (``actor.optim.lr must be > 0``).
 
 Component configs owned by other modules are composed, not copied: ``model.tiny`` is
-``rlvr.tiny.TinyModelSpec``, ``actor``/``critic`` are ``rlvr.learner.LearnerConfig`` and
+``rlvr.tiny.TinyModelSpec``, ``actor``/``critic`` are ``rlvr.learner.ActorConfig`` /
+``CriticConfig`` and
 ``rollout.runner`` is ``agents.RunnerConfig`` (with its ``sampling: SamplingParams``).
 
 Example::
@@ -17,39 +18,21 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import difflib
-import types
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-import yaml
-
 from agents.engines import ENGINES
 from agents.runner import RunnerConfig
 from agents.sglang.options import SGLangOptions
+from rlvr.config_checks import Checked, bounded, check_choice, check_fields
+from rlvr.config_loader import load, merge
 from rlvr.errors import ConfigError
-from rlvr.kl import KL_CONTROLLERS
-from rlvr.learner.config import LearnerConfig, OptimConfig
+from rlvr.learner.config import KL_ESTIMATORS, ActorConfig, CriticConfig, LearnerConfig
 from rlvr.tiny import TinyModelSpec
-
-
-def _positive(owner: str, **values: float | int) -> None:
-    """Raise ``ConfigError`` naming the first field of ``owner`` that is not > 0."""
-    for name, value in values.items():
-        if value <= 0:
-            raise ConfigError(f"{owner}.{name} must be > 0; got {value!r}")
-
-
-def _non_negative(owner: str, **values: float | int) -> None:
-    """Raise ``ConfigError`` naming the first field of ``owner`` that is < 0."""
-    for name, value in values.items():
-        if value < 0:
-            raise ConfigError(f"{owner}.{name} must be >= 0; got {value!r}")
 
 
 # ---------------------------------------------------------------------------- components
@@ -68,7 +51,7 @@ class ModelConfig:
 
 
 @dataclass(kw_only=True)
-class SFTConfig:
+class SFTConfig(Checked):
     """The short supervised warm-up on the task format, before RL (``rlvr.sft``).
 
     Attributes:
@@ -94,28 +77,23 @@ class SFTConfig:
     """
 
     enabled: bool = False
-    max_steps: int = 300
-    batch_size: int = 32
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    eval_every: int = 25
-    target_accuracy: float | None = None
-    eval_tasks: int = 64
+    max_steps: int = bounded(300, gt=0)
+    batch_size: int = bounded(32, gt=0)
+    lr: float = bounded(1e-3, gt=0)
+    weight_decay: float = bounded(0.0, ge=0)
+    eval_every: int = bounded(25, ge=0)
+    target_accuracy: float | None = bounded(None, gt=0, le=1)
+    eval_tasks: int = bounded(64, gt=0)
     demos: Literal["answers", "calculator"] = "answers"
-    num_demos: int = 300
+    num_demos: int = bounded(300, gt=0)
     check: Literal["greedy", "exact_match"] = "greedy"
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.check == "exact_match" and self.demos != "answers":
-            raise ConfigError("sft.check: exact_match needs sft.demos: answers (multi-turn "
-                              f"demonstrations are checked by greedy play); got {self.demos!r}")
-        _positive("sft", max_steps=self.max_steps, batch_size=self.batch_size, lr=self.lr,
-                  eval_tasks=self.eval_tasks, num_demos=self.num_demos)
-        _non_negative("sft", eval_every=self.eval_every, weight_decay=self.weight_decay)
-        if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
-            raise ConfigError(
-                f"sft.target_accuracy must be in (0, 1] or null; got {self.target_accuracy!r}"
-            )
+            raise ConfigError("check: exact_match needs demos: answers (multi-turn "
+                              f"demonstrations are checked by greedy play); got {self.demos!r}",
+                              key="check")
 
 
 @dataclass(kw_only=True)
@@ -137,22 +115,25 @@ class EnvConfig:
     imports: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        check_fields(self)
         if not self.id:
-            raise ConfigError("env.id must be a registered gymnasium id such as 'rlvr/Math-v0'")
+            raise ConfigError("id must be a registered gymnasium id such as 'rlvr/Math-v0'",
+                              key="id")
 
 
-KL_PLACEMENTS: tuple[str, ...] = ("reward", "loss", "both", "off")
 
+class _KLTerm(Checked):
+    """A KL term's config: its ``estimator`` must be a known KL estimator."""
 
-def _check_kl_estimator(key: str, value: str) -> None:
-    from rlvr.learner.config import KL_ESTIMATORS
+    estimator: str
 
-    if value not in KL_ESTIMATORS:
-        raise ConfigError(_unknown_message(key, value, KL_ESTIMATORS))
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_choice("estimator", self.estimator, KL_ESTIMATORS)
 
 
 @dataclass(kw_only=True)
-class KLRewardConfig:
+class KLRewardConfig(_KLTerm):
     """The KL penalty subtracted from the token rewards (verl's ``use_kl_in_reward``).
 
     ``token_level_rewards = token_level_scores - coef * kl`` per token, before the advantages.
@@ -168,23 +149,14 @@ class KLRewardConfig:
     """
 
     estimator: str = "k1"
-    coef: float = 0.001
+    coef: float = bounded(0.001, ge=0)
     controller: Literal["fixed", "adaptive"] = "fixed"
-    target: float = 0.1
-    horizon: int = 10000
-
-    def __post_init__(self) -> None:
-        _check_kl_estimator("algorithm.kl.reward.estimator", self.estimator)
-        if self.controller not in KL_CONTROLLERS:
-            raise ConfigError(
-                _unknown_message("algorithm.kl.reward.controller", self.controller, KL_CONTROLLERS)
-            )
-        _non_negative("algorithm.kl.reward", coef=self.coef)
-        _positive("algorithm.kl.reward", target=self.target, horizon=self.horizon)
+    target: float = bounded(0.1, gt=0)
+    horizon: int = bounded(10000, gt=0)
 
 
 @dataclass(kw_only=True)
-class KLLossConfig:
+class KLLossConfig(_KLTerm):
     """The KL term added to the policy loss (verl's ``actor.use_kl_loss``).
 
     ``loss += coef * agg(kl)``, aggregated like ``actor.loss_agg``.
@@ -196,11 +168,7 @@ class KLLossConfig:
     """
 
     estimator: str = "k3"
-    coef: float = 0.001
-
-    def __post_init__(self) -> None:
-        _check_kl_estimator("algorithm.kl.loss.estimator", self.estimator)
-        _non_negative("algorithm.kl.loss", coef=self.coef)
+    coef: float = bounded(0.001, ge=0)
 
 
 @dataclass(kw_only=True)
@@ -233,10 +201,7 @@ class KLConfig:
     loss: KLLossConfig = field(default_factory=KLLossConfig)
 
     def __post_init__(self) -> None:
-        if self.placement not in KL_PLACEMENTS:
-            raise ConfigError(
-                _unknown_message("algorithm.kl.placement", self.placement, KL_PLACEMENTS)
-            )
+        check_fields(self)
         if self.reward.controller == "adaptive" and not self.in_reward:
             raise ConfigError(
                 "algorithm.kl.reward.controller='adaptive' needs algorithm.kl.placement "
@@ -276,21 +241,15 @@ class AlgorithmConfig:
     """
 
     estimator: str = "grpo"
-    gamma: float = 1.0
-    lam: float = 1.0
+    gamma: float = bounded(1.0, ge=0, le=1)
+    lam: float = bounded(1.0, ge=0, le=1)
     kl: KLConfig = field(default_factory=KLConfig)
 
     def __post_init__(self) -> None:
-        for name in ("gamma", "lam"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ConfigError(f"algorithm.{name} must be in [0, 1]; got {value!r}")
+        check_fields(self)
         from rlvr.advantages import ADVANTAGE_ESTIMATORS
 
-        if self.estimator not in ADVANTAGE_ESTIMATORS:
-            raise ConfigError(
-                _unknown_message("algorithm.estimator", self.estimator, ADVANTAGE_ESTIMATORS)
-            )
+        check_choice("estimator", self.estimator, ADVANTAGE_ESTIMATORS)
 
 
 @dataclass(kw_only=True)
@@ -320,22 +279,21 @@ class RolloutConfig:
     """
 
     engine: str = "transformers"
-    prompts_per_step: int = 8
-    group_size: int = 8
+    prompts_per_step: int = bounded(8, gt=0)
+    group_size: int = bounded(8, gt=0)
     runner: RunnerConfig = field(default_factory=RunnerConfig)
     dynamic_sampling: bool = False
-    max_refill_rounds: int = 3
+    max_refill_rounds: int = bounded(3, ge=0)
     sglang: SGLangOptions = field(default_factory=SGLangOptions)
     max_logprob_diff: float | None = None
 
     def __post_init__(self) -> None:
-        _positive("rollout", prompts_per_step=self.prompts_per_step, group_size=self.group_size)
-        _non_negative("rollout", max_refill_rounds=self.max_refill_rounds)
-        if self.engine not in ENGINES:
-            raise ConfigError(_unknown_message("rollout.engine", self.engine, ENGINES))
-        if self.max_logprob_diff is not None and not self.max_logprob_diff > 0:
-            raise ConfigError(f"rollout.max_logprob_diff must be > 0 or null (the default for "
-                              f"the engine's dtype); got {self.max_logprob_diff!r}")
+        check_fields(self)
+        check_choice("engine", self.engine, ENGINES)
+        if self.max_logprob_diff is not None and not self.max_logprob_diff > 0:  # .inf is allowed
+            raise ConfigError(f"max_logprob_diff must be > 0 or null (the default for the "
+                              f"engine's dtype); got {self.max_logprob_diff!r}",
+                              key="max_logprob_diff")
 
     @property
     def episodes_per_step(self) -> int:
@@ -360,20 +318,18 @@ class HeldOutConfig:
     """
 
     suite: str | None = None
-    every: int = 0
-    tasks: int = 200
-    samples: int = 1
-    max_new_tokens: int = 32
-    show_episodes: int = 0
+    every: int = bounded(0, ge=0)
+    tasks: int = bounded(200, gt=0)
+    samples: int = bounded(1, gt=0)
+    max_new_tokens: int = bounded(32, gt=0)
+    show_episodes: int = bounded(0, ge=0)
 
     def __post_init__(self) -> None:
-        _non_negative("eval", every=self.every, show_episodes=self.show_episodes)
-        _positive("eval", tasks=self.tasks, samples=self.samples,
-                  max_new_tokens=self.max_new_tokens)
+        check_fields(self)
 
 
 @dataclass(kw_only=True)
-class TrainerConfig:
+class TrainerConfig(Checked):
     """The run itself: length, seed, outputs, checkpoints.
 
     Attributes:
@@ -393,24 +349,18 @@ class TrainerConfig:
             core). Tiny models run faster on one: their matrices are too small to split.
     """
 
-    steps: int = 100
-    seed: int = 0
+    steps: int = bounded(100, gt=0)
+    seed: int = bounded(0, ge=0)
     output_dir: str = "runs/default"
-    checkpoint_every: int = 0
-    keep_checkpoints: int = 2
+    checkpoint_every: int = bounded(0, ge=0)
+    keep_checkpoints: int = bounded(2, gt=0)
     resume: bool = False
     export_at_end: bool = True
     tensorboard: bool = True
     plot: bool = True
     progress: bool = True
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    threads: int | None = None
-
-    def __post_init__(self) -> None:
-        _positive("trainer", steps=self.steps, keep_checkpoints=self.keep_checkpoints)
-        if self.threads is not None:
-            _positive("trainer", threads=self.threads)
-        _non_negative("trainer", checkpoint_every=self.checkpoint_every, seed=self.seed)
+    threads: int | None = bounded(None, gt=0)
 
 
 def _check_mini_batch(owner: str, learner: LearnerConfig, rollout: RolloutConfig) -> None:
@@ -421,7 +371,8 @@ def _check_mini_batch(owner: str, learner: LearnerConfig, rollout: RolloutConfig
     """
     if learner.group_size != 1:
         raise ConfigError(
-            f"{owner}.group_size is set from rollout.group_size; leave it out of the config"
+            f"{owner}.group_size is set from rollout.group_size; leave it out of the config",
+            key=f"{owner}.group_size",
         )
     mini, prompts, group = learner.mini_batch_size, rollout.prompts_per_step, rollout.group_size
     if not mini or prompts % mini == 0:
@@ -436,11 +387,7 @@ def _check_mini_batch(owner: str, learner: LearnerConfig, rollout: RolloutConfig
             f". If {mini} was meant as sequences, write {owner}.mini_batch_size={mini // group} "
             "(prompts)"
         )
-    raise ConfigError(message)
-
-
-def _critic_default() -> LearnerConfig:
-    return LearnerConfig(optim=OptimConfig(lr=1e-5))
+    raise ConfigError(message, key=f"{owner}.mini_batch_size")
 
 
 @dataclass(kw_only=True)
@@ -453,16 +400,16 @@ class TrainConfig:
         env: the environment trained on.
         rollout: stage A, episode generation.
         algorithm: the advantage estimator and the KL penalty.
-        actor: the policy's learner (``rlvr.learner.LearnerConfig``): optimizer, micro-batches
+        actor: the policy's learner (``rlvr.learner.ActorConfig``): optimizer, micro-batches
             (sequences per rank), mini-batches (PROMPTS over all ranks, as verl's
             ``ppo_mini_batch_size``; ``group_size`` comes from ``rollout.group_size``), epochs,
             PPO clip/dual clip, loss aggregation, entropy bonus, truncated IS (``tis_cap``).
-            Its KL-loss fields are set from ``algorithm.kl``; a
-            decaying ``optim.schedule`` without ``total_steps`` decays over ``trainer.steps``
-            (when loaded with ``load_config``).
-        critic: the critic's learner config (optimizer, micro-batches, mini-batches in
-            prompts like the actor's, ``value_clip``); used only by estimators that need values,
-            such as ``gae``.
+            Its KL-loss fields are set from ``algorithm.kl``; a decaying ``optim.schedule``
+            without ``total_steps`` decays over ``trainer.steps`` (``defaults_from``).
+        critic: the critic's learner (``rlvr.learner.CriticConfig``: optimizer, micro-batches,
+            mini-batches in prompts like the actor's, ``value_clip``; no policy-loss keys). Used
+            only by estimators that need values, such as ``gae``; with the others it is checked
+            like any section but no critic is built.
         eval: held-out evaluation during training.
         trainer: run length, seed, outputs and checkpoints.
     """
@@ -472,21 +419,43 @@ class TrainConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
-    actor: LearnerConfig = field(default_factory=LearnerConfig)
-    critic: LearnerConfig = field(default_factory=_critic_default)
+    actor: ActorConfig = field(default_factory=ActorConfig)
+    critic: CriticConfig = field(default_factory=CriticConfig)
     eval: HeldOutConfig = field(default_factory=HeldOutConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
     def __post_init__(self) -> None:
+        check_fields(self)
         for owner in ("actor", "critic"):
             _check_mini_batch(owner, getattr(self, owner), self.rollout)
         if self.actor.kl_loss_coef != 0.0:
             raise ConfigError(
                 "actor.kl_loss_coef is set from algorithm.kl; use algorithm.kl.placement=loss "
-                "(or both) and algorithm.kl.loss.coef instead"
+                "(or both) and algorithm.kl.loss.coef instead", key="actor.kl_loss_coef"
             )
 
-    def learner_configs(self) -> tuple[LearnerConfig, LearnerConfig]:
+    @classmethod
+    def defaults_from(cls, data: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The raw mapping being loaded, with the run length filled in where it is meant.
+
+        A decaying ``actor``/``critic`` ``optim.schedule`` without ``total_steps`` decays over
+        ``trainer.steps``.
+        """
+        trainer = data.get("trainer")
+        steps = trainer.get("steps") if isinstance(trainer, Mapping) else None
+        steps = TrainerConfig.steps if steps is None else steps
+        if not isinstance(steps, int) or isinstance(steps, bool):
+            return data  # the loader reports trainer.steps
+        steps = max(steps, 1)  # trainer.steps < 1 is reported by TrainerConfig, naming the field
+        for owner in ("actor", "critic"):
+            learner = data.get(owner)
+            optim = learner.get("optim") if isinstance(learner, Mapping) else None
+            if isinstance(optim, Mapping) and optim.get("schedule", "constant") != "constant" \
+                    and optim.get("total_steps") is None:
+                data = merge(data, {owner: {"optim": {"total_steps": steps}}})
+        return data
+
+    def learner_configs(self) -> tuple[ActorConfig, CriticConfig]:
         """The actor's and critic's learner configs as the learner gets them.
 
         ``seed`` comes from ``trainer.seed``, ``group_size`` (the unit of ``mini_batch_size``)
@@ -503,238 +472,18 @@ class TrainConfig:
         critic = dataclasses.replace(self.critic, **common)
         # Dr. GRPO's constant normaliser defaults to the configured maximum response length.
         longest = float(self.rollout.runner.max_response_tokens)
-        actor, critic = (
-            c if c.loss_scale_factor is not None
-            else dataclasses.replace(c, loss_scale_factor=longest)
-            for c in (actor, critic)
-        )
+        if actor.loss_scale_factor is None:
+            actor = dataclasses.replace(actor, loss_scale_factor=longest)
+        if critic.loss_scale_factor is None:
+            critic = dataclasses.replace(critic, loss_scale_factor=longest)
         return actor, critic
 
 
-# ---------------------------------------------------------------------------- loading
-def _unknown_message(key: str, value: object, allowed: Sequence[str] | Mapping[str, Any]) -> str:
-    """``"<key>: unknown value ...; allowed: ...; did you mean ...?"``."""
-    names = sorted(allowed)
-    message = f"{key}: unknown value {value!r}; allowed: {', '.join(names)}"
-    close = difflib.get_close_matches(str(value), names, n=3)
-    if close:
-        message += f". Did you mean {' or '.join(repr(c) for c in close)}?"
-    return message
-
-
-def _type_name(tp: Any) -> str:
-    """A readable name for a type annotation."""
-    origin = typing.get_origin(tp)
-    if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in typing.get_args(tp))
-    if tp is type(None):
-        return "null"
-    return getattr(tp, "__name__", str(tp))
-
-
-def _coerce(value: Any, tp: Any, key: str) -> Any:
-    """Check ``value`` against the annotation ``tp`` (converting where lossless) or raise."""
-    origin = typing.get_origin(tp)
-    if tp is Any:
-        return value
-    if origin is Literal:
-        allowed = typing.get_args(tp)
-        if value not in allowed:
-            raise ConfigError(_unknown_message(key, value, [str(a) for a in allowed]))
-        return value
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        for arg in (a for a in args if a is not type(None)):
-            with contextlib.suppress(ConfigError):
-                return _coerce(value, arg, key)
-        raise ConfigError(f"{key}: expected {_type_name(tp)}; got {value!r}")
-    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        if isinstance(value, tp):
-            return value
-        if not isinstance(value, Mapping):
-            raise ConfigError(f"{key}: expected a mapping of {tp.__name__} fields; got {value!r}")
-        return from_dict(tp, value, prefix=key)
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        raise ConfigError(f"{key}: expected true or false; got {value!r}")
-    if tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise ConfigError(f"{key}: expected an integer; got {value!r}")
-    if tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value)  # YAML 1.1 reads "1e-3" as a string
-            except ValueError:
-                pass
-        raise ConfigError(f"{key}: expected a number; got {value!r}")
-    if tp is str:
-        if isinstance(value, str):
-            return value
-        raise ConfigError(f"{key}: expected a string; got {value!r}")
-    if origin in (list, tuple):
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{key}: expected a list; got {value!r}")
-        args = typing.get_args(tp)
-        if origin is tuple and args and args[-1] is not Ellipsis:
-            if len(value) != len(args):
-                raise ConfigError(f"{key}: expected {len(args)} items; got {value!r}")
-            return tuple(_coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
-        item = args[0] if args else Any
-        items = [_coerce(v, item, f"{key}[{i}]") for i, v in enumerate(value)]
-        return tuple(items) if origin is tuple else items
-    if origin is dict:
-        if not isinstance(value, Mapping):
-            raise ConfigError(f"{key}: expected a mapping; got {value!r}")
-        return dict(value)
-    return value
-
-
-def from_dict(cls: type[Any], data: Mapping[str, Any], *, prefix: str = "") -> Any:
-    """Build the dataclass ``cls`` from a (nested) mapping, checking every key and value.
-
-    Args:
-        cls: a dataclass type; nested dataclass fields are built recursively.
-        data: field values; missing fields keep their defaults.
-        prefix: the dotted path of ``cls`` inside the whole config, used in messages.
-
-    Returns:
-        The instance (its ``__post_init__`` has run).
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> TrainConfig:
+    """Load a ``TrainConfig`` from a YAML file and dotted ``key=value`` overrides.
 
     Raises:
-        ConfigError: an unknown key (the message lists the allowed keys and close matches), a
-            value of the wrong type, or a value a component rejects.
+        ConfigError: the file is missing or not a mapping, or any key/value is invalid (the
+            message names the key as typed, the allowed keys or values, and close matches).
     """
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls) if f.init]
-    kwargs: dict[str, Any] = {}
-    for key, value in data.items():
-        dotted = f"{prefix}.{key}" if prefix else str(key)
-        if key not in names:
-            message = f"unknown config key {dotted!r}; allowed keys here: {', '.join(names)}"
-            moved = getattr(cls, "MOVED_KEYS", {}).get(key)
-            if moved:
-                raise ConfigError(f"{message}. {dotted!r} moved: use {moved}")
-            close = difflib.get_close_matches(str(key), names, n=3)
-            if close:
-                message += f". Did you mean {' or '.join(repr(c) for c in close)}?"
-            raise ConfigError(message)
-        kwargs[key] = _coerce(value, hints[key], dotted)
-    try:
-        return cls(**kwargs)
-    except (ValueError, TypeError) as err:
-        if isinstance(err, ConfigError) and (not prefix or str(err).startswith(prefix)):
-            raise
-        where = f" in {prefix!r}" if prefix else ""
-        raise ConfigError(f"invalid config{where}: {err}") from err
-
-
-def parse_overrides(overrides: Sequence[str]) -> dict[str, Any]:
-    """Turn ``["a.b=1", "c=x"]`` into ``{"a": {"b": 1}, "c": "x"}`` (values parsed as YAML).
-
-    Raises:
-        ConfigError: an item without ``=`` or with an empty key.
-    """
-    tree: dict[str, Any] = {}
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip() or any(not p for p in key.strip().split(".")):
-            raise ConfigError(f"override {item!r} must look like dotted.key=value")
-        value = yaml.safe_load(raw) if raw.strip() else ""
-        node = tree
-        parts = key.strip().split(".")
-        for part in parts[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise ConfigError(f"override {item!r} sets a key under {part!r}, a plain value")
-            node = child
-        node[parts[-1]] = value
-    return tree
-
-
-def merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
-    """Recursively merge ``extra`` over ``base`` (mappings merge, anything else replaces)."""
-    out = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-def load_config(
-    path: str | Path | None = None, overrides: Sequence[str] = (), *, cls: type[Any] = TrainConfig
-) -> Any:
-    """Load a YAML config and apply dotted ``key=value`` overrides.
-
-    Args:
-        path: a YAML file (a mapping of component names to their fields); None = all defaults.
-        overrides: ``dotted.key=value`` strings, values parsed as YAML scalars/lists.
-        cls: the config class to build.
-
-    Returns:
-        The validated config object.
-
-    Raises:
-        ConfigError: the file is missing or not a mapping, or any key/value is invalid.
-    """
-    data: dict[str, Any] = {}
-    if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file {str(p)!r} does not exist")
-        try:
-            loaded = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"config file {str(p)!r} is not valid YAML: {err}") from err
-        if not isinstance(loaded, Mapping):
-            raise ConfigError(f"config file {str(p)!r} must hold a mapping at the top level")
-        data = dict(loaded)
-    data = merge(data, parse_overrides(overrides))
-    if cls is TrainConfig:
-        data = _default_total_steps(data)
-    return from_dict(cls, data)
-
-
-def _default_total_steps(data: dict[str, Any]) -> dict[str, Any]:
-    """Let a decaying ``actor``/``critic`` schedule without ``total_steps`` use trainer.steps."""
-    trainer = data.get("trainer")
-    steps = trainer.get("steps") if isinstance(trainer, Mapping) else None
-    steps = TrainerConfig.steps if steps is None else steps
-    if not isinstance(steps, int) or isinstance(steps, bool):
-        return data  # from_dict reports trainer.steps
-    steps = max(steps, 1)  # trainer.steps < 1 is reported by TrainerConfig, naming the field
-    for owner in ("actor", "critic"):
-        learner = data.get(owner)
-        optim = learner.get("optim") if isinstance(learner, Mapping) else None
-        if isinstance(optim, Mapping) and optim.get("schedule", "constant") != "constant" \
-                and optim.get("total_steps") is None:
-            data = merge(data, {owner: {"optim": {"total_steps": steps}}})
-    return data
-
-
-def to_dict(config: Any) -> dict[str, Any]:
-    """The config as plain YAML-able data (round-trips through ``from_dict``)."""
-    def plain(value: Any) -> Any:
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-        if isinstance(value, (list, tuple)):
-            return [plain(v) for v in value]
-        if isinstance(value, Mapping):
-            return {str(k): plain(v) for k, v in value.items()}
-        return value
-
-    return plain(config)
-
-
-def dump_config(config: Any, path: str | Path) -> None:
-    """Write ``config`` as YAML to ``path``."""
-    Path(path).write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
+    return typing.cast(TrainConfig, load(TrainConfig, path, overrides))

@@ -30,7 +30,23 @@ class RlvrError(Exception):
 
 
 class ConfigError(RlvrError, ValueError):
-    """A configuration value or function parameter is out of its allowed range."""
+    """A configuration value or function parameter is out of its allowed range.
+
+    ``key``, when given, is the offending field's dotted name relative to the config object
+    that raised, and the message starts with it (``lr must be > 0; got 0``). ``under(prefix)``
+    is the same error seen from an enclosing config (``actor.optim.lr must be > 0; got 0``):
+    the loader re-raises through it, so a message names the key as the user typed it.
+    """
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+    def under(self, prefix: str) -> ConfigError:
+        """This error for the field ``<prefix>.<key>`` (itself when it names no key)."""
+        if self.key is None or not prefix:
+            return self
+        return ConfigError(f"{prefix}.{self}", key=f"{prefix}.{self.key}")
 
 
 class BatchError(RlvrError, ValueError):

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from rlvr.data import Trajectory
+from rlvr.distributed import all_reduce_sums
 
 #: Metrics shown in the progress bar's postfix, with their short labels.
 PROGRESS_KEYS = {
@@ -178,7 +178,7 @@ class MetricsLogger:
         Returns:
             The PNG path, or None when nothing was plotted (or on ranks other than 0).
         """
-        if not self.enabled:
+        if not self.enabled or self._file.closed:
             return None
         if self._bar is not None:
             self._bar.close()
@@ -193,12 +193,6 @@ class MetricsLogger:
         return None
 
 
-def all_reduce_sums(values: Sequence[float], device: torch.device) -> list[float]:
-    """Element-wise sums of ``values`` over all ranks."""
-    t = torch.tensor(list(values), dtype=torch.float64, device=device)
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        dist.all_reduce(t)
-    return t.tolist()
 
 
 def rollout_metrics(trajs: Sequence[Trajectory], device: torch.device) -> dict[str, float]:

@@ -25,6 +25,9 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from rlvr.config_checks import bounded, check_fields
+from rlvr.errors import ConfigError
+
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 ADDED_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
 
@@ -81,34 +84,22 @@ class TinyModelSpec:
         seed: seeds the tokenizer corpus and the weight initialisation.
     """
 
-    hidden_size: int = 192
-    num_hidden_layers: int = 4
-    num_attention_heads: int = 6
-    num_key_value_heads: int = 2
-    intermediate_size: int = 512
-    vocab_size: int = 400
-    max_position_embeddings: int = 1024
+    hidden_size: int = bounded(192, gt=0)
+    num_hidden_layers: int = bounded(4, gt=0)
+    num_attention_heads: int = bounded(6, gt=0)
+    num_key_value_heads: int = bounded(2, gt=0)
+    intermediate_size: int = bounded(512, gt=0)
+    vocab_size: int = bounded(400, ge=300)  # 256 bytes + merges
+    max_position_embeddings: int = bounded(1024, gt=0)
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("hidden_size", "num_hidden_layers", "num_attention_heads",
-                     "num_key_value_heads", "intermediate_size", "max_position_embeddings"):
-            value = getattr(self, name)
-            if value <= 0:
-                raise ValueError(f"TinyModelSpec.{name} must be positive, got {value}")
-        if self.hidden_size % self.num_attention_heads:
-            raise ValueError(
-                f"TinyModelSpec.hidden_size ({self.hidden_size}) must be divisible by "
-                f"num_attention_heads ({self.num_attention_heads})"
-            )
-        if self.num_attention_heads % self.num_key_value_heads:
-            raise ValueError(
-                f"TinyModelSpec.num_attention_heads ({self.num_attention_heads}) must be divisible "
-                f"by num_key_value_heads ({self.num_key_value_heads})"
-            )
-        if self.vocab_size < 300:
-            raise ValueError(f"TinyModelSpec.vocab_size must be >= 300 (256 bytes + merges), "
-                             f"got {self.vocab_size}")
+        check_fields(self)
+        for name, heads in (("hidden_size", "num_attention_heads"),
+                            ("num_attention_heads", "num_key_value_heads")):
+            if getattr(self, name) % getattr(self, heads):
+                raise ConfigError(f"{name} ({getattr(self, name)}) must be divisible by {heads} "
+                                  f"({getattr(self, heads)})", key=name)
 
     def key(self) -> str:
         """A short content hash naming this spec's cache directory."""
@@ -174,19 +165,9 @@ def build_model(spec: TinyModelSpec, vocab_size: int, pad_token_id: int, eos_tok
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    config = Qwen2Config(
-        vocab_size=vocab_size,
-        hidden_size=spec.hidden_size,
-        intermediate_size=spec.intermediate_size,
-        num_hidden_layers=spec.num_hidden_layers,
-        num_attention_heads=spec.num_attention_heads,
-        num_key_value_heads=spec.num_key_value_heads,
-        max_position_embeddings=spec.max_position_embeddings,
-        tie_word_embeddings=True,
-        pad_token_id=pad_token_id,
-        eos_token_id=eos_token_id,
-        bos_token_id=None,
-    )
+    shape = {k: v for k, v in asdict(spec).items() if k not in ("vocab_size", "seed")}
+    config = Qwen2Config(vocab_size=vocab_size, **shape, tie_word_embeddings=True,
+                         pad_token_id=pad_token_id, eos_token_id=eos_token_id, bos_token_id=None)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec.seed)
         model = Qwen2ForCausalLM(config)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 
 from rlvr.data import Trajectory
-from rlvr.metrics import all_reduce_sums
+from rlvr.distributed import all_reduce_sums
 
 
 def tool_metrics(trajs: Sequence[Trajectory], device: torch.device) -> dict[str, float]:

@@ -40,8 +40,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from rlvr.advantages import AdvantageInputs, compute_advantages, get_estimator
-from rlvr.config import TrainConfig, dump_config
+from rlvr.config import TrainConfig
+from rlvr.config_loader import dump_config
 from rlvr.data import RolloutBatch
+from rlvr.distributed import all_reduce_sums, barrier, gather_objects, gather_rows
 from rlvr.kl import apply_kl_in_reward, build_controller
 from rlvr.learner import (
     Actor,
@@ -51,21 +53,20 @@ from rlvr.learner import (
     export_hf,
     init_distributed,
 )
-from rlvr.learner.worker import barrier
-from rlvr.metrics import MetricsLogger, all_reduce_sums, rollout_metrics
+from rlvr.metrics import MetricsLogger, rollout_metrics
 from rlvr.tool_metrics import tool_metrics
 from rlvr.training.env_tokens import EnvTokenGuard
 from rlvr.training.heldout import heldout_evaluator
 from rlvr.training.snapshots import EpisodeSnapshots
 from rlvr.training.state import Checkpoints, StageTimer, TrainerState
-from rlvr.training.stream import EpisodeStream, derived_seed, gather_objects, gather_rows
+from rlvr.training.stream import EpisodeStream
 from rlvr.training.sync_guard import SyncGuard
 from rlvr.training.warmup import check_env, warm_up
 
 if TYPE_CHECKING:
     from agents.engines import BuiltEngine
 
-__all__ = ["StageTimer", "TrainResult", "Trainer", "check_env", "derived_seed", "summary", "train"]
+__all__ = ["StageTimer", "TrainResult", "Trainer", "check_env", "summary", "train"]
 
 
 @dataclass
@@ -123,6 +124,7 @@ class Trainer:
         self.start_time = time.perf_counter()
         self.config = cfg = config
         self.threads_before = torch.get_num_threads()  # restored by close()
+        self.closed = False
         if cfg.trainer.threads is not None:
             torch.set_num_threads(cfg.trainer.threads)
         self.dist = init_distributed(cfg.trainer.device)
@@ -217,7 +219,17 @@ class Trainer:
 
     # ------------------------------------------------------------------ the loop
     def train(self) -> TrainResult:
-        """Run the remaining RL steps, evaluate, export; returns what was produced."""
+        """Run the remaining RL steps, evaluate, export; returns what was produced.
+
+        The trainer is closed at the end, also when a step raises or the run is interrupted
+        (Ctrl-C): the engine and its threads stop, the metric files are flushed and closed.
+        """
+        try:
+            return self._train()
+        finally:
+            self.close()
+
+    def _train(self) -> TrainResult:
         cfg = self.config
         result = TrainResult(output_dir=self.out, metrics_path=self.logger.jsonl_path,
                              warmup_seconds=self.warmup_seconds,
@@ -357,12 +369,23 @@ class Trainer:
         return export_hf(self.actor.module, path or self.out / "export", self.tokenizer)
 
     def close(self) -> None:
-        """Stop the engine and the runner's env threads; restore torch's thread count."""
-        self.runner.close()
-        if self.heldout is not None:
-            self.heldout.close()
-        self.engine.close()
-        torch.set_num_threads(self.threads_before)
+        """Close the metric writers, env threads and engine; restore torch's thread count.
+
+        Idempotent; each step runs even when an earlier one raises.
+
+        The default process group is process-wide (``init_distributed`` reuses it), so it is
+        left to the process; the engine's own weight-sync group goes with ``engine.close()``.
+        """
+        if self.closed:
+            return
+        self.closed = True
+        with contextlib.ExitStack() as stack:  # callbacks run last-in first-out
+            stack.callback(torch.set_num_threads, self.threads_before)
+            stack.callback(self.engine.close)
+            stack.callback(self.runner.close)
+            stack.callback(self.logger.close)
+            if self.heldout is not None:
+                stack.callback(self.heldout.close)
 
 
 def kl_notice(kl: Any) -> str:

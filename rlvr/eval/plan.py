@@ -7,10 +7,11 @@ evaluated on exactly the same tasks and seeds.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from rlvr.seeds import derived_seed
 
 __all__ = ["PlannedEpisode", "SuiteEntry", "episode_seed", "plan_episodes"]
 
@@ -44,8 +45,7 @@ class PlannedEpisode:
 
 def episode_seed(seed: int, key: str, task_index: int, sample: int) -> int:
     """A stable 31-bit seed for one episode (independent of Python's hash randomisation)."""
-    digest = hashlib.sha256(f"{seed}/{key}/{task_index}/{sample}".encode()).digest()
-    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+    return derived_seed(seed, key, task_index, sample, bits=31)
 
 
 def plan_episodes(entries: Sequence[SuiteEntry], samples: int, seed: int) -> list[PlannedEpisode]:

@@ -25,7 +25,7 @@ from rlvr.learner.checkpoint import (
     latest_checkpoint,
     prune_checkpoints,
 )
-from rlvr.learner.config import LearnerConfig, OptimConfig
+from rlvr.learner.config import ActorConfig, CriticConfig, LearnerConfig, OptimConfig
 from rlvr.learner.critic import Critic
 from rlvr.learner.modules import CriticModel, load_causal_lm
 from rlvr.learner.parallel import DistInfo, apply_fsdp, init_distributed
@@ -33,8 +33,10 @@ from rlvr.learner.reference import Reference
 
 __all__ = [
     "Actor",
+    "ActorConfig",
     "Checkpointer",
     "Critic",
+    "CriticConfig",
     "CriticModel",
     "DistInfo",
     "LearnerConfig",

@@ -32,13 +32,14 @@ import torch
 
 from rlvr.aggregate import aggregate
 from rlvr.data import RolloutBatch
+from rlvr.distributed import all_reduce_sum
 from rlvr.errors import BatchError
 from rlvr.kl import kl_loss, kl_penalty
-from rlvr.learner.config import LearnerConfig
+from rlvr.learner.config import ActorConfig
 from rlvr.learner.loading import build_sharded, empty_causal_lm
 from rlvr.learner.logprobs import policy_forward
 from rlvr.learner.modules import load_causal_lm
-from rlvr.learner.parallel import DistInfo, all_reduce_sum, init_distributed
+from rlvr.learner.parallel import DistInfo, init_distributed
 from rlvr.learner.worker import TrainedModel, shard
 from rlvr.losses import POLICY_LOSSES, PolicyLossInputs, truncated_is_weights
 
@@ -51,9 +52,11 @@ class Actor(TrainedModel):
     outside ``update()``.
     """
 
+    config: ActorConfig
+
     @classmethod
     def from_pretrained(
-        cls, path: str | Path, config: LearnerConfig, dist_info: DistInfo | None = None
+        cls, path: str | Path, config: ActorConfig, dist_info: DistInfo | None = None
     ) -> Actor:
         """Load the policy from an HF directory, shard it and build its optimizer.
 
@@ -62,7 +65,7 @@ class Actor(TrainedModel):
 
         Args:
             path: a local HF causal-LM directory.
-            config: the actor's learner config.
+            config: the actor's learner config (``ActorConfig``).
             dist_info: from ``init_distributed()``; created (world size 1 if not under
                 torchrun) when omitted.
         """

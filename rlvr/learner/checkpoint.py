@@ -23,19 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.checkpoint.stateful import Stateful
 
-from rlvr.learner.worker import barrier
+from rlvr.distributed import barrier, rank_and_world
 
 COMPLETE_MARKER = "COMPLETE"
-
-
-def _rank() -> int:
-    return dist.get_rank() if dist.is_initialized() else 0
 
 
 def _fsync_dir(path: Path) -> None:
@@ -66,7 +61,7 @@ def _publish(tmp: Path, target: Path) -> None:
 def _prepare_tmp(target: Path, suffix: str) -> Path:
     """A fresh hidden sibling directory of ``target`` (same name on every rank)."""
     tmp = target.parent / f".{target.name}.{suffix}"
-    if _rank() == 0:
+    if rank_and_world()[0] == 0:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
@@ -101,7 +96,7 @@ class Checkpointer:
         tmp = _prepare_tmp(target, "partial")
         dcp.save(dict(self.states), checkpoint_id=str(tmp))
         barrier()
-        if _rank() == 0:
+        if rank_and_world()[0] == 0:
             _publish(tmp, target)
         barrier()
         return target
@@ -153,7 +148,7 @@ def prune_checkpoints(root: str | Path, keep: int) -> list[Path]:
     if keep < 1:
         raise ValueError(f"keep must be >= 1; got {keep}")
     base = Path(root)
-    if _rank() != 0 or not base.is_dir():
+    if rank_and_world()[0] != 0 or not base.is_dir():
         return []
     complete = []
     stale = []
@@ -209,7 +204,7 @@ def export_hf(
     target = Path(out_dir)
     state = full_state_dict(module)
     tmp = _prepare_tmp(target, "export")
-    if _rank() == 0:
+    if rank_and_world()[0] == 0:
         config = module.config  # type: ignore[union-attr]
         with torch.device("meta"):
             plain = AutoModelForCausalLM.from_config(config)

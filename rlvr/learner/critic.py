@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from rlvr.data import RolloutBatch
-from rlvr.learner.config import LearnerConfig
+from rlvr.learner.config import CriticConfig
 from rlvr.learner.loading import build_sharded
 from rlvr.learner.logprobs import value_forward
 from rlvr.learner.modules import CriticModel
@@ -25,9 +25,11 @@ from rlvr.losses import value_loss
 class Critic(TrainedModel):
     """The value model, FSDP2-sharded, with AdamW."""
 
+    config: CriticConfig
+
     @classmethod
     def from_pretrained(
-        cls, path: str | Path, config: LearnerConfig, dist_info: DistInfo | None = None
+        cls, path: str | Path, config: CriticConfig, dist_info: DistInfo | None = None
     ) -> Critic:
         """Build the critic from an HF directory (the actor's or its own) and shard it.
 

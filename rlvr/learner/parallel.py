@@ -180,17 +180,8 @@ def enable_activation_checkpointing(model: nn.Module) -> None:
         target.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)  # type: ignore[operator]
 
 
-def all_reduce_sum(values: torch.Tensor) -> torch.Tensor:
-    """Sum ``values`` over all ranks (a no-op copy with one rank); returns a new tensor."""
-    out = values.clone()
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        dist.all_reduce(out, op=dist.ReduceOp.SUM)
-    return out
-
-
 __all__ = [
     "DistInfo",
-    "all_reduce_sum",
     "apply_fsdp",
     "decoder_layers",
     "enable_activation_checkpointing",

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from rlvr.data import RolloutBatch
-from rlvr.learner.config import LearnerConfig
+from rlvr.learner.config import ActorConfig
 from rlvr.learner.loading import build_sharded, empty_causal_lm
 from rlvr.learner.modules import load_causal_lm
 from rlvr.learner.parallel import DistInfo, init_distributed, mixed_precision_policy
@@ -22,15 +22,18 @@ from rlvr.learner.worker import ShardedModel, shard
 class Reference(ShardedModel):
     """The frozen reference policy, FSDP2-sharded; every parameter has ``requires_grad=False``."""
 
+    config: ActorConfig
+
     @classmethod
     def from_pretrained(
-        cls, path: str | Path, config: LearnerConfig, dist_info: DistInfo | None = None
+        cls, path: str | Path, config: ActorConfig, dist_info: DistInfo | None = None
     ) -> Reference:
         """Load the reference policy from an HF directory (usually the actor's initial one).
 
         Args:
             path: a local HF causal-LM directory.
-            config: a learner config (``micro_batch_size`` and ``mixed_precision`` are used).
+            config: the actor's config (micro-batching, ``mixed_precision`` and ``sequence_packing``
+                are used).
             dist_info: from ``init_distributed()``; created when omitted.
         """
         info = dist_info or init_distributed()

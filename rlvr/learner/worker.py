@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.checkpoint.stateful import Stateful
@@ -29,19 +28,20 @@ from torch.distributed.tensor import DTensor
 
 from rlvr.aggregate import normaliser, part_mode, part_weights
 from rlvr.data import RolloutBatch
+from rlvr.distributed import all_reduce_max, all_reduce_sum
 from rlvr.errors import BatchError, ConfigError
 from rlvr.learner.batching import micro_batch_rows, select_rows
-from rlvr.learner.config import LearnerConfig
+from rlvr.learner.config import ActorConfig, LearnerConfig
 from rlvr.learner.dropout import disable_dropout
 from rlvr.learner.logprobs import policy_forward
 from rlvr.learner.optim import build_optimizer
 from rlvr.learner.parallel import (
     DistInfo,
-    all_reduce_sum,
     apply_fsdp,
     enable_activation_checkpointing,
     mixed_precision_policy,
 )
+from rlvr.seeds import derived_seed
 
 #: A micro-batch loss: returns the loss (aggregated like ``TrainedModel.micro_loss_agg`` over the
 #: micro-batch) and detached 0-d metric tensors (named without the ``actor/``/``critic/`` prefix).
@@ -89,12 +89,12 @@ class ShardedModel:
         ``sequence_packing``) selects the cost the budget counts.
         """
         cfg = self.config
-        packed = cfg.sequence_packing if packed is None else packed
+        packed = self.packed if packed is None else packed
         spans = micro_batch_rows(batch, cfg.micro_batch_size, cfg.max_tokens_per_micro_batch,
                                  packed=packed)
         if cfg.max_tokens_per_micro_batch is not None and self.dist.world_size > 1:
-            counts = torch.tensor([len(spans)], dtype=torch.int64, device=self.dist.device)
-            dist.all_reduce(counts, op=dist.ReduceOp.MAX)
+            counts = all_reduce_max(torch.tensor([len(spans)], dtype=torch.int64,
+                                                 device=self.dist.device))
             spans = micro_batch_rows(batch, cfg.micro_batch_size,
                                      cfg.max_tokens_per_micro_batch, packed=packed,
                                      count=int(counts[0]))
@@ -118,11 +118,16 @@ class ShardedModel:
 
     def _policy_logprobs(self, batch: RolloutBatch, temperature: float) -> torch.Tensor:
         """No-grad token logprobs ``(B, R)`` of a causal-LM module (0 where masked)."""
-        packed = self.config.sequence_packing
+        packed = self.packed
         return self._map_micro(
             batch, lambda mb: (policy_forward(self.module, mb, temperature, packed=packed)[0],),
             packed=packed,
         )[0]
+
+    @property
+    def packed(self) -> bool:
+        """Whether policy forwards run packed: ``ActorConfig.sequence_packing`` (a critic never)."""
+        return isinstance(self.config, ActorConfig) and self.config.sequence_packing
 
     @contextlib.contextmanager
     def gathered(self) -> Iterator[nn.Module]:
@@ -173,8 +178,8 @@ class TrainedModel(ShardedModel, Stateful):
     def __init__(self, module: nn.Module, config: LearnerConfig, dist_info: DistInfo) -> None:
         if config.loss_agg == "seq-mean-token-sum-norm" and config.loss_scale_factor is None:
             raise ConfigError(
-                "learner.loss_scale_factor must be set (> 0, e.g. the maximum response length) "
-                "when learner.loss_agg is 'seq-mean-token-sum-norm'"
+                "loss_scale_factor must be set (> 0, e.g. the maximum response length) "
+                "when loss_agg is 'seq-mean-token-sum-norm'", key="loss_scale_factor"
             )
         super().__init__(module, config, dist_info)
         self.optimizer, self.scheduler = build_optimizer(module.parameters(), config.optim)
@@ -265,7 +270,7 @@ class TrainedModel(ShardedModel, Stateful):
         return [ws * w for w in shares], metric_w
 
     def _shuffle_seed(self, epoch: int) -> int:
-        return ((self.config.seed * 1_000_003 + self.updates) * 1_009 + epoch) % (2**62)
+        return derived_seed(self.config.seed, "shuffle", self.updates, epoch)
 
     def run_update(self, batch: RolloutBatch, loss_fn: LossFn, prefix: str) -> dict[str, float]:
         """One training step: epochs × shuffled mini-batches × accumulated micro-batches.
@@ -343,10 +348,4 @@ class TrainedModel(ShardedModel, Stateful):
         return value
 
 
-def barrier() -> None:
-    """Wait for every rank (no-op without a process group)."""
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        dist.barrier()
-
-
-__all__ = ["LossFn", "ShardedModel", "TrainedModel", "barrier", "shard"]
+__all__ = ["LossFn", "ShardedModel", "TrainedModel", "shard"]

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.distributed as dist
+
+from rlvr.distributed import gather_objects, rank_and_world
 
 
 def rng_state() -> dict[str, Any]:
@@ -46,21 +47,9 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state(cuda["state"], cuda["device"])
 
 
-def _world() -> tuple[int, int]:
-    if dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
 def gather_rng_states() -> bytes:
     """Every rank's ``rng_state()`` as a pickled ``{rank: state}`` (collective; same on all)."""
-    rank, world = _world()
-    mine = rng_state()
-    if world == 1:
-        return pickle.dumps({rank: mine})
-    states: list[Any] = [None] * world
-    dist.all_gather_object(states, mine)
-    return pickle.dumps(dict(enumerate(states)))
+    return pickle.dumps(dict(enumerate(gather_objects([rng_state()]))))
 
 
 def restore_rng_states(blob: bytes) -> bool:
@@ -70,7 +59,7 @@ def restore_rng_states(blob: bytes) -> bool:
         True if the blob held this rank's states; False if not (nothing is changed).
     """
     states = pickle.loads(blob)
-    rank, _ = _world()
+    rank, _ = rank_and_world()
     if "python" in states:  # a checkpoint from before states were keyed by rank
         states = {0: states}
     if rank not in states:

@@ -1,4 +1,4 @@
-"""Stage A of the RL loop: this rank's groups of episodes for a step, and cross-rank gathers.
+"""Stage A of the RL loop: this rank's groups of episodes for a step.
 
 Each group's task depends only on its position in the run's task stream (epochs without
 replacement, ``rlvr.training.tasks``) and its sampling seed only on ``(seed, step, group)``, so
@@ -13,44 +13,11 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-import torch
-import torch.distributed as dist
-
 from rlvr.config import TrainConfig
 from rlvr.data import Trajectory
 from rlvr.errors import ConfigError
-from rlvr.training.seeds import derived_seed
+from rlvr.seeds import derived_seed
 from rlvr.training.tasks import TaskOrder
-
-
-def _world() -> tuple[int, int]:
-    if dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-def gather_rows(t: torch.Tensor) -> torch.Tensor:
-    """All ranks' ``(B, R_rank)`` tensors stacked row-wise, right-padded with 0 to the widest R."""
-    rank, ws = _world()
-    if ws == 1:
-        return t
-    widths = [torch.zeros(1, dtype=torch.long, device=t.device) for _ in range(ws)]
-    dist.all_gather(widths, torch.tensor([t.shape[1]], device=t.device))
-    width = int(max(w.item() for w in widths))
-    padded = torch.nn.functional.pad(t, (0, width - t.shape[1]))
-    parts = [torch.empty_like(padded) for _ in range(ws)]
-    dist.all_gather(parts, padded.contiguous())
-    return torch.cat(parts, dim=0)
-
-
-def gather_objects(items: list[Any]) -> list[Any]:
-    """All ranks' lists concatenated in rank order."""
-    if _world()[1] == 1:
-        return items
-    out: list[Any] = [None] * _world()[1]
-    dist.all_gather_object(out, items)
-    return [x for part in out for x in part]
-
 
 
 class EpisodeStream:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from rlvr.errors import ConfigError
-from rlvr.training.seeds import derived_seed
+from rlvr.seeds import derived_seed
 
 
 class TaskOrder:

@@ -6,9 +6,10 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from rlvr.config import TrainConfig, merge
+from rlvr.config import TrainConfig
+from rlvr.config_loader import merge
+from rlvr.distributed import barrier
 from rlvr.learner import DistInfo
-from rlvr.learner.worker import barrier
 from rlvr.training.heldout import heldout_evaluator
 
 

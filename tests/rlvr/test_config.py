@@ -4,16 +4,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlvr.config import (
-    TrainConfig,
-    dump_config,
-    from_dict,
-    load_config,
-    parse_overrides,
-    to_dict,
-)
+from rlvr.config import TrainConfig, load_config
+from rlvr.config_loader import dump_config, from_dict, parse_overrides, to_dict
 from rlvr.errors import ConfigError
-from rlvr.learner.config import LearnerConfig
+from rlvr.learner.config import ActorConfig, CriticConfig
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -49,7 +43,7 @@ def test_dotted_overrides_reach_nested_component_configs():
     assert config.env.kwargs["source_kwargs"] == {**load_config(CONFIGS / "quickstart.yaml")
                                                   .env.kwargs["source_kwargs"], "max_digits": 1}
     assert config.model.tiny.num_hidden_layers == 2
-    assert isinstance(config.actor, LearnerConfig)
+    assert isinstance(config.actor, ActorConfig) and isinstance(config.critic, CriticConfig)
 
 
 def test_yaml_reads_exponent_floats_that_yaml11_leaves_as_strings():
@@ -79,13 +73,13 @@ def test_yaml_reads_exponent_floats_that_yaml11_leaves_as_strings():
     ("rollout.group_size=2.5", r"rollout.group_size: expected an integer; got 2.5"),
     ("trainer.resume=maybe", r"trainer.resume: expected true or false; got 'maybe'"),
     ("trainer.steps=0", r"trainer.steps must be > 0; got 0"),
-    ("trainer.threads=0", r"trainer.threads must be > 0; got 0"),
+    ("trainer.threads=0", r"trainer.threads must be > 0 or null; got 0"),
     ("trainer.threads=two", r"trainer.threads: expected int or null; got 'two'"),
     ("algorithm.gamma=1.5", r"algorithm.gamma must be in \[0, 1\]; got 1.5"),
     ("actor.mini_batch_size=7",
      r"actor.mini_batch_size \(7\) counts prompts, like verl's ppo_mini_batch_size .*must "
      r"divide rollout.prompts_per_step \(16\)"),
-    ("actor.optim.lr=0", r"actor.optim.*lr must be > 0"),
+    ("actor.optim.lr=0", r"^actor.optim.lr must be > 0; got 0.0$"),
     ("rollout.runner.max_turn=2",
      r"unknown config key 'rollout.runner.max_turn'.*Did you mean 'max_turns'\?"),
     ("rollout.runner.sampling.top_p=2", r"rollout.runner.sampling.*top_p must be in \(0, 1\]"),
@@ -95,7 +89,7 @@ def test_yaml_reads_exponent_floats_that_yaml11_leaves_as_strings():
      r"'both'; got placement='off'"),
     ("algorithm.kl.reward.controller=pid",
      r"algorithm.kl.reward.controller: unknown value 'pid'; allowed: adaptive, fixed"),
-    ("model.tiny.hidden_size=33", r"model.tiny.*hidden_size \(33\) must be divisible"),
+    ("model.tiny.hidden_size=33", r"^model.tiny.hidden_size \(33\) must be divisible"),
     ("rollout.engine=vllm", r"rollout.engine: unknown value 'vllm'; allowed: sglang, transformers"),
     ("sft.target_accuracy=2", r"sft.target_accuracy must be in \(0, 1\] or null"),
     ("algorithm.kl=3", r"algorithm.kl: expected a mapping of KLConfig fields; got 3"),
@@ -125,7 +119,7 @@ def test_learner_configs_take_seed_and_kl_loss_from_one_place():
                                 "algorithm.kl.loss.estimator=k2", "trainer.seed=7"])
     actor, critic = config.learner_configs()
     assert (actor.kl_loss_coef, actor.kl_loss_estimator, actor.seed) == (0.05, "k2", 7)
-    assert critic.seed == 7 and critic.kl_loss_coef == 0.0
+    assert critic.seed == 7 and not hasattr(critic, "kl_loss_coef")  # no KL term: no field
     reward = load_config(None, ["algorithm.kl.placement=reward"]).learner_configs()[0]
     assert reward.kl_loss_coef == 0.0
 
@@ -143,7 +137,7 @@ def test_each_kl_placement_has_its_own_estimator_and_coef_with_verl_defaults():
 
 
 def test_from_dict_accepts_component_instances_and_to_dict_is_plain_data():
-    config = from_dict(TrainConfig, {"actor": LearnerConfig(micro_batch_size=3)})
+    config = from_dict(TrainConfig, {"actor": ActorConfig(micro_batch_size=3)})
     assert config.actor.micro_batch_size == 3
     data = to_dict(config)
     yaml.safe_dump(data)  # plain data only
@@ -156,3 +150,59 @@ def test_decaying_schedule_defaults_to_the_run_length():
     assert config.actor.optim.total_steps == 40
     config = load_config(None, ["critic.optim.schedule=cosine", "critic.optim.total_steps=7"])
     assert config.critic.optim.total_steps == 7 and config.actor.optim.total_steps is None
+
+
+@pytest.mark.parametrize("override, message", [
+    ("actor.clip_low=1.5", r"^actor.clip_low must be in \(0, 1\); got 1.5$"),
+    ("actor.micro_batch_size=0", r"^actor.micro_batch_size must be >= 1; got 0$"),
+    ("actor.mixed_precision=fp16",
+     r"^actor.mixed_precision: unknown value 'fp16'; allowed: auto, bf16, fp32. "
+     r"Did you mean 'bf16'"),
+    ("actor.kl_loss_estimator=k9", r"^actor.kl_loss_estimator: unknown value 'k9'; allowed: "),
+    ("critic.optim.lr=-1", r"^critic.optim.lr must be > 0; got -1.0$"),
+    ("critic.optim.schedule=cosine", None),  # valid: total_steps defaults to trainer.steps
+    ("critic.value_clip=0", r"^critic.value_clip must be > 0; got 0.0$"),
+    ("actor.optim.total_steps=0", r"^actor.optim.total_steps must be >= 1 or null; got 0$"),
+    ("sft.lr=0", r"^sft.lr must be > 0; got 0.0$"),
+    ("eval.tasks=0", r"^eval.tasks must be > 0; got 0$"),
+    ("rollout.max_refill_rounds=-1", r"^rollout.max_refill_rounds must be >= 0; got -1$"),
+    ("model.tiny.vocab_size=100", r"^model.tiny.vocab_size must be >= 300; got 100$"),
+    ("env.id=", r"^env.id must be a registered gymnasium id"),
+])
+def test_errors_name_the_key_as_typed_not_an_internal_prefix(override, message):
+    args = ["algorithm.estimator=gae", override]
+    if message is None:
+        load_config(CONFIGS / "quickstart.yaml", args)
+        return
+    with pytest.raises(ConfigError, match=message) as err:
+        load_config(CONFIGS / "quickstart.yaml", args)
+    assert "learner." not in str(err.value) and "TinyModelSpec" not in str(err.value)
+
+
+@pytest.mark.parametrize("key, role, allowed", [
+    ("critic.clip_low", "critic", "value_clip"),
+    ("critic.entropy_coef", "critic", "value_clip"),
+    ("critic.sequence_packing", "critic", "value_clip"),
+    ("actor.value_clip", "actor", "clip_low"),
+])
+def test_a_key_meaningless_for_its_role_is_an_unknown_key(tmp_path, key, role, allowed):
+    message = rf"^unknown config key '{key}'; allowed keys here: optim, .*\b{allowed}\b"
+    with pytest.raises(ConfigError, match=message):
+        load_config(CONFIGS / "ppo_gae_quickstart.yaml", [f"{key}=0.1"])
+    section, field = key.split(".")
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({section: {field: 0.1}}))
+    with pytest.raises(ConfigError, match=message):
+        load_config(tmp_path / "c.yaml")
+
+
+def test_a_critic_key_on_a_critic_free_estimator_loads_and_builds_no_critic(tmp_path):
+    from rlvr.advantages import get_estimator
+
+    override = load_config(CONFIGS / "quickstart.yaml", ["critic.value_clip=0.3"])
+    (tmp_path / "c.yaml").write_text("algorithm: {estimator: rloo}\ncritic: {value_clip: 0.3}\n")
+    from_yaml = load_config(tmp_path / "c.yaml")
+    for config in (override, from_yaml):
+        assert config.critic.value_clip == 0.3
+        assert not get_estimator(config.algorithm.estimator).needs_critic
+    with pytest.raises(ConfigError, match=r"^critic.value_clip must be > 0; got -1.0$"):
+        load_config(CONFIGS / "quickstart.yaml", ["critic.value_clip=-1"])

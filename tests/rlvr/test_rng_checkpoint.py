@@ -51,11 +51,11 @@ def test_each_rank_gets_its_own_entry(monkeypatch):
         expected[r] = draw()
     assert expected[0] != expected[1]
     for r in (1, 0):
-        monkeypatch.setattr(rng, "_world", lambda r=r: (r, 2))
+        monkeypatch.setattr(rng, "rank_and_world", lambda r=r: (r, 2))
         torch.manual_seed(99)
         assert restore_rng_states(blob)
         assert draw() == expected[r]
-    monkeypatch.setattr(rng, "_world", lambda: (2, 3))  # resumed with more ranks than saved
+    monkeypatch.setattr(rng, "rank_and_world", lambda: (2, 3))  # resumed with more ranks than saved
     torch.manual_seed(99)
     before = torch.get_rng_state()
     assert not restore_rng_states(blob)

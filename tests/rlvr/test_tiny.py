@@ -57,5 +57,5 @@ def test_build_is_deterministic_and_cached(tmp_path):
 def test_bad_spec_names_the_field():
     with pytest.raises(ValueError, match="hidden_size .* divisible by num_attention_heads"):
         TinyModelSpec(hidden_size=30, num_attention_heads=4)
-    with pytest.raises(ValueError, match="TinyModelSpec.num_hidden_layers must be positive"):
+    with pytest.raises(ValueError, match="num_hidden_layers must be > 0; got 0"):
         TinyModelSpec(num_hidden_layers=0)

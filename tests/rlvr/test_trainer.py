@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from envs.math_env import MathEnv
-from rlvr.config import dump_config, load_config
+from rlvr.config import load_config
+from rlvr.config_loader import dump_config
 from rlvr.metrics import read_jsonl
 from rlvr.trainer import train
 

@@ -9,8 +9,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from rlvr.config import SFTConfig
 from rlvr.metrics import MetricsLogger, read_jsonl
+from rlvr.seeds import derived_seed
 from rlvr.sft import collate, encode_example, supervised_warmup
-from rlvr.trainer import StageTimer, TrainResult, derived_seed, summary
+from rlvr.trainer import StageTimer, TrainResult, summary
 
 
 @pytest.fixture(scope="module")

@@ -94,9 +94,9 @@ def global_rel_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor],
 
 #: The configuration of the 1-rank vs 2-rank comparison (one global mini-batch of 8 rows).
 def two_rank_config():
-    from rlvr.learner import LearnerConfig, OptimConfig
+    from rlvr.learner import ActorConfig, OptimConfig
 
-    return LearnerConfig(optim=OptimConfig(lr=1e-3), micro_batch_size=2, mini_batch_size=8,
+    return ActorConfig(optim=OptimConfig(lr=1e-3), micro_batch_size=2, mini_batch_size=8,
                          epochs=2, entropy_coef=0.01)
 
 

@@ -13,7 +13,7 @@ from learner_helpers import (
 from transformers import AutoModelForCausalLM
 
 from rlvr.errors import BatchError
-from rlvr.learner import Actor, LearnerConfig, OptimConfig, Reference
+from rlvr.learner import Actor, ActorConfig, OptimConfig, Reference
 
 
 def prepared(actor, rows=8, seed=0):
@@ -31,9 +31,9 @@ def test_micro_batch_accumulation_equals_one_big_batch(tiny_model_path, dist_inf
     # so the parameter change compares the accumulated gradients themselves.
     common = dict(optim=OptimConfig(lr=1.0, eps=1.0, grad_clip=0.0), loss_agg=agg,
                   entropy_coef=0.01)
-    small = Actor.from_pretrained(tiny_model_path, LearnerConfig(micro_batch_size=3, **common),
+    small = Actor.from_pretrained(tiny_model_path, ActorConfig(micro_batch_size=3, **common),
                                   dist_info)
-    big = Actor.from_pretrained(tiny_model_path, LearnerConfig(micro_batch_size=64, **common),
+    big = Actor.from_pretrained(tiny_model_path, ActorConfig(micro_batch_size=64, **common),
                                 dist_info)
     batch = prepared(small)
     start = params(small.module)
@@ -49,7 +49,7 @@ def test_micro_batch_accumulation_equals_one_big_batch(tiny_model_path, dist_inf
 
 
 def test_update_metrics_and_lr_warmup(tiny_model_path, dist_info):
-    cfg = LearnerConfig(optim=OptimConfig(lr=1e-3, warmup_steps=1), micro_batch_size=4,
+    cfg = ActorConfig(optim=OptimConfig(lr=1e-3, warmup_steps=1), micro_batch_size=4,
                         mini_batch_size=4, epochs=2)
     actor = Actor.from_pretrained(tiny_model_path, cfg, dist_info)
     batch = prepared(actor)
@@ -63,7 +63,7 @@ def test_update_metrics_and_lr_warmup(tiny_model_path, dist_info):
 
 
 def test_positive_advantages_raise_the_logprobs(tiny_model_path, dist_info):
-    cfg = LearnerConfig(optim=OptimConfig(lr=3e-3), micro_batch_size=8)
+    cfg = ActorConfig(optim=OptimConfig(lr=3e-3), micro_batch_size=8)
     actor = Actor.from_pretrained(tiny_model_path, cfg, dist_info)
     batch = make_batch(8, seed=4)
     batch.set("advantages", batch.response_mask.clone())
@@ -77,7 +77,7 @@ def test_positive_advantages_raise_the_logprobs(tiny_model_path, dist_info):
 
 
 def test_kl_loss_entropy_bonus_and_tis_paths(tiny_model_path, dist_info):
-    cfg = LearnerConfig(optim=OptimConfig(lr=1e-3), micro_batch_size=4, kl_loss_coef=0.1,
+    cfg = ActorConfig(optim=OptimConfig(lr=1e-3), micro_batch_size=4, kl_loss_coef=0.1,
                         kl_loss_estimator="low_var_kl", entropy_coef=0.01, tis_cap=2.0)
     actor = Actor.from_pretrained(tiny_model_path, cfg, dist_info)
     ref = Reference.from_pretrained(tiny_model_path, cfg, dist_info)
@@ -95,7 +95,7 @@ def test_kl_loss_entropy_bonus_and_tis_paths(tiny_model_path, dist_info):
 
 @pytest.mark.parametrize("shape", [{"epochs": 2}, {"mini_batch_size": 2}])
 def test_update_requires_old_logprobs_and_advantages(tiny_model_path, dist_info, shape):
-    actor = Actor.from_pretrained(tiny_model_path, LearnerConfig(**shape), dist_info)
+    actor = Actor.from_pretrained(tiny_model_path, ActorConfig(**shape), dist_info)
     batch = make_batch(4)
     assert not actor.single_step(4)
     with pytest.raises(BatchError, match="old_logprobs is not set on this batch; only a one-step"):
@@ -110,7 +110,7 @@ def test_update_requires_old_logprobs_and_advantages(tiny_model_path, dist_info,
 @pytest.mark.parametrize("tis_cap", [None, 2.0])
 def test_one_step_update_takes_old_logprobs_from_its_own_forward(tiny_model_path, dist_info,
                                                                  tis_cap):
-    cfg = LearnerConfig(optim=OptimConfig(lr=1e-3), micro_batch_size=3, mini_batch_size=8,
+    cfg = ActorConfig(optim=OptimConfig(lr=1e-3), micro_batch_size=3, mini_batch_size=8,
                         tis_cap=tis_cap)
     fused, separate = (Actor.from_pretrained(tiny_model_path, cfg, dist_info) for _ in range(2))
     assert fused.single_step(8) and not fused.single_step(9)
@@ -147,7 +147,7 @@ def test_one_step_update_takes_old_logprobs_from_its_own_forward(tiny_model_path
 
 
 def test_reference_is_frozen_and_matches_the_initial_policy(tiny_model_path, dist_info):
-    cfg = LearnerConfig(micro_batch_size=4)
+    cfg = ActorConfig(micro_batch_size=4)
     ref = Reference.from_pretrained(tiny_model_path, cfg, dist_info)
     actor = Actor.from_pretrained(tiny_model_path, cfg, dist_info)
     assert all(not p.requires_grad for p in ref.module.parameters())
@@ -160,9 +160,9 @@ def test_reference_is_frozen_and_matches_the_initial_policy(tiny_model_path, dis
 
 def test_activation_checkpointing_gives_the_same_update(tiny_model_path, dist_info):
     common = dict(optim=OptimConfig(lr=1e-3), micro_batch_size=4)
-    plain = Actor.from_pretrained(tiny_model_path, LearnerConfig(**common), dist_info)
+    plain = Actor.from_pretrained(tiny_model_path, ActorConfig(**common), dist_info)
     ckpt = Actor.from_pretrained(
-        tiny_model_path, LearnerConfig(activation_checkpointing=True, **common), dist_info
+        tiny_model_path, ActorConfig(activation_checkpointing=True, **common), dist_info
     )
     batch = prepared(plain)
     calls = {"plain": 0, "ckpt": 0}
@@ -177,7 +177,7 @@ def test_activation_checkpointing_gives_the_same_update(tiny_model_path, dist_in
 
 
 def test_sharded_module_generates_like_plain_transformers(tiny_model_path, dist_info):
-    actor = Actor.from_pretrained(tiny_model_path, LearnerConfig(), dist_info)
+    actor = Actor.from_pretrained(tiny_model_path, ActorConfig(), dist_info)
     plain = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32).eval()
     ids = torch.tensor([[0, 0, 5, 17, 42], [3, 9, 27, 81, 243]])
     mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
@@ -196,7 +196,7 @@ def test_sharded_module_generates_like_plain_transformers(tiny_model_path, dist_
     assert set(full) == set(reference)
     assert all(torch.equal(full[k], reference[k]) for k in reference)
     # Training after generating (resharded on exit) matches training a fresh actor.
-    fresh = Actor.from_pretrained(tiny_model_path, LearnerConfig(), dist_info)
+    fresh = Actor.from_pretrained(tiny_model_path, ActorConfig(), dist_info)
     batch = prepared(fresh)
     actor.update(batch)
     fresh.update(batch)
@@ -206,9 +206,9 @@ def test_sharded_module_generates_like_plain_transformers(tiny_model_path, dist_
 
 def test_update_on_shared_prompts_equals_the_row_by_row_update(tiny_model_path, dist_info):
     common = dict(optim=OptimConfig(lr=1e-3), entropy_coef=0.01)
-    shared = Actor.from_pretrained(tiny_model_path, LearnerConfig(micro_batch_size=12, **common),
+    shared = Actor.from_pretrained(tiny_model_path, ActorConfig(micro_batch_size=12, **common),
                                    dist_info)
-    rows = Actor.from_pretrained(tiny_model_path, LearnerConfig(micro_batch_size=1, **common),
+    rows = Actor.from_pretrained(tiny_model_path, ActorConfig(micro_batch_size=1, **common),
                                  dist_info)
     start = params(shared.module)
     batch = with_advantages(make_group_batch(groups=3, size=4, seed=7), seed=7)

@@ -14,9 +14,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from rlvr.learner import (
     Actor,
+    ActorConfig,
     Checkpointer,
     Critic,
-    LearnerConfig,
+    CriticConfig,
     OptimConfig,
     export_hf,
     latest_checkpoint,
@@ -24,15 +25,17 @@ from rlvr.learner import (
 )
 from rlvr.learner.checkpoint import COMPLETE_MARKER
 
-CFG = LearnerConfig(
+SHAPE = dict(
     optim=OptimConfig(lr=1e-3, warmup_steps=2, schedule="cosine", total_steps=6,
                       weight_decay=0.01),
     micro_batch_size=3, mini_batch_size=4, epochs=2,
 )
+CFG = ActorConfig(**SHAPE)
 
 
 def build(path, info):
-    return Actor.from_pretrained(path, CFG, info), Critic.from_pretrained(path, CFG, info)
+    return (Actor.from_pretrained(path, CFG, info),
+            Critic.from_pretrained(path, CriticConfig(**SHAPE), info))
 
 
 def train(actor, critic, steps, start):
@@ -101,8 +104,8 @@ KILLED_SAVE = textwrap.dedent("""
     sys.path.insert(0, sys.argv[2])
     from learner_helpers import make_batch, with_advantages
     import rlvr.learner.checkpoint as ck
-    from rlvr.learner import Actor, Checkpointer, LearnerConfig, OptimConfig, init_distributed
-    actor = Actor.from_pretrained(sys.argv[3], LearnerConfig(optim=OptimConfig(lr=1e-3)),
+    from rlvr.learner import Actor, ActorConfig, Checkpointer, OptimConfig, init_distributed
+    actor = Actor.from_pretrained(sys.argv[3], ActorConfig(optim=OptimConfig(lr=1e-3)),
                                   init_distributed("cpu"))
     ckpt = Checkpointer({"actor": actor})
     ckpt.save(os.path.join(sys.argv[1], "step_1"))

@@ -3,61 +3,75 @@ from __future__ import annotations
 import pytest
 
 from rlvr.errors import ConfigError
-from rlvr.learner import LearnerConfig, OptimConfig
+from rlvr.learner import ActorConfig, CriticConfig, LearnerConfig, OptimConfig
 from rlvr.learner.optim import WarmupSchedule
 
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"lr": 0.0}, r"optim\.lr must be > 0\.0; got 0\.0"),
-        ({"lr": float("nan")}, r"optim\.lr must be a finite number"),
-        ({"weight_decay": -1.0}, r"optim\.weight_decay must be >= 0\.0"),
-        ({"betas": (0.9, 1.0)}, r"optim\.betas must be two numbers in \[0, 1\)"),
-        ({"warmup_steps": -1}, r"optim\.warmup_steps must be an integer >= 0"),
-        ({"schedule": "step"}, r"optim\.schedule must be one of 'constant', 'cosine', 'linear'"),
-        ({"schedule": "cosine"}, r"optim\.total_steps must be set .* 'cosine'"),
-        ({"min_lr_ratio": 1.5}, r"optim\.min_lr_ratio must be in \[0, 1\]"),
-        ({"grad_clip": -0.1}, r"optim\.grad_clip must be >= 0\.0"),
+        ({"lr": 0.0}, r"^lr must be > 0; got 0\.0"),
+        ({"lr": float("nan")}, r"^lr must be a finite number"),
+        ({"weight_decay": -1.0}, r"^weight_decay must be >= 0"),
+        ({"betas": (0.9, 1.0)}, r"^betas must be two numbers in \[0, 1\)"),
+        ({"warmup_steps": -1}, r"^warmup_steps must be >= 0; got -1"),
+        ({"warmup_steps": 1.5}, r"^warmup_steps must be an integer; got 1\.5"),
+        ({"schedule": "step"},
+         r"^schedule: unknown value 'step'; allowed: constant, cosine, linear"),
+        ({"schedule": "cosine"}, r"^total_steps must be set .* 'cosine'"),
+        ({"min_lr_ratio": 1.5}, r"^min_lr_ratio must be in \[0, 1\]"),
+        ({"grad_clip": -0.1}, r"^grad_clip must be >= 0"),
     ],
 )
 def test_optim_config_errors_name_the_field(kwargs, match):
-    with pytest.raises(ConfigError, match=match):
+    with pytest.raises(ConfigError, match=match) as err:
         OptimConfig(**kwargs)
+    assert err.value.key == match.lstrip("^").split(" ")[0].rstrip(":")
 
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"micro_batch_size": 0}, r"learner\.micro_batch_size must be an integer >= 1; got 0"),
-        ({"mini_batch_size": 0}, r"learner\.mini_batch_size must be an integer >= 1"),
-        ({"epochs": 0}, r"learner\.epochs must be an integer >= 1"),
+        ({"micro_batch_size": 0}, r"^micro_batch_size must be >= 1; got 0"),
+        ({"mini_batch_size": 0}, r"^mini_batch_size must be >= 1 or null"),
+        ({"epochs": 0}, r"^epochs must be >= 1"),
         ({"mixed_precision": "fp16"},
-         r"learner\.mixed_precision must be one of 'auto', 'bf16', 'fp32'"),
-        ({"clip_low": 1.0}, r"learner\.clip_low must be in \(0, 1\)"),
-        ({"clip_high": 0.0}, r"learner\.clip_high must be > 0\.0"),
-        ({"dual_clip": 1.0}, r"learner\.dual_clip must be > 1\.0"),
+         r"^mixed_precision: unknown value 'fp16'; allowed: auto, bf16, fp32"),
+        ({"clip_low": 1.0}, r"^clip_low must be in \(0, 1\)"),
+        ({"clip_high": 0.0}, r"^clip_high must be > 0"),
+        ({"dual_clip": 1.0}, r"^dual_clip must be > 1 or null"),
         ({"loss_agg": "mean"},
-         r"learner\.loss_agg must be one of 'token-mean', .*'seq-mean-token-sum-norm'"),
-        ({"entropy_coef": -0.1}, r"learner\.entropy_coef must be >= 0\.0"),
-        ({"kl_loss_coef": -1.0}, r"learner\.kl_loss_coef must be >= 0\.0"),
-        ({"kl_loss_estimator": "k4"}, r"learner\.kl_loss_estimator must be one of .*'low_var_kl'"),
-        ({"tis_cap": 0.0}, r"learner\.tis_cap must be > 0\.0"),
-        ({"value_clip": 0.0}, r"learner\.value_clip must be > 0\.0"),
+         r"^loss_agg: unknown value 'mean'; allowed: .*seq-mean-token-sum-norm"),
+        ({"entropy_coef": -0.1}, r"^entropy_coef must be >= 0"),
+        ({"kl_loss_coef": -1.0}, r"^kl_loss_coef must be >= 0"),
+        ({"kl_loss_estimator": "k4"},
+         r"^kl_loss_estimator: unknown value 'k4'; allowed: .*low_var_kl"),
+        ({"tis_cap": 0.0}, r"^tis_cap must be > 0 or null"),
         ({"activation_checkpointing": "yes"},
-         r"learner\.activation_checkpointing must be true or false"),
-        ({"optim": {"lr": 1.0}}, r"learner\.optim must be an OptimConfig"),
+         r"^activation_checkpointing must be true or false"),
+        ({"optim": {"lr": 1.0}}, r"^optim must be of type OptimConfig"),
     ],
 )
-def test_learner_config_errors_name_the_field(kwargs, match):
+def test_actor_config_errors_name_the_field(kwargs, match):
     with pytest.raises(ConfigError, match=match):
-        LearnerConfig(**kwargs)
+        ActorConfig(**kwargs)
+
+
+def test_each_role_takes_only_its_own_fields():
+    with pytest.raises(ConfigError, match=r"^value_clip must be > 0"):
+        CriticConfig(value_clip=0.0)
+    with pytest.raises(TypeError, match="clip_low"):
+        CriticConfig(clip_low=0.2)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="value_clip"):
+        ActorConfig(value_clip=0.5)  # type: ignore[call-arg]
+    assert CriticConfig().optim.lr == 1e-5 and ActorConfig().optim.lr == 1e-6
+    assert isinstance(ActorConfig(), LearnerConfig) and isinstance(CriticConfig(), LearnerConfig)
 
 
 def test_config_errors_are_value_errors_and_defaults_are_valid():
-    LearnerConfig(kl_loss_estimator="k3+", dual_clip=None, tis_cap=2.0)
+    ActorConfig(kl_loss_estimator="k3+", dual_clip=None, tis_cap=2.0)
     with pytest.raises(ValueError):
-        LearnerConfig(epochs=-1)
+        ActorConfig(epochs=-1)
 
 
 def test_warmup_then_cosine_schedule():

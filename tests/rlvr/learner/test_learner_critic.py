@@ -5,12 +5,12 @@ import torch
 from learner_helpers import make_batch, with_advantages
 
 from rlvr.errors import BatchError
-from rlvr.learner import Critic, CriticModel, LearnerConfig, OptimConfig
+from rlvr.learner import Critic, CriticConfig, CriticModel, OptimConfig
 
 
 @pytest.fixture
 def critic(tiny_model_path, dist_info):
-    cfg = LearnerConfig(optim=OptimConfig(lr=3e-3), micro_batch_size=3, mini_batch_size=4)
+    cfg = CriticConfig(optim=OptimConfig(lr=3e-3), micro_batch_size=3, mini_batch_size=4)
     return Critic.from_pretrained(tiny_model_path, cfg, dist_info)
 
 

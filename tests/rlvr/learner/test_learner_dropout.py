@@ -7,7 +7,7 @@ import torch
 from learner_helpers import make_batch
 from transformers import AutoConfig, AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel
 
-from rlvr.learner import Actor, Critic, LearnerConfig
+from rlvr.learner import Actor, ActorConfig, Critic, CriticConfig
 from rlvr.learner.dropout import disable_dropout
 from rlvr.learner.logprobs import policy_forward, value_forward
 
@@ -39,7 +39,7 @@ def test_plain_model_with_dropout_is_noisy_in_train_mode(dropout_model):
 
 
 def test_actor_logprobs_are_identical_twice_in_train_mode(dropout_model, dist_info):
-    actor = Actor.from_pretrained(dropout_model, LearnerConfig(), dist_info)
+    actor = Actor.from_pretrained(dropout_model, ActorConfig(), dist_info)
     actor.module.train()  # as during update(); dropout must not act
     assert actor.module.training
     batch = make_batch(4, seed=0)
@@ -50,7 +50,7 @@ def test_actor_logprobs_are_identical_twice_in_train_mode(dropout_model, dist_in
 
 
 def test_critic_values_are_identical_twice_in_train_mode(dropout_model, dist_info):
-    critic = Critic.from_pretrained(dropout_model, LearnerConfig(), dist_info)
+    critic = Critic.from_pretrained(dropout_model, CriticConfig(), dist_info)
     weight = critic.module.value_head.weight  # a zero head would hide any noise
     with torch.no_grad():
         (weight.to_local() if hasattr(weight, "to_local") else weight).normal_()

@@ -5,7 +5,7 @@ import torch
 from learner_helpers import make_batch, make_group_batch
 from transformers import AutoModelForCausalLM
 
-from rlvr.learner import Actor, LearnerConfig
+from rlvr.learner import Actor, ActorConfig
 from rlvr.learner.logprobs import policy_forward
 
 
@@ -16,7 +16,7 @@ def plain_model(tiny_model_path):
 
 @pytest.fixture(scope="module")
 def actor(tiny_model_path, dist_info):
-    return Actor.from_pretrained(tiny_model_path, LearnerConfig(micro_batch_size=3), dist_info)
+    return Actor.from_pretrained(tiny_model_path, ActorConfig(micro_batch_size=3), dist_info)
 
 
 def naive(model, batch, temperature):
@@ -72,7 +72,7 @@ def test_only_the_response_span_is_projected_to_the_vocabulary(actor):
 
 def test_micro_batch_size_does_not_change_logprobs(tiny_model_path, dist_info, actor):
     batch = make_batch(6, seed=3)
-    one = Actor.from_pretrained(tiny_model_path, LearnerConfig(micro_batch_size=1), dist_info)
+    one = Actor.from_pretrained(tiny_model_path, ActorConfig(micro_batch_size=1), dist_info)
     torch.testing.assert_close(one.compute_logprobs(batch), actor.compute_logprobs(batch),
                                atol=1e-5, rtol=1e-5)
     assert not torch.equal(actor.compute_logprobs(batch, 0.5), actor.compute_logprobs(batch))
@@ -83,7 +83,7 @@ def test_shared_prompts_run_once_and_give_the_row_by_row_logprobs(tiny_model_pat
                                                                   plain_model, temperature):
     batch = make_group_batch(groups=3, size=4, seed=5)
     assert batch.attention_mask[:, 0].min() == 0  # some prompts are left-padded
-    actor = Actor.from_pretrained(tiny_model_path, LearnerConfig(micro_batch_size=12), dist_info)
+    actor = Actor.from_pretrained(tiny_model_path, ActorConfig(micro_batch_size=12), dist_info)
     rows = []
     handle = actor.module.lm_head.register_forward_pre_hook(  # rows of hidden states it gets
         lambda m, args: rows.append(args[0].shape[0]))
@@ -145,9 +145,9 @@ def test_shared_prompts_under_activation_checkpointing(tiny_model_path, dist_inf
     from rlvr.learner import OptimConfig
 
     common = dict(optim=OptimConfig(lr=1e-3), micro_batch_size=12)
-    plain = Actor.from_pretrained(tiny_model_path, LearnerConfig(**common), dist_info)
+    plain = Actor.from_pretrained(tiny_model_path, ActorConfig(**common), dist_info)
     ckpt = Actor.from_pretrained(
-        tiny_model_path, LearnerConfig(activation_checkpointing=True, **common), dist_info)
+        tiny_model_path, ActorConfig(activation_checkpointing=True, **common), dist_info)
     batch = with_advantages(make_group_batch(groups=3, size=4, seed=8), seed=8)
     rows = []
     handle = ckpt.module.lm_head.register_forward_pre_hook(lambda m, a: rows.append(a[0].shape[0]))

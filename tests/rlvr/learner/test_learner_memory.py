@@ -9,7 +9,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from transformers import AutoModelForCausalLM
 
-from rlvr.learner import Actor, LearnerConfig, OptimConfig
+from rlvr.learner import Actor, ActorConfig, OptimConfig
 from rlvr.learner.batching import micro_batch_rows, row_cost_parts
 from rlvr.learner.logprobs import packing_supported, policy_forward
 
@@ -86,7 +86,7 @@ def test_token_budget_micro_batches_cover_every_row_within_the_budget():
 
 
 def learner(path, dist_info, **kw):
-    cfg = LearnerConfig(optim=OptimConfig(lr=1.0, eps=1.0, grad_clip=0.0), entropy_coef=0.01,
+    cfg = ActorConfig(optim=OptimConfig(lr=1.0, eps=1.0, grad_clip=0.0), entropy_coef=0.01,
                         **kw)
     return Actor.from_pretrained(path, cfg, dist_info)
 

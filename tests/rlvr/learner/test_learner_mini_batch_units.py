@@ -15,7 +15,7 @@ from learner_helpers import make_batch, params, with_advantages
 
 from rlvr.config import load_config
 from rlvr.errors import ConfigError
-from rlvr.learner import Actor, LearnerConfig, OptimConfig
+from rlvr.learner import Actor, ActorConfig, OptimConfig
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
@@ -52,7 +52,7 @@ def test_shipped_gpu_configs_keep_their_sequences_per_step():
 def test_learner_steps_on_prompts_times_group_size(tiny_model_path, dist_info):
     """2 prompts x group 4 is one optimizer step per 8 rows: the same update as 8 x 1."""
     def trained(**shape):
-        cfg = LearnerConfig(optim=OptimConfig(lr=1e-3), micro_batch_size=4, **shape)
+        cfg = ActorConfig(optim=OptimConfig(lr=1e-3), micro_batch_size=4, **shape)
         actor = Actor.from_pretrained(tiny_model_path, cfg, dist_info)
         batch = with_advantages(make_batch(16, seed=3), seed=3)
         batch.set("old_logprobs", actor.compute_logprobs(batch))

@@ -24,7 +24,7 @@ from safetensors.torch import load_file  # noqa: E402
 from torch.distributed.fsdp import FSDPModule  # noqa: E402
 from torch.distributed.tensor import DTensor  # noqa: E402
 
-from rlvr.learner import Actor, LearnerConfig, OptimConfig, init_distributed  # noqa: E402
+from rlvr.learner import Actor, ActorConfig, OptimConfig, init_distributed  # noqa: E402
 from rlvr.learner.loading import empty_causal_lm  # noqa: E402
 
 
@@ -79,7 +79,7 @@ def main() -> None:
     empty_causal_lm(config_dir)  # imports the model code first: not part of what is measured
     Path("/proc/self/clear_refs").write_text("5")  # reset the peak RSS (VmHWM)
     before = _status_kib("VmRSS")
-    actor = Actor.from_pretrained(path, LearnerConfig(), info)
+    actor = Actor.from_pretrained(path, ActorConfig(), info)
     result["load_peak_growth_bytes"] = (_status_kib("VmHWM") - before) * 1024
     full = params(actor.module)
     if info.rank == 0:
@@ -96,13 +96,13 @@ def main() -> None:
     batch = with_advantages(make_batch(16, seed=31), seed=31)
     local = batch.select(list(range(info.rank * 8, (info.rank + 1) * 8)))
     for name, flag in (("default", False), ("unsharded", True)):
-        cfg = LearnerConfig(optim=OptimConfig(lr=1e-3), micro_batch_size=2,
+        cfg = ActorConfig(optim=OptimConfig(lr=1e-3), micro_batch_size=2,
                             accumulate_unsharded_grads=flag)
         result[f"grad_fraction_{name}"] = grad_fractions(Actor.from_pretrained(tiny, cfg, info),
                                                          local)
 
     # 3. the constant normaliser, each rank at its own padded width
-    cfg = LearnerConfig(micro_batch_size=3, loss_agg="seq-mean-token-sum-norm",
+    cfg = ActorConfig(micro_batch_size=3, loss_agg="seq-mean-token-sum-norm",
                         loss_scale_factor=16.0)
     actor = Actor.from_pretrained(tiny, cfg, info)
     rows = [make_batch(5, seed=40 + r, max_response_len=10 + 7 * r) for r in range(2)]

@@ -1,0 +1,235 @@
+"""Load any config dataclass from YAML plus dotted ``key=value`` overrides, checking every key.
+
+Generic: nothing here knows which config it builds. ``from_dict`` builds a dataclass from a
+nested mapping; an unknown key fails with the keys allowed at that level and close-match
+suggestions (and, for a key in the class's ``MOVED_KEYS``, where it lives now); a value of the
+wrong type names the key and the expected type; an error a component raises about one of its
+fields (``rlvr.errors.ConfigError`` with a ``key``) is re-raised under the dotted path the user
+typed (``actor.optim.lr``). A class may define ``defaults_from(data)``, a classmethod that
+returns its raw mapping with defaults that depend on other keys filled in, before it is built.
+
+Example::
+
+    cfg = load(TrainConfig, "configs/quickstart.yaml", ["trainer.steps=20"])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import difflib
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from rlvr.config_checks import check_choice
+from rlvr.errors import ConfigError
+
+
+def _type_name(tp: Any) -> str:
+    """A readable name for a type annotation."""
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return "null"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check ``value`` against the annotation ``tp`` (converting where lossless) or raise."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return value
+    if origin is Literal:
+        allowed = typing.get_args(tp)
+        check_choice(key, value, allowed)
+        return value
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        for arg in (a for a in args if a is not type(None)):
+            with contextlib.suppress(ConfigError):
+                return _coerce(value, arg, key)
+        raise ConfigError(f"{key}: expected {_type_name(tp)}; got {value!r}")
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{key}: expected a mapping of {tp.__name__} fields; got {value!r}")
+        return from_dict(tp, value, prefix=key)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key}: expected true or false; got {value!r}")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key}: expected an integer; got {value!r}")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)  # YAML 1.1 reads "1e-3" as a string
+            except ValueError:
+                pass
+        raise ConfigError(f"{key}: expected a number; got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{key}: expected a string; got {value!r}")
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list; got {value!r}")
+        args = typing.get_args(tp)
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(value) != len(args):
+                raise ConfigError(f"{key}: expected {len(args)} items; got {value!r}")
+            return tuple(_coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+        item = args[0] if args else Any
+        items = [_coerce(v, item, f"{key}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{key}: expected a mapping; got {value!r}")
+        return dict(value)
+    return value
+
+
+def from_dict(cls: type[Any], data: Mapping[str, Any], *, prefix: str = "") -> Any:
+    """Build the dataclass ``cls`` from a (nested) mapping, checking every key and value.
+
+    Args:
+        cls: a dataclass type; nested dataclass fields are built recursively.
+        data: field values; missing fields keep their defaults.
+        prefix: the dotted path of ``cls`` inside the whole config, used in messages.
+
+    Returns:
+        The instance (its ``__post_init__`` has run).
+
+    Raises:
+        ConfigError: an unknown key (the message lists the allowed keys and close matches), a
+            value of the wrong type, or a value a component rejects.
+    """
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
+    hook = getattr(cls, "defaults_from", None)
+    if hook is not None:
+        data = hook(data)
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        dotted = f"{prefix}.{key}" if prefix else str(key)
+        if key not in names:
+            message = f"unknown config key {dotted!r}; allowed keys here: {', '.join(names)}"
+            moved = getattr(cls, "MOVED_KEYS", {}).get(key)
+            if moved:
+                raise ConfigError(f"{message}. {dotted!r} moved: use {moved}")
+            close = difflib.get_close_matches(str(key), names, n=3)
+            if close:
+                message += f". Did you mean {' or '.join(repr(c) for c in close)}?"
+            raise ConfigError(message)
+        kwargs[key] = _coerce(value, hints[key], dotted)
+    try:
+        return cls(**kwargs)
+    except ConfigError as err:
+        if err.key is None and prefix and not str(err).startswith(prefix):
+            raise ConfigError(f"invalid config in {prefix!r}: {err}") from err
+        if err.key is None or not prefix:
+            raise
+        raise err.under(prefix) from err
+    except (ValueError, TypeError) as err:
+        where = f" in {prefix!r}" if prefix else ""
+        raise ConfigError(f"invalid config{where}: {err}") from err
+
+
+def parse_overrides(overrides: Sequence[str]) -> dict[str, Any]:
+    """Turn ``["a.b=1", "c=x"]`` into ``{"a": {"b": 1}, "c": "x"}`` (values parsed as YAML).
+
+    Raises:
+        ConfigError: an item without ``=`` or with an empty key.
+    """
+    tree: dict[str, Any] = {}
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip() or any(not p for p in key.strip().split(".")):
+            raise ConfigError(f"override {item!r} must look like dotted.key=value")
+        value = yaml.safe_load(raw) if raw.strip() else ""
+        node = tree
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"override {item!r} sets a key under {part!r}, a plain value")
+            node = child
+        node[parts[-1]] = value
+    return tree
+
+
+def merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """Recursively merge ``extra`` over ``base`` (mappings merge, anything else replaces)."""
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load(cls: type[Any], path: str | Path | None = None, overrides: Sequence[str] = ()) -> Any:
+    """Load the config class ``cls`` from a YAML file and dotted ``key=value`` overrides.
+
+    Args:
+        cls: the config class to build (a dataclass).
+        path: a YAML file (a mapping of component names to their fields); None = all defaults.
+        overrides: ``dotted.key=value`` strings, values parsed as YAML scalars/lists.
+
+    Returns:
+        The validated config object.
+
+    Raises:
+        ConfigError: the file is missing or not a mapping, or any key/value is invalid.
+    """
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {str(p)!r} does not exist")
+        try:
+            loaded = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"config file {str(p)!r} is not valid YAML: {err}") from err
+        if not isinstance(loaded, Mapping):
+            raise ConfigError(f"config file {str(p)!r} must hold a mapping at the top level")
+        data = dict(loaded)
+    return from_dict(cls, merge(data, parse_overrides(overrides)))
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    """The config as plain YAML-able data (round-trips through ``from_dict``)."""
+    def plain(value: Any) -> Any:
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        if isinstance(value, Mapping):
+            return {str(k): plain(v) for k, v in value.items()}
+        return value
+
+    return plain(config)
+
+
+def dump_config(config: Any, path: str | Path) -> None:
+    """Write ``config`` as YAML to ``path``."""
+    Path(path).write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
+
+
+__all__ = ["dump_config", "from_dict", "load", "merge", "parse_overrides", "to_dict"]
