@@ -285,7 +285,8 @@ class TrainedModel(ShardedModel, Stateful):
             ``*_loss`` metrics combine like the loss (so they equal the mini-batch loss) and
             the others are token-weighted means: ``{prefix}/<loss metric>``,
             ``{prefix}/grad_norm`` (before clipping), ``{prefix}/lr`` (used in this step),
-            ``{prefix}/skipped_steps`` (non-finite gradient norms; those steps are skipped).
+            ``{prefix}/skipped_steps`` (non-finite gradient norms; those steps are skipped, as
+            are steps whose gradient is exactly zero, which are not counted).
         """
         batch = batch.to(self.dist.device)
         per_rank = self._per_rank_mini_batch(len(batch))
@@ -342,7 +343,10 @@ class TrainedModel(ShardedModel, Stateful):
         if isinstance(norm, DTensor):
             norm = norm.full_tensor()
         value = float(norm)
-        if torch.isfinite(torch.tensor(value)):
+        # A zero gradient (every advantage 0: each group's rewards were equal) leaves the
+        # weights and Adam's moments alone: stepping would still move every parameter by
+        # ~lr * m / sqrt(v) from the stale moments (and decay them), a drift with no signal.
+        if torch.isfinite(torch.tensor(value)) and value > 0.0:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return value

@@ -216,3 +216,28 @@ def test_update_on_shared_prompts_equals_the_row_by_row_update(tiny_model_path, 
     for key in ("actor/pg_loss", "actor/entropy", "actor/grad_norm"):
         assert m_shared[key] == pytest.approx(m_rows[key], rel=1e-5, abs=1e-7), key
     assert global_rel_diff(params(shared.module), params(rows.module), start) < 1e-4
+
+
+def test_a_step_with_zero_gradient_leaves_weights_and_adam_state_alone(tiny_model_path,
+                                                                       dist_info):
+    # After one real step Adam holds moments; a batch whose advantages are all 0 (every group's
+    # rewards equal) has a zero gradient. Stepping on it would still move each parameter by
+    # about lr * m / sqrt(v) (0.67 lr on the second step) and decay the moments: a drift with
+    # no learning signal, seen as entropy rising at grad_norm 0 in the tool quickstart.
+    cfg = LearnerConfig(optim=OptimConfig(lr=1e-3), micro_batch_size=8)
+    actor = Actor.from_pretrained(tiny_model_path, cfg, dist_info)
+    actor.update(with_advantages(make_batch(8, seed=5), seed=5))
+    state = {k: {n: v.clone() for n, v in s.items() if torch.is_tensor(v)}
+             for k, s in actor.optimizer.state.items()}
+    before = params(actor.module)
+    zero = make_batch(8, seed=6)
+    zero.set("advantages", torch.zeros_like(zero.response_mask, dtype=torch.float))
+    metrics = actor.update(zero)
+    assert metrics["actor/grad_norm"] == 0.0 and metrics["actor/skipped_steps"] == 0.0
+    after = params(actor.module)
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    for key, tensors in state.items():
+        for name, value in tensors.items():
+            assert torch.equal(actor.optimizer.state[key][name], value), name
+    actor.update(with_advantages(make_batch(8, seed=7), seed=7))  # a real step still moves
+    assert any(not torch.equal(after[k], v) for k, v in params(actor.module).items())
