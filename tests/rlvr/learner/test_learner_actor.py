@@ -224,7 +224,7 @@ def test_a_step_with_zero_gradient_leaves_weights_and_adam_state_alone(tiny_mode
     # rewards equal) has a zero gradient. Stepping on it would still move each parameter by
     # about lr * m / sqrt(v) (0.67 lr on the second step) and decay the moments: a drift with
     # no learning signal, seen as entropy rising at grad_norm 0 in the tool quickstart.
-    cfg = LearnerConfig(optim=OptimConfig(lr=1e-3), micro_batch_size=8)
+    cfg = ActorConfig(optim=OptimConfig(lr=1e-3), micro_batch_size=8)
     actor = Actor.from_pretrained(tiny_model_path, cfg, dist_info)
     actor.update(with_advantages(make_batch(8, seed=5), seed=5))
     state = {k: {n: v.clone() for n, v in s.items() if torch.is_tensor(v)}
