@@ -200,41 +200,36 @@ def test_env_errors_are_counted_and_not_trained_on(tmp_path):
         assert math.isfinite(m["actor/pg_loss"])
 
 
-#: The small-budget learning test's budget and thresholds (see its docstring for where they
-#: come from).
-BUDGET_STEPS = 75
+#: The quickstart learning test's thresholds (see its docstring for where they come from).
 FIRST_LAST = 15
-MIN_REWARD_RISE = 0.05
-MIN_HELD_OUT_GAIN = 0.05
+MIN_REWARD_RISE = 0.09
+MIN_HELD_OUT_GAIN = 0.12
 
 
 @pytest.mark.slow
-def test_quickstart_recipe_on_a_small_budget_raises_held_out_accuracy(tmp_path):
-    """The quickstart's warm-up and its first 75 RL steps (same lr schedule): RL adds accuracy.
+def test_quickstart_recipe_raises_held_out_accuracy(tmp_path):
+    """The quickstart as shipped (its warm-up and 150 RL steps): RL adds accuracy on any CPU.
 
     Learning curves differ across CPUs (kernels round differently, sampling diverges), so this
-    asserts only what held with margin in every run measured, never one run's point values:
-    the warm-up stopped early (accuracy on the 200 held-out tasks in [0.1, 0.6]); the mean
-    training reward of steps 61-75 beats that of steps 1-15 by at least 0.05 (an average over
-    1,920 samples each, the steadiest signal); greedy accuracy on the 200 held-out tasks gained
-    at least 5 points (its standard error is about 4 points).
+    asserts only what held with margin for every seed measured, never one run's point values:
+    the warm-up stopped early (held-out accuracy in [0.1, 0.6]); the mean training reward of the
+    last 15 steps beats that of the first 15 by at least 0.09 (averages over 1,920 samples each,
+    the steadiest signal); greedy accuracy on the 200 held-out tasks gained at least 12 points
+    (the standard error of that difference is about 4.5 points).
 
-    Where budget and thresholds come from (BENCHMARKS.md, "Learning test"): 75 of the
-    quickstart's 150 steps with the full run's lr schedule, so these are exactly its first 75
-    steps, measured on this project's 2-core machine: seed 0 gained +15.5 points (26.5% ->
-    42.0%) with reward 0.19 -> 0.31, and the token-mean recipe before it +13.0 with reward
-    0.18 -> 0.31; the old 60-step test (lr decaying over 60 steps) gained +9 on one fresh
-    clone. Only these runs were measured, not the five seeds the issue asks for: the machine
-    ran at a load average of 15-17 on 2 cores and more full runs (each with its own warm-up)
-    did not fit; rerun five seeds on a quiet machine before tightening anything.
+    Where the thresholds come from (BENCHMARKS.md, "Learning test"): seeds 0-4 of this recipe on
+    this project's 2-core machine. Warm-up 480-770 steps, held-out 25.0-31.0% before RL,
+    48.5-62.5% after (gains +31.5, +34.5, +31.5, +23.5, +26.5 points); reward rise +0.18, +0.24,
+    +0.27, +0.22, +0.21. Each threshold is about half the smallest value seen (the smallest gain
+    is 2.5 standard errors above 12 points). The first 75 steps alone were not enough: seed 3 had
+    gained only +2.5 points at step 75 (+17.5, +22.0, +17.5, +2.5, +10.0 over the five seeds).
     """
     config = load_config(CONFIGS / "quickstart.yaml", QUIET + [
-        f"trainer.output_dir={tmp_path}", f"trainer.steps={BUDGET_STEPS}",
-        "actor.optim.total_steps=150", "eval.every=0", "eval.tasks=200",
+        f"trainer.output_dir={tmp_path}", "eval.every=0", "eval.tasks=200",
         "trainer.checkpoint_every=0",
     ])
     result = train(config, log=_silent)
-    assert result.sft_steps > 0
+    assert 0 < result.sft_steps < config.sft.max_steps
     assert 0.1 <= result.warmup_accuracy <= 0.6
     rewards = [m["reward/mean"] for m in result.history]
     first = sum(rewards[:FIRST_LAST]) / FIRST_LAST

@@ -18,7 +18,7 @@ from learner_helpers import make_batch, params, with_advantages
 from rlvr.aggregate import aggregate
 from rlvr.config import load_config
 from rlvr.errors import ConfigError, DuplicateNameError, UnknownNameError
-from rlvr.learner import Actor, LearnerConfig, OptimConfig
+from rlvr.learner import Actor, ActorConfig, OptimConfig
 from rlvr.losses import (
     POLICY_LOSSES,
     PolicyLossInputs,
@@ -97,8 +97,9 @@ def test_policy_loss_registry(gspo):
         register_policy_loss(gspo)(gspo_loss)
     with pytest.raises(UnknownNameError, match=r"unknown policy loss 'gpso'.*Did you mean 'gspo'"):
         POLICY_LOSSES["gpso"]
-    with pytest.raises(ConfigError, match=r"learner.policy_loss must be one of 'vanilla', 'gspo'"):
-        LearnerConfig(policy_loss="gpso")
+    with pytest.raises(ConfigError, match=r"policy_loss: unknown value 'gpso'; allowed: gspo, "
+                       r"vanilla\. Did you mean 'gspo'"):
+        ActorConfig(policy_loss="gpso")
 
 
 def test_a_registered_loss_trains_a_step_through_the_config(tiny_model_path, dist_info, gspo):
@@ -108,7 +109,7 @@ def test_a_registered_loss_trains_a_step_through_the_config(tiny_model_path, dis
     assert actor_cfg.policy_loss == "gspo"
     actor = Actor.from_pretrained(tiny_model_path, actor_cfg, dist_info)
     vanilla = Actor.from_pretrained(
-        tiny_model_path, LearnerConfig(optim=OptimConfig(lr=1e-3), micro_batch_size=16,
+        tiny_model_path, ActorConfig(optim=OptimConfig(lr=1e-3), micro_batch_size=16,
                                        loss_agg="seq-mean-token-mean"), dist_info)
     batch = with_advantages(make_batch(8, seed=3), seed=3)
     g = torch.Generator().manual_seed(3)
