@@ -64,7 +64,13 @@ def train_main(argv: Sequence[str]) -> int:
         print(f"rlvr train: error: {message}", file=sys.stderr)
         return 2
 
-    train(config)
+    try:
+        train(config)
+    finally:
+        import torch.distributed as dist
+
+        if dist.is_initialized():  # join gloo's threads before exit (else a rank can abort)
+            dist.destroy_process_group()
     return 0
 
 

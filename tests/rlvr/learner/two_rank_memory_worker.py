@@ -116,6 +116,11 @@ def main() -> None:
                       "got": actor.update(rows[info.rank])["actor/pg_loss"]}
     (out_dir / f"rank{info.rank}.json").write_text(json.dumps(result))
 
+    # Join gloo's threads before the interpreter exits: a process group left to the atexit
+    # teardown can abort rank 0 ("terminate called without an active exception"; seen in CI).
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
+
 
 if __name__ == "__main__":
     main()

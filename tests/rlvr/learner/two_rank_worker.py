@@ -12,6 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import torch.distributed  # noqa: E402
 from learner_helpers import global_batch, run_steps, two_rank_config  # noqa: E402
 
 from rlvr.learner import Actor, Checkpointer, export_hf, init_distributed  # noqa: E402
@@ -30,6 +31,11 @@ def main() -> None:
     export_hf(actor.module, out_dir / "export")
     if info.rank == 0:
         (out_dir / "metrics.json").write_text(json.dumps(metrics))
+
+    # Join gloo's threads before the interpreter exits: a process group left to the atexit
+    # teardown can abort rank 0 ("terminate called without an active exception"; seen in CI).
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
