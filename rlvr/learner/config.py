@@ -22,6 +22,7 @@ from rlvr.losses import POLICY_LOSSES
 
 Schedule = Literal["constant", "cosine", "linear"]
 MixedPrecision = Literal["auto", "bf16", "fp32"]
+FsdpMode = Literal["auto", "always"]
 LossAgg = Literal[
     "token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean",
     "seq-mean-token-sum-norm",
@@ -108,6 +109,11 @@ class LearnerConfig(Checked):
             on GPU, fp32 on CPU; ``bf16`` or ``fp32`` force it.
         activation_checkpointing: recompute each decoder layer's activations in the backward
             pass (less memory, about a third more compute).
+        fsdp: ``auto`` shards with FSDP2 when there are several ranks or bf16 compute (its
+            mixed-precision policy does the casting); a single rank in fp32 runs the plain
+            module, which computes the same numbers without FSDP2's per-layer hooks (on the CPU
+            quickstart ~18% less time per update, ~10% per rollout). ``always`` shards a single
+            fp32 rank too.
         loss_agg: how per-token losses (policy or value) become a scalar (see
             reference/algorithms.md).
         loss_scale_factor: the constant divisor of ``seq-mean-token-sum-norm`` (Dr. GRPO;
@@ -128,6 +134,7 @@ class LearnerConfig(Checked):
     epochs: int = bounded(1, ge=1)
     mixed_precision: MixedPrecision = "auto"
     activation_checkpointing: bool = False
+    fsdp: FsdpMode = "auto"
     loss_agg: LossAgg = "token-mean"
     loss_scale_factor: float | None = bounded(None, gt=0)
     seed: int = bounded(0, ge=0)

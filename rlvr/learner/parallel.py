@@ -3,8 +3,9 @@
 ``init_distributed()`` joins (or creates) the default process group: under ``torchrun`` it uses
 the ``env://`` rendezvous; in a plain ``python`` process it creates a single-rank group on an
 in-process ``HashStore`` (no port, no environment variables), so world size 1 runs the very same
-FSDP2 code path as many ranks. Backends: gloo on CPU; ``cpu:gloo,cuda:nccl`` on GPU (NCCL for the
-model, gloo for CPU-side collectives).
+collectives as many ranks (``uses_fsdp`` says when a single rank also shards with FSDP2).
+Backends: gloo on CPU; ``cpu:gloo,cuda:nccl`` on GPU (NCCL for the model, gloo for CPU-side
+collectives).
 
 ``apply_fsdp(model, mesh, mp_policy)`` follows torchtitan's ``parallelize``: ``fully_shard`` each
 decoder layer, then the root (embeddings, final norm and the LM/value head live in the root's
@@ -108,6 +109,16 @@ def mixed_precision_policy(mode: str, device: torch.device) -> MixedPrecisionPol
     if bf16:
         return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     return MixedPrecisionPolicy(param_dtype=None, reduce_dtype=None)
+
+
+def uses_fsdp(mode: str, world_size: int, policy: MixedPrecisionPolicy) -> bool:
+    """Whether a learner model is FSDP2-sharded (``LearnerConfig.fsdp``).
+
+    ``always``: yes. ``auto``: with several ranks, or when ``policy`` computes in another dtype
+    than the fp32 master weights (FSDP2 does that cast); one fp32 rank runs the plain module
+    (the same numbers without the per-layer hooks).
+    """
+    return mode == "always" or world_size > 1 or policy.param_dtype is not None
 
 
 def decoder_layers(model: nn.Module) -> nn.ModuleList:

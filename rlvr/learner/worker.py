@@ -40,6 +40,7 @@ from rlvr.learner.parallel import (
     apply_fsdp,
     enable_activation_checkpointing,
     mixed_precision_policy,
+    uses_fsdp,
 )
 from rlvr.seeds import derived_seed
 
@@ -51,8 +52,10 @@ LossFn = Callable[[RolloutBatch], tuple[torch.Tensor, dict[str, torch.Tensor]]]
 def shard(module: nn.Module, config: LearnerConfig, dist_info: DistInfo, *, trainable: bool):
     """Freeze (if not trainable), enable checkpointing (if asked) and FSDP2-shard ``module``.
 
-    A trainable module (the policy, the critic) also gets every dropout probability set to 0
-    (``rlvr.learner.dropout``): RL compares forwards of the same tokens.
+    A single fp32 rank keeps the plain module unless ``config.fsdp`` is ``always``
+    (``rlvr.learner.parallel.uses_fsdp``). A trainable module (the policy, the critic) also
+    gets every dropout probability set to 0 (``rlvr.learner.dropout``): RL compares forwards
+    of the same tokens.
     """
     if not trainable:
         module.requires_grad_(False)
@@ -61,6 +64,8 @@ def shard(module: nn.Module, config: LearnerConfig, dist_info: DistInfo, *, trai
     if trainable and config.activation_checkpointing:
         enable_activation_checkpointing(module)
     policy = mixed_precision_policy(config.mixed_precision, dist_info.device)
+    if not uses_fsdp(config.fsdp, dist_info.world_size, policy):
+        return module
     return apply_fsdp(module, dist_info.mesh, policy)
 
 

@@ -160,5 +160,5 @@ def test_export_hf_loads_in_transformers_with_identical_logits(tiny_model_path, 
     # dtype="auto": the saved dtype (5.x defaults to it; 4.x loads float32 unless asked).
     assert AutoModelForCausalLM.from_pretrained(bf16, dtype="auto").dtype == torch.bfloat16
     assert COMPLETE_MARKER in {p.name for p in out.iterdir()}
-    with pytest.raises(TypeError, match="module must be an HF causal LM.*FSDPCriticModel"):
+    with pytest.raises(TypeError, match="module must be an HF causal LM.*CriticModel"):
         export_hf(critic.module, tmp_path / "critic")
