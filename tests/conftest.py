@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+import rlvr  # noqa: F401  # before torch: OpenMP's idle threads sleep (see rlvr/__init__.py)
+
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
