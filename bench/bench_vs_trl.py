@@ -10,7 +10,9 @@ the quickstart's 200 held-out tasks (greedy), so the gains compare on the same y
 
     .venv/bin/python bench/bench_vs_trl.py --sft runs/quickstart/sft_model --seeds 0 1 2
 
-(install TRL with the ``bench`` extra: ``.venv/bin/pip install -e '.[bench]'``). Arms alternate
+(install TRL with the ``bench`` extra: ``.venv/bin/pip install -e '.[bench]'``). rlvr is imported
+before torch, as in ``rlvr train``, so both arms run with OpenMP's passive waiting
+(``OMP_WAIT_POLICY=PASSIVE`` unless set; see ``rlvr/__init__.py``). Arms alternate
 per seed (rlvr first on even seeds) so machine load hits both alike. Prints the table with the
 ratios and writes ``bench/results/vs_trl.json``. CPU timings on a shared machine are noisy:
 compare the ratios of one run.
@@ -28,6 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import rlvr  # noqa: F401  # before torch: the OpenMP wait policy of `rlvr train`
+
+# isort: split
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
