@@ -363,16 +363,21 @@ class RolloutBatch:
         r = max(longest, 1) if max_response_len is None else max_response_len
         p = max(len(t.prompt_ids) for t in trajectories)
         b = len(trajectories)
-        input_ids = torch.full((b, p + r), pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros((b, p + r), dtype=torch.long)
-        per_token = {n: torch.zeros((b, r)) for n in RESPONSE_FIELDS[1:]}
-        for row, traj in enumerate(trajectories):
+        # Padded rows as Python lists, then one tensor per field (one torch.tensor call per
+        # row and field cost ~0.2 ms a row, most of a quickstart step's "prepare" stage).
+        ids_rows, mask_rows = [], []
+        per_token_rows: dict[str, list[list[float]]] = {n: [] for n in RESPONSE_FIELDS[1:]}
+        for traj in trajectories:
             n_p, n_r = len(traj.prompt_ids), len(traj.response_ids)
-            input_ids[row, p - n_p : p] = torch.tensor(traj.prompt_ids, dtype=torch.long)
-            input_ids[row, p : p + n_r] = torch.tensor(traj.response_ids, dtype=torch.long)
-            attention_mask[row, p - n_p : p + n_r] = 1
-            for name, tensor in per_token.items():
-                tensor[row, :n_r] = torch.tensor(getattr(traj, name), dtype=torch.float32)
+            ids_rows.append([pad_token_id] * (p - n_p) + list(traj.prompt_ids)
+                            + list(traj.response_ids) + [pad_token_id] * (r - n_r))
+            mask_rows.append([0] * (p - n_p) + [1] * (n_p + n_r) + [0] * (r - n_r))
+            for name, rows in per_token_rows.items():
+                rows.append([float(x) for x in getattr(traj, name)] + [0.0] * (r - n_r))
+        input_ids = torch.tensor(ids_rows, dtype=torch.long).reshape(b, p + r)
+        attention_mask = torch.tensor(mask_rows, dtype=torch.long).reshape(b, p + r)
+        per_token = {n: torch.tensor(rows, dtype=torch.float32).reshape(b, r)
+                     for n, rows in per_token_rows.items()}
         valid = torch.tensor(
             [t.finish_reason != ERROR_FINISH_REASON for t in trajectories], dtype=torch.bool
         )
