@@ -68,6 +68,9 @@ class SFTConfig(Checked):
             ``calculator`` on a fixed pool of ``num_demos`` multi-turn episodes of a scripted
             calculator user (``rlvr.training.demonstrations``; tool envs only).
         num_demos: the size of that pool.
+        tool_call_share: the share of the ``calculator`` pool that calls the calculator, in
+            (0, 1]; the rest answer directly with the gold answer (a model without a tool
+            habit). 1.0 (the default): every demonstration calls it.
         check: how each accuracy check is measured. ``greedy``: greedy generation on the
             held-out tasks, verified by the env (what evaluation measures). ``exact_match``: one
             teacher-forced forward over the same tasks' gold answers, counting those whose every
@@ -86,6 +89,7 @@ class SFTConfig(Checked):
     eval_tasks: int = bounded(64, gt=0)
     demos: Literal["answers", "calculator"] = "answers"
     num_demos: int = bounded(300, gt=0)
+    tool_call_share: float = bounded(1.0, gt=0, le=1)
     check: Literal["greedy", "exact_match"] = "greedy"
 
     def __post_init__(self) -> None:
@@ -94,6 +98,9 @@ class SFTConfig(Checked):
             raise ConfigError("check: exact_match needs demos: answers (multi-turn "
                               f"demonstrations are checked by greedy play); got {self.demos!r}",
                               key="check")
+        if self.tool_call_share != 1.0 and self.demos != "calculator":
+            raise ConfigError("tool_call_share applies to demos: calculator only; got demos: "
+                              f"{self.demos!r}", key="tool_call_share")
 
 
 @dataclass(kw_only=True)

@@ -113,6 +113,7 @@ def warmup_examples(config: TrainConfig, tokenizer: Any) -> tuple[Any, Any]:
 
         demos = CalculatorDemonstrations(
             config.env.id, config.env.kwargs, tokenizer, num_demos=config.sft.num_demos,
-            seed=config.trainer.seed, stop_at_tool_call=config.rollout.runner.stop_at_tool_call)
+            seed=config.trainer.seed, stop_at_tool_call=config.rollout.runner.stop_at_tool_call,
+            tool_call_share=config.sft.tool_call_share)
         return demos, lambda demo: demo.encoded()
     return TaskExamples(config.env.id, config.env.kwargs), None

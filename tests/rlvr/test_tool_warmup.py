@@ -62,6 +62,48 @@ def test_without_tools_the_teacher_answers_directly(tokenizer):
     assert tokenizer.decode(trained) == f"{int(a) * int(b)}<|im_end|>"
 
 
+@pytest.mark.parametrize("share", [0.25, 0.5])
+def test_tool_call_share_makes_the_rest_of_the_pool_answer_directly(tokenizer, share):
+    import envs
+
+    demos = CalculatorDemonstrations(ENV, {}, tokenizer, num_demos=20, seed=0,
+                                     tool_call_share=share)
+    calling = [d for d in demos.pool if d.calls_tool]
+    assert len(calling) == round(20 * share) and demos.tool_call_share == share
+    full = CalculatorDemonstrations(ENV, {}, tokenizer, num_demos=20, seed=0)
+    assert [d.task_id for d in demos.pool] == [d.task_id for d in full.pool]  # same tasks
+    assert all(d.calls_tool for d in full.pool) and full.tool_call_share == 1.0
+    env = envs.make(ENV)
+    try:
+        for demo, with_tool in zip(demos.pool, full.pool, strict=True):
+            trained = tokenizer.decode([t for t, m in zip(demo.ids, demo.loss_mask) if m])
+            if demo.calls_tool:
+                assert demo.ids == with_tool.ids and demo.loss_mask == with_tool.loss_mask
+                continue
+            a, b = demo.task_id.removeprefix("mul:").split("*")
+            assert trained == f"{int(a) * int(b)}<|im_end|>"  # one turn: the gold answer
+            assert "<tool_call>" not in tokenizer.decode(demo.ids)
+            assert demo.ids[:len(with_tool.ids)] != with_tool.ids
+            env.reset(seed=demo.seed)  # replayed, the direct answer earns the full reward
+            assert env.unwrapped.task["task_id"] == demo.task_id
+            _, reward, terminated, _, _ = env.step(str(int(a) * int(b)))
+            assert reward == 1.0 and terminated
+    finally:
+        env.close()
+
+
+def test_tool_call_share_is_checked(tokenizer):
+    with pytest.raises(ConfigError, match="tool_call_share"):
+        CalculatorDemonstrations(ENV, {}, tokenizer, num_demos=2, seed=0, tool_call_share=0.0)
+    from rlvr.config import SFTConfig
+
+    for bad in (0.0, 1.5):
+        with pytest.raises(ConfigError, match="tool_call_share"):
+            SFTConfig(demos="calculator", tool_call_share=bad)
+    with pytest.raises(ConfigError, match="demos: calculator"):
+        SFTConfig(demos="answers", tool_call_share=0.5)
+
+
 def test_teacher_and_a_non_tool_env(tokenizer):
     task = {"expression": "12*34", "question": "12*34", "answer": "408"}
     assert teacher_action(task, ["calculator"], []) == calculator_call("12*34")
