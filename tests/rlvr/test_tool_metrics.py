@@ -20,19 +20,26 @@ def tokenizer(tiny_model_path):
     return AutoTokenizer.from_pretrained(tiny_model_path)
 
 
-def _traj(calls=0, errors=None, response=(5, 6), mask=(1, 1), scores=None):
+def _traj(calls=0, errors=None, response=(5, 6), mask=(1, 1), scores=None, passed=False):
+    scores = list(scores or [0.0] * (len(response) - 1) + [float(passed)])
     return Trajectory(prompt_ids=[1, 2], response_ids=list(response), response_mask=list(mask),
-                      rollout_logprobs=[0.0] * len(response),
-                      token_level_scores=list(scores or [0.0] * len(response)),
+                      rollout_logprobs=[0.0] * len(response), token_level_scores=scores,
                       outcome=EpisodeOutcome(tool_calls=calls, tool_errors=errors))
 
 
 def test_tool_metrics_known_answer():
-    trajs = [_traj(2, 1), _traj(1, 0), _traj(0, 0), _traj(1, 1)]
+    trajs = [_traj(2, 1, passed=True), _traj(1, 0), _traj(0, 0, passed=True), _traj(1, 1),
+             _traj(0, 0), _traj(1, 0, passed=True)]
     metrics = tool_metrics(trajs, CPU)
-    assert metrics == {"tool/calls_per_episode": 1.0, "tool/errors_per_episode": 0.5,
-                       "tool/episodes_with_call": 0.75, "tool/valid_call_rate": 0.5}
-    assert math.isnan(tool_metrics([_traj(0, 0)], CPU)["tool/valid_call_rate"])
+    assert metrics == pytest.approx({
+        "tool/calls_per_episode": 5 / 6, "tool/errors_per_episode": 2 / 6,
+        "tool/episodes_with_call": 4 / 6, "tool/valid_call_rate": 3 / 5,
+        "tool/accuracy_with_call": 2 / 4, "tool/accuracy_without_call": 1 / 2})
+    no_calls = tool_metrics([_traj(0, 0, passed=True)], CPU)
+    assert math.isnan(no_calls["tool/valid_call_rate"])
+    assert math.isnan(no_calls["tool/accuracy_with_call"])
+    assert no_calls["tool/accuracy_without_call"] == 1.0
+    assert math.isnan(tool_metrics([_traj(1, 0)], CPU)["tool/accuracy_without_call"])
     assert tool_metrics([_traj(0, None)], CPU) == {}  # not a tool env: nothing to report
 
 
