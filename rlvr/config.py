@@ -75,8 +75,12 @@ class SFTConfig(Checked):
             held-out tasks, verified by the env (what evaluation measures). ``exact_match``: one
             teacher-forced forward over the same tasks' gold answers, counting those whose every
             token is the model's argmax, a lower bound of greedy accuracy that costs a forward
-            instead of a generation (``demos: answers`` only). The accuracy before RL is always
-            measured by greedy evaluation.
+            instead of a generation (``demos: answers`` only). ``tool_path``: the same
+            teacher-forced count over calculator demonstrations of ``eval_tasks`` held-out
+            tasks that all call the tool, leaving out the first model token (the decision to
+            call): how reliably the model carries out a call and copies its result, whatever
+            share of its samples calls (``demos: calculator`` only). The accuracy before RL is
+            always measured by greedy evaluation.
     """
 
     enabled: bool = False
@@ -90,7 +94,7 @@ class SFTConfig(Checked):
     demos: Literal["answers", "calculator"] = "answers"
     num_demos: int = bounded(300, gt=0)
     tool_call_share: float = bounded(1.0, gt=0, le=1)
-    check: Literal["greedy", "exact_match"] = "greedy"
+    check: Literal["greedy", "exact_match", "tool_path"] = "greedy"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -98,6 +102,9 @@ class SFTConfig(Checked):
             raise ConfigError("check: exact_match needs demos: answers (multi-turn "
                               f"demonstrations are checked by greedy play); got {self.demos!r}",
                               key="check")
+        if self.check == "tool_path" and self.demos != "calculator":
+            raise ConfigError("check: tool_path needs demos: calculator (it replays held-out "
+                              f"calculator demonstrations); got {self.demos!r}", key="check")
         if self.tool_call_share != 1.0 and self.demos != "calculator":
             raise ConfigError("tool_call_share applies to demos: calculator only; got demos: "
                               f"{self.demos!r}", key="tool_call_share")

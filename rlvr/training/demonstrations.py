@@ -57,6 +57,18 @@ class Demonstration:
         """``(ids, loss_mask)``, the form ``rlvr.sft.collate`` takes."""
         return self.ids, self.loss_mask
 
+    def after_decision(self) -> tuple[list[int], list[int]]:
+        """``(ids, loss_mask)`` with the first model token masked out too.
+
+        That token is the decision to call (``<tool_call>``) or to answer directly; the rest
+        of the mask covers how the chosen path is carried out (for a tool demonstration: the
+        call with the copied expression, and the answer copied from the tool result).
+        """
+        mask = list(self.loss_mask)
+        if 1 in mask:
+            mask[mask.index(1)] = 0
+        return self.ids, mask
+
 
 def calculator_call(expression: str, tool: str = "calculator") -> str:
     """The Hermes tool-call text for ``expression``, as the teacher writes it."""

@@ -66,6 +66,9 @@ def warm_up(config: TrainConfig, base_dir: Path, tokenizer: Any, info: DistInfo,
             if config.sft.check == "exact_match":
                 check, check_name = exact_match_check(config, tokenizer, model), \
                     "held-out exact match"
+            elif config.sft.check == "tool_path":
+                check, check_name = tool_path_check(config, tokenizer, model), \
+                    "held-out tool-path exact match"
             else:
                 engine = TransformersEngine(model, tokenizer, max_batch_size=64)
                 stack.callback(engine.close)
@@ -101,6 +104,26 @@ def exact_match_check(config: TrainConfig, tokenizer: Any, model: Any) -> Any:
         batch = collate([encode(*held_out.at(i)) for i in range(n)], pad_id(tokenizer))
     finally:
         held_out.env.close()
+    return lambda: exact_match_rate(model, batch)
+
+
+def tool_path_check(config: TrainConfig, tokenizer: Any, model: Any) -> Any:
+    """The ``sft.check: tool_path`` accuracy check of ``model``.
+
+    ``sft.eval_tasks`` calculator demonstrations played on the held-out split, every one calling
+    the tool, are collated once without their first model token (``after_decision``) and
+    scored by ``rlvr.sft.exact_match_rate``: the share the model would carry out exactly,
+    call and copied answer, once it has decided to call.
+    """
+    from rlvr.sft import collate, exact_match_rate, pad_id
+    from rlvr.training.demonstrations import CalculatorDemonstrations
+
+    kwargs = merge(config.env.kwargs, config.env.eval_kwargs)
+    kwargs.setdefault("split", "test")  # as suite_for_env's entry
+    demos = CalculatorDemonstrations(
+        config.env.id, kwargs, tokenizer, num_demos=config.sft.eval_tasks,
+        seed=config.trainer.seed, stop_at_tool_call=config.rollout.runner.stop_at_tool_call)
+    batch = collate([demo.after_decision() for demo in demos.pool], pad_id(tokenizer))
     return lambda: exact_match_rate(model, batch)
 
 

@@ -104,6 +104,35 @@ def test_tool_call_share_is_checked(tokenizer):
         SFTConfig(demos="answers", tool_call_share=0.5)
 
 
+def test_after_decision_leaves_out_only_the_first_model_token(tokenizer):
+    demos = CalculatorDemonstrations(ENV, {}, tokenizer, num_demos=6, seed=2,
+                                     tool_call_share=0.5)
+    first_tokens = set()
+    for demo in demos.pool:
+        ids, mask = demo.after_decision()
+        changed = [i for i, (a, b) in enumerate(zip(mask, demo.loss_mask)) if a != b]
+        assert ids == demo.ids and changed == [demo.loss_mask.index(1)]
+        first_tokens.add((demo.calls_tool, tokenizer.decode(demo.ids[changed[0]])))
+    assert ("<tool_call>" in {t for call, t in first_tokens if call}
+            and all(t.isdigit() for call, t in first_tokens if not call))
+
+
+def test_tool_path_check_scores_held_out_tool_demonstrations(tiny_model_path, tokenizer):
+    from pathlib import Path
+
+    from transformers import AutoModelForCausalLM
+
+    from rlvr.config import load_config
+    from rlvr.training.warmup import tool_path_check
+
+    path = Path(__file__).resolve().parents[2] / "configs" / "tool_quickstart.yaml"
+    config = load_config(path, ["sft.check=tool_path", "sft.eval_tasks=4"])
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path)
+    assert tool_path_check(config, tokenizer, model)() == 0.0  # an untrained model copies nothing
+    with pytest.raises(ConfigError, match="tool_path needs demos: calculator"):
+        load_config(path, ["sft.check=tool_path", "sft.demos=answers"])
+
+
 def test_teacher_and_a_non_tool_env(tokenizer):
     task = {"expression": "12*34", "question": "12*34", "answer": "408"}
     assert teacher_action(task, ["calculator"], []) == calculator_call("12*34")
