@@ -71,6 +71,12 @@ class SFTConfig(Checked):
         tool_call_share: the share of the ``calculator`` pool that calls the calculator, in
             (0, 1]; the rest answer directly with the gold answer (a model without a tool
             habit). 1.0 (the default): every demonstration calls it.
+        mixed_steps: with ``tool_call_share`` < 1, a staged warm-up: first demonstrations that
+            all call the tool (up to ``target_accuracy`` of the check, or ``max_steps``), then
+            this many steps on the mixed pool (no check). 0 (the default): the mixed pool from
+            the start. A model learns to copy the tool's result several times faster when
+            every demonstration shows it; the mixed stage then only has to teach it to call
+            rarely.
         check: how each accuracy check is measured. ``greedy``: greedy generation on the
             held-out tasks, verified by the env (what evaluation measures). ``exact_match``: one
             teacher-forced forward over the same tasks' gold answers, counting those whose every
@@ -94,6 +100,7 @@ class SFTConfig(Checked):
     demos: Literal["answers", "calculator"] = "answers"
     num_demos: int = bounded(300, gt=0)
     tool_call_share: float = bounded(1.0, gt=0, le=1)
+    mixed_steps: int = bounded(0, ge=0)
     check: Literal["greedy", "exact_match", "tool_path"] = "greedy"
 
     def __post_init__(self) -> None:
@@ -108,6 +115,9 @@ class SFTConfig(Checked):
         if self.tool_call_share != 1.0 and self.demos != "calculator":
             raise ConfigError("tool_call_share applies to demos: calculator only; got demos: "
                               f"{self.demos!r}", key="tool_call_share")
+        if self.mixed_steps and self.tool_call_share == 1.0:
+            raise ConfigError("mixed_steps needs tool_call_share < 1 (the mixed pool); got "
+                              f"tool_call_share {self.tool_call_share}", key="mixed_steps")
 
 
 @dataclass(kw_only=True)

@@ -133,6 +133,47 @@ def test_tool_path_check_scores_held_out_tool_demonstrations(tiny_model_path, to
         load_config(path, ["sft.check=tool_path", "sft.demos=answers"])
 
 
+def test_staged_warm_up_trains_the_tool_pool_then_the_mixed_pool(tmp_path, monkeypatch):
+    """``sft.mixed_steps``: the first stage draws only tool-calling demonstrations, the second
+    (after the first stage's check) the mixed pool, for exactly ``mixed_steps`` steps."""
+    from pathlib import Path
+
+    from trainer_helpers import QUIET, SMALL_MODEL
+
+    import rlvr.sft
+    from rlvr.config import load_config
+    from rlvr.trainer import train
+
+    drawn = []  # (stage, calls_tool) of every demonstration drawn
+    stage = {"n": 0}
+    original = rlvr.sft.supervised_warmup
+
+    def recording(model, tokenizer, examples, config, **kwargs):
+        stage["n"] += 1
+
+        def draw(rng):
+            demo = examples(rng)
+            drawn.append((stage["n"], demo.calls_tool))
+            return demo
+        return original(model, tokenizer, draw, config, **kwargs)
+
+    monkeypatch.setattr(rlvr.sft, "supervised_warmup", recording)
+    path = Path(__file__).resolve().parents[2] / "configs" / "tool_quickstart.yaml"
+    config = load_config(path, SMALL_MODEL + QUIET + [
+        f"trainer.output_dir={tmp_path}", "sft.num_demos=40", "sft.tool_call_share=0.25",
+        "sft.mixed_steps=3", "sft.max_steps=2", "sft.batch_size=8", "sft.check=tool_path",
+        "sft.eval_tasks=2", "trainer.steps=1", "rollout.prompts_per_step=1",
+        "rollout.group_size=2", "eval.tasks=2", "trainer.checkpoint_every=0"])
+    result = train(config, log=lambda *_: None)
+    assert result.sft_steps == 5
+    first = [calls for n, calls in drawn if n == 1]
+    second = [calls for n, calls in drawn if n == 2]
+    assert len(first) == 2 * 8 and all(first)
+    assert len(second) == 3 * 8 and 0 < sum(second) < len(second)
+    with pytest.raises(ConfigError, match="mixed_steps needs tool_call_share < 1"):
+        load_config(path, ["sft.mixed_steps=10", "sft.tool_call_share=1.0"])
+
+
 def test_teacher_and_a_non_tool_env(tokenizer):
     task = {"expression": "12*34", "question": "12*34", "answer": "408"}
     assert teacher_action(task, ["calculator"], []) == calculator_call("12*34")
