@@ -68,12 +68,25 @@ class SFTConfig(Checked):
             ``calculator`` on a fixed pool of ``num_demos`` multi-turn episodes of a scripted
             calculator user (``rlvr.training.demonstrations``; tool envs only).
         num_demos: the size of that pool.
+        tool_call_share: the share of the ``calculator`` pool that calls the calculator, in
+            (0, 1]; the rest answer directly with the gold answer (a model without a tool
+            habit). 1.0 (the default): every demonstration calls it.
+        mixed_steps: with ``tool_call_share`` < 1, a staged warm-up: first demonstrations that
+            all call the tool (up to ``target_accuracy`` of the check, or ``max_steps``), then
+            this many steps on the mixed pool (no check). 0 (the default): the mixed pool from
+            the start. A model learns to copy the tool's result several times faster when
+            every demonstration shows it; the mixed stage then only has to teach it to call
+            rarely.
         check: how each accuracy check is measured. ``greedy``: greedy generation on the
             held-out tasks, verified by the env (what evaluation measures). ``exact_match``: one
             teacher-forced forward over the same tasks' gold answers, counting those whose every
             token is the model's argmax, a lower bound of greedy accuracy that costs a forward
-            instead of a generation (``demos: answers`` only). The accuracy before RL is always
-            measured by greedy evaluation.
+            instead of a generation (``demos: answers`` only). ``tool_path``: the same
+            teacher-forced count over calculator demonstrations of ``eval_tasks`` held-out
+            tasks that all call the tool, leaving out the first model token (the decision to
+            call): how reliably the model carries out a call and copies its result, whatever
+            share of its samples calls (``demos: calculator`` only). The accuracy before RL is
+            always measured by greedy evaluation.
     """
 
     enabled: bool = False
@@ -86,7 +99,9 @@ class SFTConfig(Checked):
     eval_tasks: int = bounded(64, gt=0)
     demos: Literal["answers", "calculator"] = "answers"
     num_demos: int = bounded(300, gt=0)
-    check: Literal["greedy", "exact_match"] = "greedy"
+    tool_call_share: float = bounded(1.0, gt=0, le=1)
+    mixed_steps: int = bounded(0, ge=0)
+    check: Literal["greedy", "exact_match", "tool_path"] = "greedy"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -94,6 +109,15 @@ class SFTConfig(Checked):
             raise ConfigError("check: exact_match needs demos: answers (multi-turn "
                               f"demonstrations are checked by greedy play); got {self.demos!r}",
                               key="check")
+        if self.check == "tool_path" and self.demos != "calculator":
+            raise ConfigError("check: tool_path needs demos: calculator (it replays held-out "
+                              f"calculator demonstrations); got {self.demos!r}", key="check")
+        if self.tool_call_share != 1.0 and self.demos != "calculator":
+            raise ConfigError("tool_call_share applies to demos: calculator only; got demos: "
+                              f"{self.demos!r}", key="tool_call_share")
+        if self.mixed_steps and self.tool_call_share == 1.0:
+            raise ConfigError("mixed_steps needs tool_call_share < 1 (the mixed pool); got "
+                              f"tool_call_share {self.tool_call_share}", key="mixed_steps")
 
 
 @dataclass(kw_only=True)

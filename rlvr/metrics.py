@@ -36,6 +36,8 @@ PLOT_PANELS = (
     ("reward/mean", "train reward (mean)"),
     ("reward/accuracy", "train accuracy"),
     ("eval/accuracy", "held-out greedy accuracy"),
+    ("tool/episodes_with_call", "train tool-call share"),
+    ("eval/heldout/episodes_with_tool_call", "held-out greedy tool-call share"),
     ("tool/valid_call_rate", "train tool-call validity"),
     ("eval/heldout/tool_call_validity", "held-out tool-call validity"),
 )

@@ -71,7 +71,9 @@ def summarize(records: Sequence[Record], samples: int) -> dict[str, Any]:
         (mean verdict score), ``maj@{samples}`` (None when no episode has an extracted answer),
         ``mean_turns``, ``tool_calls``, ``tool_call_validity`` (valid / all tool calls, over
         the episodes whose env checks tool calls; None when there were none),
-        ``mean_response_tokens`` (model tokens per episode),
+        ``episodes_with_tool_call`` (share of episodes with at least one tool call),
+        ``accuracy_with_tool_call`` (passed share of those episodes; None when there were
+        none), ``mean_response_tokens`` (model tokens per episode),
         ``finish_reasons`` (counts), ``errors`` (finish reason "error"), ``timeouts`` (verdict
         reason "timeout", or an env call that hit the runner's time limit) and ``truncated``
         (finish reasons in ``TRUNCATION_REASONS``).
@@ -105,11 +107,14 @@ def summarize(records: Sequence[Record], samples: int) -> dict[str, Any]:
     checked_calls = sum(int(r.get("tool_calls", 0)) for r in checked)
     bad = sum(int(r["tool_call_errors"]) for r in checked)
     reasons = Counter(str(r["finish_reason"]) for r in records)
+    calling = [bool(r["passed"]) for r in records if int(r.get("tool_calls", 0)) > 0]
     out.update(
         {
             "mean_turns": _mean([float(r.get("turns", 0)) for r in records]),
             "tool_calls": calls,
             "tool_call_validity": (checked_calls - bad) / checked_calls if checked_calls else None,
+            "episodes_with_tool_call": len(calling) / len(records) if records else 0.0,
+            "accuracy_with_tool_call": _mean([float(p) for p in calling]) if calling else None,
             "mean_response_tokens": _mean([float(r.get("model_tokens", 0)) for r in records]),
             "finish_reasons": dict(sorted(reasons.items())),
             "errors": reasons.get("error", 0),

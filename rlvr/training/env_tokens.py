@@ -36,9 +36,13 @@ def tool_result_positions(responses: torch.Tensor, response_mask: torch.Tensor, 
                           close_id: int) -> torch.Tensor:
     """Where the env's tool results are in ``responses``.
 
-    A tool result opens with a ``<tool_response>`` token the env appended (mask 0); the model may
-    write the same token itself (a hallucinated tool result, which is its own output and is
-    trained on like any other), so tags with mask 1 open or close nothing.
+    A tool result opens with a ``<tool_response>`` token the env appended (mask 0) and ends at
+    the next env ``</tool_response>``. The model may write the same tokens itself (a
+    hallucinated tool result, which is its own output and is trained on like any other), so
+    tags with mask 1 open or close nothing. Tool results do not nest: a tool's text can echo the
+    model's tags (an error message quoting the bad call, ``not a valid expression:
+    '12*3<tool_response>'``), and those env-side tags inside a result open nothing either (an
+    echoed close ends the result early: the rest of it, mask 0 anyway, goes unchecked).
 
     Args:
         responses: ``(batch, response_len)`` token ids.
@@ -48,13 +52,18 @@ def tool_result_positions(responses: torch.Tensor, response_mask: torch.Tensor, 
 
     Returns:
         A bool ``(batch, response_len)`` tensor, True from each env ``<tool_response>`` to the
-        next ``</tool_response>`` (both included; an unclosed one runs to the end).
+        next env ``</tool_response>`` (both included; an unclosed one runs to the end).
     """
     env = response_mask == 0
     opens = (responses == open_id) & env
     closes = (responses == close_id) & env
-    depth = opens.long().cumsum(1) - closes.long().cumsum(1)
-    return (depth > 0) | closes
+    inside = torch.zeros_like(opens)
+    state = torch.zeros_like(opens[:, 0])
+    for col in range(responses.shape[1]):  # a scan: whether a result is open is a state
+        state = state | opens[:, col]
+        inside[:, col] = state
+        state = state & ~closes[:, col]
+    return inside
 
 
 class EnvTokenGuard:

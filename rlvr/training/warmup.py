@@ -61,11 +61,16 @@ def warm_up(config: TrainConfig, base_dir: Path, tokenizer: Any, info: DistInfo,
     result = None
     if info.is_main:
         model = load_causal_lm(base_dir, info.device)
-        examples, encode = warmup_examples(config, tokenizer)
+        staged = config.sft.mixed_steps > 0
+        examples, encode = warmup_examples(config, tokenizer,
+                                           tool_call_share=1.0 if staged else None)
         with contextlib.ExitStack() as stack:
             if config.sft.check == "exact_match":
                 check, check_name = exact_match_check(config, tokenizer, model), \
                     "held-out exact match"
+            elif config.sft.check == "tool_path":
+                check, check_name = tool_path_check(config, tokenizer, model), \
+                    "held-out tool-path exact match"
             else:
                 engine = TransformersEngine(model, tokenizer, max_batch_size=64)
                 stack.callback(engine.close)
@@ -79,6 +84,8 @@ def warm_up(config: TrainConfig, base_dir: Path, tokenizer: Any, info: DistInfo,
                 seed=config.trainer.seed, evaluate=check, log=log,
                 progress=config.trainer.progress, check_name=check_name,
             )
+        if staged:
+            result = mixed_stage(model, tokenizer, config, result, log)
         save_model(model, tokenizer, target)
     barrier()
     return target, result
@@ -104,15 +111,70 @@ def exact_match_check(config: TrainConfig, tokenizer: Any, model: Any) -> Any:
     return lambda: exact_match_rate(model, batch)
 
 
-def warmup_examples(config: TrainConfig, tokenizer: Any) -> tuple[Any, Any]:
-    """The warm-up's example stream and its encoder for ``sft.demos`` (None: the default)."""
+def tool_path_check(config: TrainConfig, tokenizer: Any, model: Any) -> Any:
+    """The ``sft.check: tool_path`` accuracy check of ``model``.
+
+    ``sft.eval_tasks`` calculator demonstrations played on the held-out split, every one calling
+    the tool, are collated once without their first model token (``after_decision``) and
+    scored by ``rlvr.sft.exact_match_rate``: the share the model would carry out exactly,
+    call and copied answer, once it has decided to call.
+    """
+    from rlvr.sft import collate, exact_match_rate, pad_id
+    from rlvr.training.demonstrations import CalculatorDemonstrations
+
+    kwargs = merge(config.env.kwargs, config.env.eval_kwargs)
+    kwargs.setdefault("split", "test")  # as suite_for_env's entry
+    demos = CalculatorDemonstrations(
+        config.env.id, kwargs, tokenizer, num_demos=config.sft.eval_tasks,
+        seed=config.trainer.seed, stop_at_tool_call=config.rollout.runner.stop_at_tool_call)
+    batch = collate([demo.after_decision() for demo in demos.pool], pad_id(tokenizer))
+    return lambda: exact_match_rate(model, batch)
+
+
+def mixed_stage(model: Any, tokenizer: Any, config: TrainConfig, first: Any, log: Any) -> Any:
+    """The second stage of a staged warm-up: ``sft.mixed_steps`` steps on the mixed pool.
+
+    The first stage trained on demonstrations that all call the tool, up to the check's target;
+    this one trains on the same tasks with only ``sft.tool_call_share`` of them calling, with
+    no check (the accuracy before RL is measured by greedy evaluation), a fresh optimizer and
+    the same example-stream seed.
+
+    Returns:
+        The whole warm-up's ``SFTResult``: the steps and seconds of both stages, the last loss,
+        and the first stage's checks.
+    """
+    import dataclasses
+
+    from rlvr.sft import SFTResult, supervised_warmup
+
+    examples, encode = warmup_examples(config, tokenizer)
+    stage = dataclasses.replace(config.sft, max_steps=config.sft.mixed_steps, eval_every=0,
+                                target_accuracy=None)
+    log(f"[sft] mixed stage: {config.sft.mixed_steps} steps, "
+        f"{config.sft.tool_call_share:.0%} of the demonstrations call the tool")
+    second = supervised_warmup(model, tokenizer, examples, stage, encode=encode,
+                               seed=config.trainer.seed, evaluate=None, log=log,
+                               progress=config.trainer.progress)
+    return SFTResult(steps=first.steps + second.steps, loss=second.loss,
+                     accuracy=first.accuracy, seconds=first.seconds + second.seconds,
+                     history=first.history)
+
+
+def warmup_examples(config: TrainConfig, tokenizer: Any, *,
+                    tool_call_share: float | None = None) -> tuple[Any, Any]:
+    """The warm-up's example stream and its encoder for ``sft.demos`` (None: the default).
+
+    ``tool_call_share`` overrides ``sft.tool_call_share`` for a calculator pool.
+    """
     from rlvr.sft import TaskExamples
 
     if config.sft.demos == "calculator":
         from rlvr.training.demonstrations import CalculatorDemonstrations
 
+        share = config.sft.tool_call_share if tool_call_share is None else tool_call_share
         demos = CalculatorDemonstrations(
             config.env.id, config.env.kwargs, tokenizer, num_demos=config.sft.num_demos,
-            seed=config.trainer.seed, stop_at_tool_call=config.rollout.runner.stop_at_tool_call)
+            seed=config.trainer.seed, stop_at_tool_call=config.rollout.runner.stop_at_tool_call,
+            tool_call_share=share)
         return demos, lambda demo: demo.encoded()
     return TaskExamples(config.env.id, config.env.kwargs), None

@@ -116,6 +116,20 @@ def test_summarize_numbers() -> None:
     assert m["mean_turns"] == pytest.approx(2.0)
     assert m["mean_response_tokens"] == pytest.approx(5.0)
     assert m["finish_reasons"] == {"stop": 6}
+    assert m["episodes_with_tool_call"] == 1.0 and m["accuracy_with_tool_call"] == 0.5
+
+
+def test_summarize_accuracy_of_tool_calling_episodes() -> None:
+    recs = records_for("m", BASE)  # passed: True, False, True (t0); False, False, True (t1)
+    for rec in recs[:2] + recs[5:]:
+        rec["tool_calls"] = 0  # without a call: two right answers, one wrong; with: 1 of 3
+    m = summarize(recs, samples=3)
+    assert m["episodes_with_tool_call"] == pytest.approx(3 / 6)
+    assert m["accuracy_with_tool_call"] == pytest.approx(1 / 3)
+    for rec in recs:
+        rec["tool_calls"] = 0
+    m = summarize(recs, samples=3)
+    assert m["episodes_with_tool_call"] == 0.0 and m["accuracy_with_tool_call"] is None
 
 
 def test_summarize_counts_failures() -> None:

@@ -9,6 +9,7 @@ from transformers import AutoTokenizer
 from rlvr.data import EpisodeOutcome, RolloutBatch, Trajectory
 from rlvr.errors import BatchError
 from rlvr.tool_metrics import tool_metrics
+from rlvr.training.demonstrations import calculator_call
 from rlvr.training.env_tokens import EnvTokenGuard, tool_result_positions
 from rlvr.training.snapshots import EpisodeSnapshots
 
@@ -20,19 +21,26 @@ def tokenizer(tiny_model_path):
     return AutoTokenizer.from_pretrained(tiny_model_path)
 
 
-def _traj(calls=0, errors=None, response=(5, 6), mask=(1, 1), scores=None):
+def _traj(calls=0, errors=None, response=(5, 6), mask=(1, 1), scores=None, passed=False):
+    scores = list(scores or [0.0] * (len(response) - 1) + [float(passed)])
     return Trajectory(prompt_ids=[1, 2], response_ids=list(response), response_mask=list(mask),
-                      rollout_logprobs=[0.0] * len(response),
-                      token_level_scores=list(scores or [0.0] * len(response)),
+                      rollout_logprobs=[0.0] * len(response), token_level_scores=scores,
                       outcome=EpisodeOutcome(tool_calls=calls, tool_errors=errors))
 
 
 def test_tool_metrics_known_answer():
-    trajs = [_traj(2, 1), _traj(1, 0), _traj(0, 0), _traj(1, 1)]
+    trajs = [_traj(2, 1, passed=True), _traj(1, 0), _traj(0, 0, passed=True), _traj(1, 1),
+             _traj(0, 0), _traj(1, 0, passed=True)]
     metrics = tool_metrics(trajs, CPU)
-    assert metrics == {"tool/calls_per_episode": 1.0, "tool/errors_per_episode": 0.5,
-                       "tool/episodes_with_call": 0.75, "tool/valid_call_rate": 0.5}
-    assert math.isnan(tool_metrics([_traj(0, 0)], CPU)["tool/valid_call_rate"])
+    assert metrics == pytest.approx({
+        "tool/calls_per_episode": 5 / 6, "tool/errors_per_episode": 2 / 6,
+        "tool/episodes_with_call": 4 / 6, "tool/valid_call_rate": 3 / 5,
+        "tool/accuracy_with_call": 2 / 4, "tool/accuracy_without_call": 1 / 2})
+    no_calls = tool_metrics([_traj(0, 0, passed=True)], CPU)
+    assert math.isnan(no_calls["tool/valid_call_rate"])
+    assert math.isnan(no_calls["tool/accuracy_with_call"])
+    assert no_calls["tool/accuracy_without_call"] == 1.0
+    assert math.isnan(tool_metrics([_traj(1, 0)], CPU)["tool/accuracy_without_call"])
     assert tool_metrics([_traj(0, None)], CPU) == {}  # not a tool env: nothing to report
 
 
@@ -99,6 +107,41 @@ def test_tool_tags_the_model_wrote_are_its_own_tokens(tokenizer):
     mask = torch.tensor([[1, 1, 1, 1, 0, 0, 0, 1, 1]])
     inside = tool_result_positions(ids, mask, open_id, close_id)
     assert inside.tolist() == [[False] * 4 + [True] * 3 + [False] * 2]
+
+
+def test_a_tool_result_echoing_the_models_tags_ends_at_its_own_close(tokenizer):
+    """A calculator error quotes the model's bad expression, tags included: the env's tokens
+    then hold a second ``<tool_response>``. The result still ends at the env's closing tag, so
+    the model's next turn is not taken for tool output (this stopped a quickstart run)."""
+    import envs
+
+    env = envs.make("rlvr/CompactToolUse-v0")
+    env.reset(seed=0)
+    bad = calculator_call("12*3<tool_response>")
+    obs, *_ = env.step(bad)
+    env.close()
+    assert "<tool_response>" in obs[0]["content"]  # the error echoes it
+    enc = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    call = enc(bad) + [tokenizer.eos_token_id]
+    env_tokens = enc(f"\n<|im_start|>user\n<tool_response>\n{obs[0]['content']}\n"
+                     "</tool_response><|im_end|>\n<|im_start|>assistant\n")
+    answer = enc("36") + [tokenizer.eos_token_id]
+    open_id, close_id = (tokenizer.convert_tokens_to_ids(t)
+                         for t in ("<tool_response>", "</tool_response>"))
+    assert env_tokens.count(open_id) == 2 and env_tokens.count(close_id) == 1
+    ids = torch.tensor([call + env_tokens + answer])
+    mask = torch.tensor([[1] * len(call) + [0] * len(env_tokens) + [1] * len(answer)])
+    inside = tool_result_positions(ids, mask, open_id, close_id)[0].tolist()
+    start = len(call) + env_tokens.index(open_id)
+    end = len(call) + env_tokens.index(close_id)
+    assert inside == [start <= i <= end for i in range(ids.shape[1])]
+    scores = [0.0] * ids.shape[1]
+    scores[-1] = 1.0
+    traj = Trajectory(prompt_ids=enc("12*3"), response_ids=ids[0].tolist(),
+                      response_mask=mask[0].tolist(), rollout_logprobs=[0.0] * ids.shape[1],
+                      token_level_scores=scores)
+    assert EnvTokenGuard(tokenizer).check(_batch([traj]))["check/tool_result_tokens"] == \
+        end - start + 1
 
 
 def test_snapshots_page_holds_both_labels(tmp_path, tokenizer):

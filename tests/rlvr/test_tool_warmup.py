@@ -62,6 +62,118 @@ def test_without_tools_the_teacher_answers_directly(tokenizer):
     assert tokenizer.decode(trained) == f"{int(a) * int(b)}<|im_end|>"
 
 
+@pytest.mark.parametrize("share", [0.25, 0.5])
+def test_tool_call_share_makes_the_rest_of_the_pool_answer_directly(tokenizer, share):
+    import envs
+
+    demos = CalculatorDemonstrations(ENV, {}, tokenizer, num_demos=20, seed=0,
+                                     tool_call_share=share)
+    calling = [d for d in demos.pool if d.calls_tool]
+    assert len(calling) == round(20 * share) and demos.tool_call_share == share
+    full = CalculatorDemonstrations(ENV, {}, tokenizer, num_demos=20, seed=0)
+    assert [d.task_id for d in demos.pool] == [d.task_id for d in full.pool]  # same tasks
+    assert all(d.calls_tool for d in full.pool) and full.tool_call_share == 1.0
+    env = envs.make(ENV)
+    try:
+        for demo, with_tool in zip(demos.pool, full.pool, strict=True):
+            trained = tokenizer.decode([t for t, m in zip(demo.ids, demo.loss_mask) if m])
+            if demo.calls_tool:
+                assert demo.ids == with_tool.ids and demo.loss_mask == with_tool.loss_mask
+                continue
+            a, b = demo.task_id.removeprefix("mul:").split("*")
+            assert trained == f"{int(a) * int(b)}<|im_end|>"  # one turn: the gold answer
+            assert "<tool_call>" not in tokenizer.decode(demo.ids)
+            assert demo.ids[:len(with_tool.ids)] != with_tool.ids
+            env.reset(seed=demo.seed)  # replayed, the direct answer earns the full reward
+            assert env.unwrapped.task["task_id"] == demo.task_id
+            _, reward, terminated, _, _ = env.step(str(int(a) * int(b)))
+            assert reward == 1.0 and terminated
+    finally:
+        env.close()
+
+
+def test_tool_call_share_is_checked(tokenizer):
+    with pytest.raises(ConfigError, match="tool_call_share"):
+        CalculatorDemonstrations(ENV, {}, tokenizer, num_demos=2, seed=0, tool_call_share=0.0)
+    from rlvr.config import SFTConfig
+
+    for bad in (0.0, 1.5):
+        with pytest.raises(ConfigError, match="tool_call_share"):
+            SFTConfig(demos="calculator", tool_call_share=bad)
+    with pytest.raises(ConfigError, match="demos: calculator"):
+        SFTConfig(demos="answers", tool_call_share=0.5)
+
+
+def test_after_decision_leaves_out_only_the_first_model_token(tokenizer):
+    demos = CalculatorDemonstrations(ENV, {}, tokenizer, num_demos=6, seed=2,
+                                     tool_call_share=0.5)
+    first_tokens = set()
+    for demo in demos.pool:
+        ids, mask = demo.after_decision()
+        changed = [i for i, (a, b) in enumerate(zip(mask, demo.loss_mask)) if a != b]
+        assert ids == demo.ids and changed == [demo.loss_mask.index(1)]
+        first_tokens.add((demo.calls_tool, tokenizer.decode(demo.ids[changed[0]])))
+    assert ("<tool_call>" in {t for call, t in first_tokens if call}
+            and all(t.isdigit() for call, t in first_tokens if not call))
+
+
+def test_tool_path_check_scores_held_out_tool_demonstrations(tiny_model_path, tokenizer):
+    from pathlib import Path
+
+    from transformers import AutoModelForCausalLM
+
+    from rlvr.config import load_config
+    from rlvr.training.warmup import tool_path_check
+
+    path = Path(__file__).resolve().parents[2] / "configs" / "tool_quickstart.yaml"
+    config = load_config(path, ["sft.check=tool_path", "sft.eval_tasks=4"])
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path)
+    assert tool_path_check(config, tokenizer, model)() == 0.0  # an untrained model copies nothing
+    with pytest.raises(ConfigError, match="tool_path needs demos: calculator"):
+        load_config(path, ["sft.check=tool_path", "sft.demos=answers"])
+
+
+def test_staged_warm_up_trains_the_tool_pool_then_the_mixed_pool(tmp_path, monkeypatch):
+    """``sft.mixed_steps``: the first stage draws only tool-calling demonstrations, the second
+    (after the first stage's check) the mixed pool, for exactly ``mixed_steps`` steps."""
+    from pathlib import Path
+
+    from trainer_helpers import QUIET, SMALL_MODEL
+
+    import rlvr.sft
+    from rlvr.config import load_config
+    from rlvr.trainer import train
+
+    drawn = []  # (stage, calls_tool) of every demonstration drawn
+    stage = {"n": 0}
+    original = rlvr.sft.supervised_warmup
+
+    def recording(model, tokenizer, examples, config, **kwargs):
+        stage["n"] += 1
+
+        def draw(rng):
+            demo = examples(rng)
+            drawn.append((stage["n"], demo.calls_tool))
+            return demo
+        return original(model, tokenizer, draw, config, **kwargs)
+
+    monkeypatch.setattr(rlvr.sft, "supervised_warmup", recording)
+    path = Path(__file__).resolve().parents[2] / "configs" / "tool_quickstart.yaml"
+    config = load_config(path, SMALL_MODEL + QUIET + [
+        f"trainer.output_dir={tmp_path}", "sft.num_demos=40", "sft.tool_call_share=0.25",
+        "sft.mixed_steps=3", "sft.max_steps=2", "sft.batch_size=8", "sft.check=tool_path",
+        "sft.eval_tasks=2", "trainer.steps=1", "rollout.prompts_per_step=1",
+        "rollout.group_size=2", "eval.tasks=2", "trainer.checkpoint_every=0"])
+    result = train(config, log=lambda *_: None)
+    assert result.sft_steps == 5
+    first = [calls for n, calls in drawn if n == 1]
+    second = [calls for n, calls in drawn if n == 2]
+    assert len(first) == 2 * 8 and all(first)
+    assert len(second) == 3 * 8 and 0 < sum(second) < len(second)
+    with pytest.raises(ConfigError, match="mixed_steps needs tool_call_share < 1"):
+        load_config(path, ["sft.mixed_steps=10", "sft.tool_call_share=1.0"])
+
+
 def test_teacher_and_a_non_tool_env(tokenizer):
     task = {"expression": "12*34", "question": "12*34", "answer": "408"}
     assert teacher_action(task, ["calculator"], []) == calculator_call("12*34")
