@@ -72,8 +72,11 @@ def test_sglang_quickstart_differs_from_the_quickstart_only_in_its_engine():
     plain = asdict(load_config(CONFIGS / "quickstart.yaml"))
     on_sglang = asdict(load_config(CONFIGS / "quickstart_sglang.yaml"))
     assert on_sglang["rollout"]["engine"] == "sglang"
+    # The learner keeps one thread on sglang: the server computes on the other core.
+    assert (plain["trainer"]["threads"], on_sglang["trainer"]["threads"]) == (2, 1)
     for cfg in (plain, on_sglang):
         cfg["rollout"].pop("engine")
         cfg["rollout"].pop("sglang")
         cfg["trainer"].pop("output_dir")
+        cfg["trainer"].pop("threads")
     assert plain == on_sglang

@@ -14,7 +14,8 @@ def test_rl_teaches_the_warmed_up_model_to_call_the_calculator(tmp_path):
 
     The budget (``tool_learning_budget.BUDGET``): the tool quickstart's staged warm-up (its
     1000-demo pool; stage 1 to a 50% tool-path check on 32 held-out tasks; 40 mixed steps at a
-    15% call share), then 16 Dr. GRPO steps of 4 prompts x 8 samples at temperature 1.0. The
+    40% call share, not the quickstart's 15%), then 16 Dr. GRPO steps of 4 prompts x 8 samples at
+    temperature 1.0. The
     warmed-up model can call and copy but reaches for the tool in a minority of its samples, and
     only the calls are ever right, so RL moves the first-token decision: the mean call share
     (``tool/episodes_with_call``) and training accuracy of the last ``WINDOW`` (5) steps beat
