@@ -70,11 +70,13 @@ def shard(module: nn.Module, config: LearnerConfig, dist_info: DistInfo, *, trai
 
 
 class ShardedModel:
-    """An FSDP2-sharded module with micro-batched no-grad inference.
+    """A learner module with micro-batched no-grad inference.
+
+    FSDP2-sharded, or plain on one fp32 rank (see ``shard``).
 
     Attributes:
-        module: the sharded ``nn.Module`` (an ``FSDPModule``); in ``eval()`` mode outside
-            ``update()``.
+        module: the ``nn.Module`` (an ``FSDPModule`` unless ``uses_fsdp`` said no); in
+            ``eval()`` mode outside ``update()``.
         config: the learner config.
         dist: rank, world size, device and mesh.
     """
