@@ -64,6 +64,13 @@ class SFTConfig(Checked):
         target_accuracy: stop as soon as held-out greedy accuracy reaches this, leaving room for
             RL to show; None trains for ``max_steps``.
         eval_tasks: held-out tasks in each warm-up accuracy check.
+        check_gate: skip a due check while the training batches' own exact match (the share
+            of the last ``eval_every`` batches' rows whose every trained token was the argmax of
+            the step's forward, computed for free from its logits) is below ``check_gate x
+            target_accuracy``; the last step is always checked. 0 (the default) checks every
+            time. The held-out check costs about two training steps, and on the quickstart's
+            task it is far from the target for most of the warm-up; a gate well below 1 skips
+            those checks and still checks every step where the target can be reached.
         demos: ``answers`` trains on ``prompt -> gold answer`` pairs of fresh training tasks;
             ``calculator`` on a fixed pool of ``num_demos`` multi-turn episodes of a scripted
             calculator user (``rlvr.training.demonstrations``; tool envs only).
@@ -97,6 +104,7 @@ class SFTConfig(Checked):
     eval_every: int = bounded(25, ge=0)
     target_accuracy: float | None = bounded(None, gt=0, le=1)
     eval_tasks: int = bounded(64, gt=0)
+    check_gate: float = bounded(0.0, ge=0, le=1)
     demos: Literal["answers", "calculator"] = "answers"
     num_demos: int = bounded(300, gt=0)
     tool_call_share: float = bounded(1.0, gt=0, le=1)

@@ -18,6 +18,7 @@ import math
 import random
 import shutil
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,13 +154,28 @@ def collate(
 
 def answer_loss(model: torch.nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
     """Mean cross-entropy over the assistant tokens of a collated batch (a scalar)."""
+    return answer_loss_and_exact(model, batch)[0]
+
+
+def answer_loss_and_exact(
+    model: torch.nn.Module, batch: tuple[torch.Tensor, ...]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``answer_loss`` and, from the same forward, how many rows are exact.
+
+    Returns:
+        ``(loss, exact)``: the mean cross-entropy over the assistant tokens (a scalar with
+        grad) and the number of rows whose every trained token is the argmax (``exact_match_rate``
+        times the rows, as a detached scalar tensor: no sync with the device).
+    """
     input_ids, attention_mask, loss_mask = (t.to(_device(model)) for t in batch)
     logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
+    targets = input_ids[:, 1:]
     ce = torch.nn.functional.cross_entropy(
-        logits.float().reshape(-1, logits.shape[-1]), input_ids[:, 1:].reshape(-1),
-        reduction="none",
+        logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none",
     ).view_as(loss_mask)
-    return (ce * loss_mask).sum() / loss_mask.sum().clamp(min=1.0)
+    with torch.no_grad():
+        exact = ((logits.argmax(dim=-1) == targets) | (loss_mask == 0)).all(dim=1).sum()
+    return (ce * loss_mask).sum() / loss_mask.sum().clamp(min=1.0), exact
 
 
 @torch.no_grad()
@@ -207,7 +223,8 @@ def supervised_warmup(
             ``encode_example`` of an ``Example`` (multi-turn demonstrations come encoded:
             ``rlvr.training.demonstrations``).
         evaluate: held-out greedy accuracy of ``model`` in [0, 1]; called every
-            ``config.eval_every`` steps and at the end. None skips evaluation (and the target).
+            ``config.eval_every`` steps (unless ``config.check_gate`` skips it) and at the end.
+            None skips evaluation (and the target).
         log: where progress lines go (one per evaluation without a progress bar, else one at
             the end).
         progress: show a tqdm progress bar.
@@ -225,18 +242,26 @@ def supervised_warmup(
     memo = MemoEncoder(tokenizer)  # the same ids as encode_example, rendered once per example
     encode = encode or (lambda example: memo(*example))
     params = [p for p in model.parameters() if p.requires_grad]
-    optim = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    # foreach: one multi-tensor kernel per op (the default is a per-parameter loop on CPU)
+    optim = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay,
+                              foreach=True)
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: min(1.0, (s + 1) / 10))
     pad = pad_id(tokenizer)
     t0 = time.perf_counter()
     history: list[tuple[int, float]] = []
     accuracy: float | None = None
     loss_value = math.nan
+    # (exact rows, rows) of the last eval_every training batches, for check_gate
+    recent: deque[tuple[torch.Tensor, int]] = deque(maxlen=max(1, config.eval_every))
+    gate = None
+    if config.check_gate and config.target_accuracy is not None:
+        gate = config.check_gate * config.target_accuracy
     model.train()
     bar = progress_bar(total=config.max_steps, desc="warm-up", unit="step", disable=not progress)
     for step in range(1, config.max_steps + 1):
         batch = collate([encode(examples(rng)) for _ in range(config.batch_size)], pad)
-        loss = answer_loss(model, batch)
+        loss, exact = answer_loss_and_exact(model, batch)
+        recent.append((exact, batch[0].shape[0]))
         if not torch.isfinite(loss):
             raise ConfigError(f"sft: the loss became {loss.item()} at step {step}; lower sft.lr")
         optim.zero_grad(set_to_none=True)
@@ -246,18 +271,26 @@ def supervised_warmup(
         sched.step()
         loss_value = float(loss.item())
         bar.update(1)
-        due = (config.eval_every and step % config.eval_every == 0) or step == config.max_steps
-        if evaluate is not None and due:
-            model.eval()
-            accuracy = float(evaluate())
-            model.train()
-            history.append((step, accuracy))
-            bar.set_postfix(loss=f"{loss_value:.3f}", acc=f"{accuracy:.1%}")
+        last = step == config.max_steps
+        due = (config.eval_every and step % config.eval_every == 0) or last
+        if evaluate is None or not due:
+            continue
+        train_exact = float(sum(e for e, _ in recent)) / sum(n for _, n in recent)
+        if gate is not None and not last and train_exact < gate:
             if not progress:
-                log(f"[sft] step {step:4d}  loss {loss_value:.3f}  {check_name} "
-                    f"{accuracy:.1%}")
-            if config.target_accuracy is not None and accuracy >= config.target_accuracy:
-                break
+                log(f"[sft] step {step:4d}  loss {loss_value:.3f}  training-batch exact match "
+                    f"{train_exact:.1%} < gate {gate:.1%}: check skipped")
+            continue
+        model.eval()
+        accuracy = float(evaluate())
+        model.train()
+        history.append((step, accuracy))
+        bar.set_postfix(loss=f"{loss_value:.3f}", acc=f"{accuracy:.1%}")
+        if not progress:
+            log(f"[sft] step {step:4d}  loss {loss_value:.3f}  training-batch exact match "
+                f"{train_exact:.1%}  {check_name} {accuracy:.1%}")
+        if config.target_accuracy is not None and accuracy >= config.target_accuracy:
+            break
     bar.close()
     model.eval()
     result = SFTResult(steps=step, loss=loss_value, accuracy=accuracy,

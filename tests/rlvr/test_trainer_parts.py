@@ -103,6 +103,88 @@ def test_warm_up_lowers_the_loss_and_stops_at_the_target(tiny_model_path, tokeni
     assert first.loss < 3.0  # the format is learned: the untrained loss is ln(404) ~ 6
 
 
+def test_training_forward_counts_the_exact_rows_as_exact_match_rate_does(tiny_model_path,
+                                                                        tokenizer):
+    """The free count the check gate reads equals the held-out check's count on one batch."""
+    from rlvr.sft import answer_loss, answer_loss_and_exact, exact_match_rate
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path)
+    rows = [encode_example(tokenizer, [{"role": "user", "content": f"{a}+{a}="}], str(2 * a))
+            for a in range(6)]
+    batch = collate(rows, tokenizer.pad_token_id)
+    optim = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    for _ in range(60):  # memorise half the rows, so the count is neither 0 nor all
+        optim.zero_grad()
+        answer_loss(model, collate(rows[:3], tokenizer.pad_token_id)).backward()
+        optim.step()
+    model.eval()
+    loss, exact = answer_loss_and_exact(model, batch)
+    assert 0 < int(exact) < 6
+    assert int(exact) / 6 == exact_match_rate(model, batch)
+    assert torch.allclose(loss, answer_loss(model, batch)) and not exact.requires_grad
+
+
+def _counting_examples():
+    def example(rng: random.Random):
+        a, b = rng.randint(0, 9), rng.randint(0, 9)
+        return [{"role": "user", "content": f"{a}+{b}="}], str(a + b)
+    return example
+
+
+def test_check_gate_skips_checks_while_training_batches_are_far_from_the_target(
+        tiny_model_path, tokenizer):
+    """Gate 1.0 with a target no 10-step-old model reaches: every due check but the last is
+    skipped (and logged as skipped); gate 0 checks every time."""
+    calls: list[int] = []
+    lines: list[str] = []
+    config = SFTConfig(enabled=True, max_steps=12, batch_size=4, lr=1e-4, eval_every=3,
+                       target_accuracy=1.0, check_gate=1.0)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path)
+    result = supervised_warmup(model, tokenizer, _counting_examples(), config, seed=0,
+                               evaluate=lambda: calls.append(1) or 0.0, log=lines.append)
+    assert len(calls) == 1 and result.history == [(12, 0.0)]
+    assert sum("check skipped" in line for line in lines) == 3
+    ungated = SFTConfig(enabled=True, max_steps=12, batch_size=4, lr=1e-4, eval_every=3,
+                        target_accuracy=1.0)
+    calls.clear()
+    supervised_warmup(model, tokenizer, _counting_examples(), ungated, seed=0,
+                      evaluate=lambda: calls.append(1) or 0.0, log=lambda _: None)
+    assert len(calls) == 4
+
+
+def test_an_open_check_gate_changes_nothing(tiny_model_path, tokenizer):
+    """Training batches the model already gets exactly right keep the gate open: a gated run
+    checks at the same steps as an ungated one and ends with the same weights."""
+    from rlvr.sft import answer_loss
+
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_path)
+    example = ([{"role": "user", "content": "3+4="}], "7")
+    memorised = collate([encode_example(tokenizer, *example)], tokenizer.pad_token_id)
+    optim = torch.optim.AdamW(base.parameters(), lr=3e-3)
+    base.train()
+    for _ in range(60):
+        optim.zero_grad()
+        answer_loss(base, memorised).backward()
+        optim.step()
+    state = {k: v.clone() for k, v in base.state_dict().items()}
+    runs = []
+    for gate in (0.0, 1.0):
+        base.load_state_dict(state)
+        calls: list[int] = []
+        config = SFTConfig(enabled=True, max_steps=10, batch_size=4, lr=1e-6, eval_every=2,
+                           target_accuracy=1.0, check_gate=gate)
+        result = supervised_warmup(base, tokenizer, lambda rng: example, config, seed=0,
+                                   evaluate=lambda c=calls: c.append(1) or 0.0,
+                                   log=lambda _: None)
+        runs.append((result.history, len(calls), base.lm_head.weight.detach().clone()))
+    (plain, n_plain, w_plain), (gated, n_gated, w_gated) = runs
+    assert n_plain == n_gated == 5 and gated == plain
+    assert torch.equal(w_plain, w_gated)
+
+
 def test_metrics_logger_drops_steps_after_a_resume_point_and_draws_curves(tmp_path):
     log = MetricsLogger(tmp_path, total_steps=4, progress=False, tensorboard=True)
     for step in range(1, 5):
