@@ -8,6 +8,11 @@ parameters, gradients (after the last backward) and AdamW state it holds against
 total. The same update as a plain fwd+bwd+AdamW loop on one process (no FSDP, full logits,
 ``torch.log_softmax``) gives the baseline seconds per update and tokens/s.
 
+Both arms recompute each decoder layer's activations in the backward pass (activation
+checkpointing, as a real 0.5B run at 1,024 tokens would): without it the full size does not fit
+this project's 24 GiB machine (rank 0 was killed at 12.1 GB RSS, both ranks at ~10 GB during the
+first micro-batch). ``--no-checkpointing`` turns it off in both arms.
+
     OMP_NUM_THREADS=1 .venv/bin/python bench/bench_learner_scale.py              # full size
     OMP_NUM_THREADS=1 .venv/bin/python bench/bench_learner_scale.py --layers 4 --rows 4 \
         --tokens 256 --budget 512                                                 # what fits
@@ -86,7 +91,8 @@ def rank_main(rank: int, world: int, port: int, model_dir: str, args, out: str) 
     info = init_distributed("cpu")
     cfg = ActorConfig(optim=OptimConfig(lr=1e-6), micro_batch_size=args.rows,
                         max_tokens_per_micro_batch=args.budget,
-                        sequence_packing=args.packing)
+                        sequence_packing=args.packing,
+                        activation_checkpointing=args.checkpointing)
     t0 = time.perf_counter()
     actor = Actor.from_pretrained(model_dir, cfg, info)
     load_s = time.perf_counter() - t0
@@ -126,8 +132,13 @@ def baseline(model_dir: str, args) -> dict:
     """Plain loop: full model, full logits, log_softmax, backward, AdamW step, one process."""
     from transformers import AutoModelForCausalLM
 
+    from rlvr.learner.parallel import enable_activation_checkpointing
+
     torch.set_num_threads(2)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    if args.checkpointing:
+        enable_activation_checkpointing(model)
+    model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-6, foreach=True)
     batch = make_batch(args.rows, args.tokens, args.vocab)
     p = batch.prompt_len
@@ -135,8 +146,9 @@ def baseline(model_dir: str, args) -> dict:
     micro = max(1, args.budget // batch.input_ids.shape[1])
     for s in range(0, args.rows, micro):
         sl = slice(s, s + micro)
-        logits = model(input_ids=batch.input_ids[sl], attention_mask=batch.attention_mask[sl],
-                       position_ids=batch.position_ids[sl]).logits[:, p - 1 : -1].float()
+        out = model(input_ids=batch.input_ids[sl], attention_mask=batch.attention_mask[sl],
+                    position_ids=batch.position_ids[sl], use_cache=False)
+        logits = out.logits[:, p - 1 : -1].float()
         logp = torch.log_softmax(logits, -1).gather(-1, batch.responses[sl, :, None])[..., 0]
         m = batch.response_mask[sl]
         (-(logp * batch.advantages[sl] * m).sum() / batch.response_mask.sum()).backward()
@@ -155,6 +167,8 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=1024)
     ap.add_argument("--budget", type=int, default=4096, help="max_tokens_per_micro_batch")
     ap.add_argument("--packing", action="store_true")
+    ap.add_argument("--no-checkpointing", dest="checkpointing", action="store_false",
+                    help="keep every activation (both arms); the full size then needs > 24 GiB")
     ap.add_argument("--no-baseline", action="store_true")
     args = ap.parse_args()
     from transformers import Qwen2ForCausalLM
@@ -195,7 +209,8 @@ def main() -> None:
                      f"{base['tokens'] / base['update_s']:.0f} tok/s"))
         rows.append(("plain loop peak RSS", f"{base['peak_rss_bytes'] / 2**20:.0f} MiB", ""))
     print(f"\nlearner scale: {args.layers} layers, vocab {args.vocab}, {args.rows} x {args.tokens}"
-          f" tokens, budget {args.budget}, packing {args.packing}")
+          f" tokens, budget {args.budget}, packing {args.packing}, activation checkpointing "
+          f"{args.checkpointing}")
     width = max(len(r[0]) for r in rows)
     for name, a, b in rows:
         print(f"  {name:<{width}}  {a:>12}  {b}")

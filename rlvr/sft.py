@@ -242,9 +242,7 @@ def supervised_warmup(
     memo = MemoEncoder(tokenizer)  # the same ids as encode_example, rendered once per example
     encode = encode or (lambda example: memo(*example))
     params = [p for p in model.parameters() if p.requires_grad]
-    # foreach: one multi-tensor kernel per op (the default is a per-parameter loop on CPU)
-    optim = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay,
-                              foreach=True)
+    optim = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: min(1.0, (s + 1) / 10))
     pad = pad_id(tokenizer)
     t0 = time.perf_counter()
