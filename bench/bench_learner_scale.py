@@ -13,9 +13,8 @@ checkpointing, as a real 0.5B run at 1,024 tokens would): without it the full si
 this project's 24 GiB machine (rank 0 was killed at 12.1 GB RSS, both ranks at ~10 GB during the
 first micro-batch). ``--no-checkpointing`` turns it off in both arms.
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_learner_scale.py              # full size
-    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_learner_scale.py --layers 4 --rows 4 \
-        --tokens 256 --budget 512                                                 # what fits
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python bench/bench_learner_scale.py      # full size, ~35 min
+    .venv/bin/python bench/bench_learner_scale.py --layers 2 --rows 4 --tokens 128 --budget 256
 
 Prints a table and writes bench/results/learner_scale.json. CPU timings on a shared machine
 are noisy; compare the two columns of one run.
