@@ -138,18 +138,18 @@ def collate(
         position ``t`` predicts an answer/end-of-turn token ``input_ids[:, t + 1]``.
     """
     width = max(len(ids) for ids, _ in encoded)
-    b = len(encoded)
-    input_ids = torch.full((b, width), pad_token_id, dtype=torch.long)
-    attention_mask = torch.zeros((b, width), dtype=torch.long)
-    loss_mask = torch.zeros((b, width - 1))
-    for row, (ids, prompt_len) in enumerate(encoded):
-        input_ids[row, : len(ids)] = torch.tensor(ids)
-        attention_mask[row, : len(ids)] = 1
+    ids_rows, attn_rows, loss_rows = [], [], []
+    for ids, prompt_len in encoded:  # padded Python lists, then one tensor per field
+        pad = width - len(ids)
+        ids_rows.append([*ids, *([pad_token_id] * pad)])
+        attn_rows.append([1] * len(ids) + [0] * pad)
         if isinstance(prompt_len, int):
-            loss_mask[row, prompt_len - 1 : len(ids) - 1] = 1.0
+            trained = [0] * (prompt_len - 1) + [1] * (len(ids) - prompt_len)
         else:  # a per-token mask: position t predicts token t + 1
-            loss_mask[row, : len(ids) - 1] = torch.tensor(prompt_len[1:], dtype=torch.float)
-    return input_ids, attention_mask, loss_mask
+            trained = list(prompt_len[1:])
+        loss_rows.append(trained + [0] * (width - 1 - len(trained)))
+    return (torch.tensor(ids_rows, dtype=torch.long), torch.tensor(attn_rows, dtype=torch.long),
+            torch.tensor(loss_rows, dtype=torch.float))
 
 
 def answer_loss(model: torch.nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:

@@ -32,6 +32,29 @@ def test_warm_up_loss_covers_only_the_answer_and_end_of_turn(tokenizer):
     assert targets == [ids[prompt_len:], short[short_len:]]
 
 
+def test_collate_pads_right_and_masks_exactly_the_trained_positions():
+    """Property test over random ragged rows, prompt lengths and per-token masks alike."""
+    rng = random.Random(0)
+    for _ in range(200):
+        rows = []
+        for _ in range(rng.randint(1, 6)):
+            n = rng.randint(2, 12)
+            ids = [rng.randint(0, 50) for _ in range(n)]
+            kind = rng.random() < 0.5
+            rows.append((ids, rng.randint(1, n) if kind else [rng.randint(0, 1) for _ in ids]))
+        input_ids, attention, loss_mask = collate(rows, pad_token_id=99)
+        width = max(len(ids) for ids, _ in rows)
+        assert input_ids.shape == attention.shape == (len(rows), width)
+        assert loss_mask.shape == (len(rows), width - 1) and loss_mask.dtype == torch.float
+        for r, (ids, how) in enumerate(rows):
+            n = len(ids)
+            assert input_ids[r].tolist() == ids + [99] * (width - n)
+            assert attention[r].tolist() == [1] * n + [0] * (width - n)
+            trained = [float(t >= how) for t in range(1, n)] if isinstance(how, int) else \
+                [float(m) for m in how[1:]]  # position t predicts token t + 1
+            assert loss_mask[r].tolist() == trained + [0.0] * (width - n)
+
+
 def test_warm_up_memoised_encoder_gives_encode_examples_ids(tokenizer):
     from rlvr.sft import MemoEncoder
 
