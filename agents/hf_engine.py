@@ -278,11 +278,14 @@ class TransformersEngine:
             raise RequestError(f"sampling must be a SamplingParams; got {type(sampling).__name__}")
         if len(prompt_ids) == 0:
             raise RequestError("prompt_ids is empty; a completion needs at least one token")
-        for i, tok in enumerate(prompt_ids):
-            if isinstance(tok, bool) or not isinstance(tok, int) or not 0 <= tok < self.vocab_size:
-                raise RequestError(
-                    f"prompt_ids[{i}] = {tok!r}; ids must be ints in [0, {self.vocab_size})"
-                )
+        if not (all(type(tok) is int for tok in prompt_ids)  # noqa: E721 (bools are not ids)
+                and 0 <= min(prompt_ids) and max(prompt_ids) < self.vocab_size):
+            for i, tok in enumerate(prompt_ids):  # name the first bad id
+                if isinstance(tok, bool) or not isinstance(tok, int) or \
+                        not 0 <= tok < self.vocab_size:
+                    raise RequestError(
+                        f"prompt_ids[{i}] = {tok!r}; ids must be ints in [0, {self.vocab_size})"
+                    )
         if sampling.stop and self.tokenizer is None:
             raise RequestError("SamplingParams.stop needs a tokenizer; pass tokenizer=...")
 

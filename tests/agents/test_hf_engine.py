@@ -195,6 +195,9 @@ def test_request_and_sampling_validation(engine):
         _gather(engine, [[]], [SamplingParams()])
     with pytest.raises(RequestError, match=r"prompt_ids\[1\] = 99999; ids must be ints in"):
         _gather(engine, [[1, 99999]], [SamplingParams()])
+    for bad in (True, -1, 2.0):  # bools are ints to Python but never token ids
+        with pytest.raises(RequestError, match=rf"prompt_ids\[2\] = {bad!r}; ids must be ints"):
+            _gather(engine, [[1, 2, bad, 3]], [SamplingParams()])
     with pytest.raises(SamplingParamsError, match="temperature must be a finite number >= 0"):
         SamplingParams(temperature=-1)
     with pytest.raises(SamplingParamsError, match="top_p must be in \\(0, 1\\]"):
