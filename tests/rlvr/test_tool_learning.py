@@ -30,10 +30,10 @@ def test_rl_teaches_the_warmed_up_model_to_call_the_calculator(tmp_path):
     3 standard errors below it. Training accuracy rose by +0.17, +0.06, +0.18, +0.21, +0.16; the
     smallest is only ~2 standard errors (0.03) above zero, so the test asks only that it rises.
     The valid-call rate did not rise (it starts at 0.86-0.97; changes -0.07 to +0.07) and is
-    not asserted. Two torch threads (the budget's ``trainer.threads=2``) gave exactly the numbers
-    of one thread on all five seeds, in 104-125 s wall per run (161-200 s of CPU) on that
-    machine: over the ~90 s asked, because the warm-up must first reach the point where the
-    tool path copies (about 250 steps).
+    not asserted. Two torch threads (the tool quickstart's ``trainer.threads: 2``) gave exactly
+    the numbers of one thread on all five seeds, in 104-125 s wall per run (161-200 s of CPU)
+    on that machine: over the ~90 s asked, because the warm-up must first reach the point where
+    the tool path copies (about 250 steps).
     """
     summary = run_budget(tmp_path, seed=0)
     share_first, share_last = summary["tool/episodes_with_call"]

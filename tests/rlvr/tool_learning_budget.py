@@ -15,12 +15,12 @@ TOOL_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "tool_quickstart
 
 #: Overrides of the tool quickstart for a run of about two minutes (see the test's docstring):
 #: its 1000-demo pool, smaller checks, a shorter mixed stage at a 40% call share (so the tool
-#: path keeps working and a good part of each group calls), 16 RL steps of 4 x 8, on both cores
-#: (two torch threads gave the same numbers as one on seeds 0-4, 25-35% sooner).
+#: path keeps working and a good part of each group calls), 16 RL steps of 4 x 8 (on the
+#: quickstart's two torch threads, which gave the same numbers as one on seeds 0-4).
 BUDGET = [
     "sft.eval_tasks=32", "sft.target_accuracy=0.5", "sft.max_steps=500", "sft.mixed_steps=40",
     "sft.tool_call_share=0.4", "rollout.prompts_per_step=4", "trainer.steps=16", "eval.every=0",
-    "eval.tasks=16", "eval.show_episodes=0", "trainer.checkpoint_every=0", "trainer.threads=2",
+    "eval.tasks=16", "eval.show_episodes=0", "trainer.checkpoint_every=0",
 ]
 #: Steps averaged at the start and at the end of RL.
 WINDOW = 5
