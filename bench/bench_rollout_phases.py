@@ -1,0 +1,103 @@
+"""Where a quickstart rollout's wall time goes, timed around the transformers engine's calls.
+
+Builds the quickstart's trainer on a warm-started model (its ``sft_model``; no warm-up, no
+evaluation), plays stage A (``EpisodeStream.collect``) for ``--rollouts`` steps after 3 warm-up
+steps, and splits each rollout's wall time into: before the first prefill (env resets, each
+episode's prompt, sampling params and request), the engine's forwards with their KV-cache
+bookkeeping (``TransformersEngine._prefill`` and ``_decode_step`` minus sampling), per-row
+sampling (``_append_sampled``), the gaps between the engine's calls, and after the last forward
+(env steps, trajectories). Medians over the rollouts.
+
+    .venv/bin/python bench/bench_rollout_phases.py --sft runs/quickstart/sft_model
+
+Prints the table and writes ``bench/results/rollout_phases.json``. Timings on a shared machine
+are noisy; compare the parts of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import rlvr  # noqa: F401  # before torch: the OpenMP wait policy of `rlvr train`
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = REPO / "configs" / "quickstart.yaml"
+RESULTS = REPO / "bench" / "results" / "rollout_phases.json"
+PARTS = ("total", "before first prefill", "forwards + cache bookkeeping", "sampling",
+         "gaps between engine calls", "after last forward")
+
+
+def timed(marks: list[tuple[str, float, float]], kind: str, fn: Any) -> Any:
+    """``fn`` recording ``(kind, start, end)`` of every call into ``marks``."""
+    def wrapper(*args: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            marks.append((kind, start, time.perf_counter()))
+    return wrapper
+
+
+def split(marks: list[tuple[str, float, float]], t0: float, t1: float) -> dict[str, float]:
+    """One rollout's parts (seconds) from its engine-call marks."""
+    forwards = [(a, b) for kind, a, b in marks if kind == "forward"]
+    sampling = sum(b - a for kind, a, b in marks if kind == "sample")
+    busy = sum(b - a for a, b in forwards)
+    first, last = forwards[0][0], forwards[-1][1]
+    return {"total": t1 - t0, "before first prefill": first - t0,
+            "forwards + cache bookkeeping": busy - sampling, "sampling": sampling,
+            "gaps between engine calls": (last - first) - busy, "after last forward": t1 - last}
+
+
+def main() -> None:
+    """Time the rollouts, print the table, write the JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sft", required=True, help="the quickstart's warm-started model dir")
+    parser.add_argument("--rollouts", type=int, default=22)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    from rlvr.config import load_config
+    from rlvr.trainer import Trainer
+
+    config = load_config(CONFIG, [
+        f"model.path={args.sft}", "sft.enabled=false", "trainer.output_dir=/tmp/rollout_phases",
+        "eval.every=0", "trainer.checkpoint_every=0", "trainer.progress=false",
+        "trainer.tensorboard=false", "trainer.plot=false", "trainer.export_at_end=false"])
+    trainer = Trainer(config, log=lambda *_: None)
+    engine: Any = trainer.engine
+    marks: list[tuple[str, float, float]] = []
+    engine._prefill = timed(marks, "forward", engine._prefill)
+    engine._decode_step = timed(marks, "forward", engine._decode_step)
+    engine._append_sampled = timed(marks, "sample", engine._append_sampled)
+    rows = []
+    try:
+        for step in range(1, args.rollouts + 4):
+            marks.clear()
+            t0 = time.perf_counter()
+            with trainer.engine_weights():
+                trainer.stream.collect(step, step * config.rollout.prompts_per_step)
+            if step > 3:  # the first rollouts warm caches and allocators up
+                rows.append(split(marks, t0, time.perf_counter()))
+    finally:
+        trainer.close()
+    medians = {part: statistics.median(r[part] for r in rows) for part in PARTS}
+    episodes = config.rollout.prompts_per_step * config.rollout.group_size
+    print(f"\nquickstart rollout of {episodes} episodes, medians of {len(rows)}:")
+    print("| part | ms |\n|---|---|")
+    for part in PARTS:
+        print(f"| {part} | {medians[part] * 1e3:.1f} |")
+    args.out.write_text(json.dumps({
+        "sft": str(args.sft), "rollouts": len(rows), "episodes": episodes,
+        "medians_s": medians, "machine": platform.processor(),
+    }, indent=2) + "\n")
+    print(f"wrote {args.out.relative_to(REPO)}")
+
+
+if __name__ == "__main__":
+    main()
