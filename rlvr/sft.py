@@ -174,8 +174,14 @@ def answer_loss_and_exact(
         logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none",
     ).view_as(loss_mask)
     with torch.no_grad():
-        exact = ((logits.argmax(dim=-1) == targets) | (loss_mask == 0)).all(dim=1).sum()
+        exact = _exact_rows(logits, targets, loss_mask).sum()
     return (ce * loss_mask).sum() / loss_mask.sum().clamp(min=1.0), exact
+
+
+def _exact_rows(logits: torch.Tensor, targets: torch.Tensor, loss_mask: torch.Tensor
+                ) -> torch.Tensor:
+    """``(B,)`` bool: every trained position's argmax is its target token."""
+    return ((logits.argmax(dim=-1) == targets) | (loss_mask == 0)).all(dim=1)
 
 
 @torch.no_grad()
@@ -190,8 +196,7 @@ def exact_match_rate(model: torch.nn.Module, batch: tuple[torch.Tensor, ...]) ->
     """
     input_ids, attention_mask, loss_mask = (t.to(_device(model)) for t in batch)
     logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
-    hit = (logits.argmax(dim=-1) == input_ids[:, 1:]) | (loss_mask == 0)
-    return int(hit.all(dim=1).sum().item()) / hit.shape[0]
+    return int(_exact_rows(logits, input_ids[:, 1:], loss_mask).sum().item()) / logits.shape[0]
 
 
 def _device(model: torch.nn.Module) -> torch.device:
@@ -249,8 +254,8 @@ def supervised_warmup(
     history: list[tuple[int, float]] = []
     accuracy: float | None = None
     loss_value = math.nan
-    # (exact rows, rows) of the last eval_every training batches, for check_gate
-    recent: deque[tuple[torch.Tensor, int]] = deque(maxlen=max(1, config.eval_every))
+    # exact rows of each of the last eval_every training batches, for check_gate
+    recent: deque[torch.Tensor] = deque(maxlen=max(1, config.eval_every))
     gate = None
     if config.check_gate and config.target_accuracy is not None:
         gate = config.check_gate * config.target_accuracy
@@ -259,7 +264,7 @@ def supervised_warmup(
     for step in range(1, config.max_steps + 1):
         batch = collate([encode(examples(rng)) for _ in range(config.batch_size)], pad)
         loss, exact = answer_loss_and_exact(model, batch)
-        recent.append((exact, batch[0].shape[0]))
+        recent.append(exact)
         if not torch.isfinite(loss):
             raise ConfigError(f"sft: the loss became {loss.item()} at step {step}; lower sft.lr")
         optim.zero_grad(set_to_none=True)
@@ -273,7 +278,7 @@ def supervised_warmup(
         due = (config.eval_every and step % config.eval_every == 0) or last
         if evaluate is None or not due:
             continue
-        train_exact = float(sum(e for e, _ in recent)) / sum(n for _, n in recent)
+        train_exact = float(sum(recent)) / (len(recent) * config.batch_size)
         if gate is not None and not last and train_exact < gate:
             if not progress:
                 log(f"[sft] step {step:4d}  loss {loss_value:.3f}  training-batch exact match "
