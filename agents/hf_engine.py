@@ -44,6 +44,7 @@ from torch import nn
 
 from agents.engine import Completion, FinishReason, SamplingParams, WeightsSource
 from agents.errors import EngineClosedError, EngineError, RequestError, WeightUpdateError
+from agents.lean_decoder import KVBuffer, LeanDecoder, lean_unsupported
 from agents.sampling import row_generator, sample_rows
 from rlvr.hf_compat import cache_kwargs
 
@@ -72,8 +73,8 @@ class _Batch:
 
     Attributes:
         rows: the requests, one per batch row.
-        cache: a transformers ``DynamicCache``; per layer keys/values
-            ``(B, kv_heads, L, head_dim)``, left-padded.
+        cache: the rows' keys/values, left-padded, ``L`` columns: a ``KVBuffer`` (the lean
+            forward) or a transformers ``DynamicCache`` (the module's own forward).
         attention_mask: ``(B, L)`` int64, 1 on real cached tokens, 0 on left padding.
     """
 
@@ -82,7 +83,7 @@ class _Batch:
     attention_mask: torch.Tensor
 
 
-def _select_cache(cache: Any, rows: torch.Tensor, start: int) -> None:
+def _select_cache(cache: Any, rows: torch.Tensor | slice, start: int) -> None:
     """Keep batch ``rows`` and columns ``start:`` of every layer of ``cache`` (in place)."""
     for layer in cache.layers:
         layer.keys = layer.keys[rows, :, start:]
@@ -114,6 +115,72 @@ def _left_pad(x: torch.Tensor, width: int, dim: int, value: float = 0) -> torch.
     return torch.cat([x.new_full(shape, value), x], dim=dim)
 
 
+_ROOM = 64
+"""The most free columns a new lean KV buffer is given (it grows by reallocating beyond)."""
+
+
+class _ModuleForward:
+    """The module's own forward with a transformers ``DynamicCache`` (any causal LM)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def _run(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
+             cache: Any) -> torch.Tensor:
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                         **cache_kwargs(self.model, cache), logits_to_keep=1)
+        return out.logits[:, -1]
+
+    def prefill(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
+                room: int) -> tuple[Any, torch.Tensor]:
+        """A new cache holding the left-padded prompts, and their last logits ``(B, V)``."""
+        from transformers import DynamicCache
+
+        cache = DynamicCache()
+        return cache, self._run(ids, mask, positions, cache)
+
+    def decode(self, cache: Any, last: torch.Tensor, positions: torch.Tensor,
+               mask: torch.Tensor) -> torch.Tensor:
+        """Feed ``last`` ``(B, 1)``, extending ``cache``; ``mask`` covers the new column too."""
+        return self._run(last, mask, positions, cache)
+
+    def select(self, cache: Any, rows: torch.Tensor | None, start: int) -> Any:
+        """Keep batch ``rows`` (None: all) and columns ``start:``."""
+        _select_cache(cache, rows if rows is not None else slice(None), start)
+        return cache
+
+    def merge(self, a: Any, b: Any, width: int, room: int) -> Any:
+        """The rows of ``a`` then ``b``, both left-padded to ``width`` columns."""
+        return _merge_caches(a, b, width)
+
+
+class _LeanForward:
+    """``agents.lean_decoder``'s forward, with preallocated ``KVBuffer`` caches."""
+
+    def __init__(self, model: Any) -> None:
+        self.decoder = LeanDecoder(model)
+
+    def prefill(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
+                room: int) -> tuple[KVBuffer, torch.Tensor]:
+        """A new buffer (with ``room`` free columns) holding the prompts, and their last logits."""
+        kv = self.decoder.new_buffer(ids.shape[0], ids.shape[1] + room)
+        return kv, self.decoder.prefill(ids, mask.bool(), positions, kv)
+
+    def decode(self, cache: KVBuffer, last: torch.Tensor, positions: torch.Tensor,
+               mask: torch.Tensor) -> torch.Tensor:
+        """Feed ``last`` ``(B, 1)`` into column ``cache.end``; ``mask`` covers it too."""
+        return self.decoder.decode(last, positions, cache, mask.bool())
+
+    def select(self, cache: KVBuffer, rows: torch.Tensor | None, start: int) -> KVBuffer:
+        """Keep batch ``rows`` (None: all) and columns ``start:``."""
+        cache.select(rows, start)
+        return cache
+
+    def merge(self, a: KVBuffer, b: KVBuffer, width: int, room: int) -> KVBuffer:
+        """The rows of ``a`` then ``b``, right-aligned in ``width`` columns, ``room`` to spare."""
+        return KVBuffer.merged(a, b, room)
+
+
 class TransformersEngine:
     """A continuous-batching rollout engine over a transformers causal LM.
 
@@ -125,6 +192,10 @@ class TransformersEngine:
         device: where to run; default: the module's device, or "cpu" for a path.
         dtype: the dtype to load a path with (default float32); ignored for a module.
         max_batch_size: the most rows decoded together (``>= 1``).
+        lean: run ``agents.lean_decoder``'s forward when the model allows it (Qwen2, Llama,
+            Mistral; see ``lean_unsupported``): the same logits, less Python and no KV-cache
+            concatenation per step. False: always the module's own forward. ``self.lean`` says
+            which runs.
     """
 
     def __init__(
@@ -135,6 +206,7 @@ class TransformersEngine:
         device: str | torch.device | None = None,
         dtype: torch.dtype | None = None,
         max_batch_size: int = 32,
+        lean: bool = True,
     ) -> None:
         if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int) or (
             max_batch_size < 1
@@ -157,6 +229,14 @@ class TransformersEngine:
         self.eos_token_ids = self._find_eos_ids()
         self.max_context = int(getattr(self.model.config, "max_position_embeddings", 1 << 30))
         self.vocab_size = int(self.model.get_input_embeddings().weight.shape[0])
+        why_not = lean_unsupported(self.model) if lean else "lean=False"
+        self.lean = why_not is None
+        """Whether forwards run ``agents.lean_decoder`` (else the module's own forward)."""
+        if why_not is not None and lean:
+            logger.info("TransformersEngine: the module's own forward (%s)", why_not)
+        self._fwd: _ModuleForward | _LeanForward = (
+            _LeanForward(self.model) if self.lean else _ModuleForward(self.model)
+        )
         self._cond = threading.Condition()
         self._pending: deque[_Request] = deque()
         self._staged: list[_Request] = []
@@ -378,23 +458,6 @@ class TransformersEngine:
             self.model.train(self._saved_training)
             self._saved_training = None
 
-    def _forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        position_ids: torch.Tensor,
-        cache: Any,
-    ) -> torch.Tensor:
-        """One forward pass that extends ``cache`` in place; returns last logits ``(B, V)``."""
-        out = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            **cache_kwargs(self.model, cache),
-            logits_to_keep=1,
-        )
-        return out.logits[:, -1]
-
     def _prefill(self, reqs: list[_Request]) -> _Batch:
         """Run the left-padded prompts of ``reqs`` and sample their first tokens.
 
@@ -415,13 +478,12 @@ class TransformersEngine:
             device=self.device,
         )
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        from transformers import DynamicCache
-
-        cache = DynamicCache()
-        logits = self._forward(ids, mask, positions, cache)
+        # Columns for the tokens the rows will feed back (a lean buffer grows past this if need be).
+        room = min(max(r.max_new for r in reqs), _ROOM)
+        cache, logits = self._fwd.prefill(ids, mask, positions, room)
         if len(prompts) < len(reqs):
             index = torch.tensor(rows, device=self.device)
-            _select_cache(cache, index, 0)
+            cache = self._fwd.select(cache, index, 0)
             logits, mask = logits[index], mask[index]
         batch = _Batch(rows=list(reqs), cache=cache, attention_mask=mask)
         self._append_sampled(batch, logits)
@@ -438,7 +500,7 @@ class TransformersEngine:
             [[len(r.prompt_ids) + len(r.token_ids) - 1] for r in batch.rows], device=self.device
         )
         mask = torch.cat([batch.attention_mask, torch.ones_like(last)], dim=1)
-        logits = self._forward(last, mask, positions, batch.cache)
+        logits = self._fwd.decode(batch.cache, last, positions, mask)
         self.steps += 1
         batch = _Batch(rows=batch.rows, cache=batch.cache, attention_mask=mask)
         self._append_sampled(batch, logits)
@@ -476,8 +538,8 @@ class TransformersEngine:
         idx = torch.tensor(keep, device=self.device)
         mask = batch.attention_mask[idx]
         start = int((mask.sum(0) > 0).nonzero()[0, 0])
-        _select_cache(batch.cache, idx, start)
-        return _Batch([batch.rows[i] for i in keep], batch.cache, mask[:, start:])
+        cache = self._fwd.select(batch.cache, idx, start)
+        return _Batch([batch.rows[i] for i in keep], cache, mask[:, start:])
 
     def _merge(self, running: _Batch | None, new: _Batch) -> _Batch | None:
         """Join newly prefilled rows to the running batch (left-padding the shorter cache)."""
@@ -485,7 +547,8 @@ class TransformersEngine:
         if running is None or new_c is None:
             return running if new_c is None else new_c
         width = max(running.attention_mask.shape[1], new_c.attention_mask.shape[1])
-        cache = _merge_caches(running.cache, new_c.cache, width)
+        room = min(max(r.max_new - len(r.token_ids) for r in running.rows + new_c.rows), _ROOM)
+        cache = self._fwd.merge(running.cache, new_c.cache, width, room)
         mask = torch.cat(
             [_left_pad(running.attention_mask, width, 1), _left_pad(new_c.attention_mask, width, 1)]
         )

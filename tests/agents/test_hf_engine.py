@@ -65,8 +65,8 @@ def test_seeded_sampling_is_batch_invariant(engine):
 def test_concurrent_requests_share_decode_steps_and_finished_rows_leave(tiny_model, tiny_tokenizer):
     eng = TransformersEngine(tiny_model, tiny_tokenizer, max_batch_size=8)
     sizes: list[int] = []
-    hook = tiny_model.register_forward_pre_hook(
-        lambda mod, args, kwargs: sizes.append(kwargs["input_ids"].shape), with_kwargs=True
+    hook = tiny_model.get_input_embeddings().register_forward_pre_hook(
+        lambda mod, args: sizes.append(args[0].shape)
     )
     try:
         lengths = [2, 5, 9]
@@ -92,8 +92,8 @@ def test_a_prompt_sent_by_several_requests_is_prefilled_once(tiny_model, tiny_to
     params = [SamplingParams(temperature=1.0, max_new_tokens=6, seed=s) for s in range(5)]
     alone = [_gather(eng, [PROMPTS[0]], [sp])[0] for sp in params[:4]]
     sizes: list[int] = []
-    hook = tiny_model.register_forward_pre_hook(
-        lambda mod, args, kwargs: sizes.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+    hook = tiny_model.get_input_embeddings().register_forward_pre_hook(
+        lambda mod, args: sizes.append(args[0].shape[0])
     )
     try:
         outs = _gather(eng, [PROMPTS[0]] * 4 + [PROMPTS[1]], params)
