@@ -147,7 +147,8 @@ run_tests() {
 # not installed twice). Overlays are cached in ~/.cache/rlvr/compat/, keyed by a hash of what they
 # install; tiny models are built per overlay (a 5.x tokenizer file does not load on 4.x).
 COMPAT_SGLANG_TRANSFORMERS="5.19.0"   # what sglang 0.5.23 pins
-COMPAT_TESTS=(tests/rlvr/learner tests/agents/test_hf_engine.py tests/rlvr/test_tiny.py)
+COMPAT_TESTS=(tests/rlvr/learner tests/agents/test_hf_engine.py tests/agents/test_lean_decoder.py
+              tests/rlvr/test_tiny.py)
 
 compat_versions() {
   # The floor of pyproject's `transformers>=X` (pip reads ==X as X.0) and sglang's pin.
