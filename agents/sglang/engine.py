@@ -3,7 +3,8 @@
 Talks to ``python -m sglang.launch_server`` processes (launched here with ``launch``, or attached
 to by URL) with the standard library only, so importing it needs neither sglang nor an HTTP
 package. Wire format: ``agents.sglang.wire``; server checks: ``agents.sglang.server_info``;
-weight movement: ``agents.sglang.weights``.
+weight movement: ``agents.sglang.weights``; the distributed weight path (process group, update
+sessions, broadcasts): ``agents.sglang.dist_sync``.
 
 * Several servers: ``urls`` are used round-robin for ``/generate`` (give one sglang-router URL to
   let the router balance with prefix-cache affinity); weight, memory and cache calls go to every
@@ -51,6 +52,7 @@ import torch
 from agents.engine import Completion, SamplingParams, WeightsSource
 from agents.errors import EngineClosedError, MissingDependencyError, RequestError, SGLangError
 from agents.sglang.client import ServerClient, SGLangHTTPError, check_success
+from agents.sglang.dist_sync import DistributedWeights
 from agents.sglang.launch import default_device, launch_command, launch_env, server_python
 from agents.sglang.server_info import (
     ServerInfo,
@@ -60,10 +62,8 @@ from agents.sglang.server_info import (
 from agents.sglang.weights import (
     DEFAULT_BUCKET_BYTES,
     GroupFactory,
-    WeightGroup,
     bracket_host,
     buckets,
-    meta,
     sglang_layout_group,
     write_shards,
 )
@@ -135,10 +135,7 @@ class SGLangEngine:
         self._pool = concurrent.futures.ThreadPoolExecutor(max_concurrency, "sglang-http")
         self._attach_lock = threading.Lock()
         self._infos: dict[str, ServerInfo] | None = None
-        self._group: WeightGroup | None = None
-        self._group_name = "weight_update_group"
-        self._broadcast_device = "cpu"
-        self._abandoned: list[WeightGroup | None] = []
+        self._dist = DistributedWeights(self.clients, self.server_urls, self._pool)
         self._released: dict[str, tuple[str, ...]] = {}
         self._weights_stale = False
         self._closed = False
@@ -444,8 +441,8 @@ class SGLangEngine:
         """Stop the HTTP pool, leave the weight group, stop the launched server. Idempotent."""
         self._closed = True
         self._pool.shutdown(wait=False, cancel_futures=True)
-        if self._group is not None:
-            self._leave_group()
+        if self._dist.group is not None:
+            self._dist.leave()
         proc = self.process
         if proc is not None and proc.poll() is None:
             _signal_group(proc, signal.SIGTERM)
@@ -469,9 +466,7 @@ class SGLangEngine:
     ) -> None:
         """Join this process (rank 0) and every server's ranks in one process group.
 
-        Server ``i`` gets ``rank_offset = 1 + (ranks of servers before it)`` where a server has
-        ``tp_size * pp_size`` ranks. The servers block in the request until the group forms, so
-        the POSTs run in threads while this process joins.
+        See ``agents.sglang.dist_sync.DistributedWeights.join`` for the ranks and the group.
 
         Args:
             master_address: this host as the servers reach it (default: ``master_address`` of
@@ -484,117 +479,23 @@ class SGLangEngine:
             group_factory: overrides the engine's factory.
         """
         infos = self.infos
-        group_name = group_name or f"rlvr_weights_{uuid.uuid4().hex[:12]}"
         address = master_address or self.master_address or _local_address(self.server_urls[0])
-        port = master_port or _free_port(address)
-        backend = backend or ("gloo" if all(i.device == "cpu" for i in infos.values()) else "nccl")
-        world = 1 + sum(i.ranks for i in infos.values())
-        offsets = list(itertools.accumulate([1] + [infos[u].ranks for u in self.server_urls]))
-        posts = [
-            self._pool.submit(self.clients[url].post, "/init_weights_update_group", {
-                "master_address": bracket_host(address), "master_port": port,
-                "rank_offset": offsets[i], "world_size": world, "group_name": group_name,
-                "backend": backend,
-            })
-            for i, url in enumerate(self.server_urls)
-        ]
-        factory = group_factory or self.group_factory
-        try:
-            self._group = factory(backend=backend,
-                                  init_method=f"tcp://{bracket_host(address)}:{port}",
-                                  world_size=world, rank=0, group_name=group_name)
-        finally:
-            answers = [p.result() for p in posts]
-        for answer in answers:
-            check_success("/init_weights_update_group", answer)
-        self._group_name = group_name
-        self._broadcast_device = "cuda" if backend == "nccl" else "cpu"
-
-    def _leave_group(self) -> None:
-        """Destroy the weight-update group on the servers and here (best effort)."""
-        group, self._group = self._group, None
-        for url in self.server_urls:
-            try:
-                self.clients[url].post("/destroy_weights_update_group",
-                                       {"group_name": self._group_name}, timeout_s=30)
-            except SGLangError:
-                pass  # an older or dead server: nothing to free there
-        if group is not None:
-            try:
-                group.destroy()
-            except Exception:  # noqa: BLE001 - a dead peer must not block closing
-                pass
+        self._dist.join(
+            infos, address, master_port or _free_port(address),
+            backend=backend or ("gloo" if all(i.device == "cpu" for i in infos.values())
+                                else "nccl"),
+            group_name=group_name or f"rlvr_weights_{uuid.uuid4().hex[:12]}",
+            factory=group_factory or self.group_factory,
+        )
 
     def _update_from_distributed(self, weights: Iterable[tuple[str, torch.Tensor]],
                                  weight_version: str | None) -> None:
-        """One weight-update session, one request plus one broadcast round per bucket.
-
-        ``/begin_weight_update`` first (sglang >= 0.5.23 refuses
-        ``/update_weights_from_distributed`` outside a session), ``/end_weight_update`` after the
-        last bucket, then a cache flush.
-        """
-        if self._group is None:
+        """One weight-update session over the group (joined first if need be), then a flush."""
+        if self._dist.group is None:
             self.init_weight_update_group()
-        session = self._session_call("/begin_weight_update", {})
-        try:
-            for bucket in buckets(weights, max_bytes=self.bucket_bytes, dtype=self.dtype,
-                                  device=self._broadcast_device):
-                self._send_bucket(bucket, weight_version)
-        finally:
-            if session:
-                self._session_call("/end_weight_update", {})
+        self._dist.update(weights, weight_version, dtype=self.dtype,
+                          bucket_bytes=self.bucket_bytes)
         self.flush_cache()
-
-    def _session_call(self, path: str, payload: dict[str, Any]) -> bool:
-        """POST a session route to every server; False where none has it (older sglang)."""
-        opened = False
-        for url in self.server_urls:
-            try:
-                check_success(path, self.clients[url].post(path, payload))
-                opened = True
-            except SGLangHTTPError as exc:
-                if exc.status != 404:
-                    raise
-        return opened
-
-    def _send_bucket(self, bucket: list[tuple[str, torch.Tensor]],
-                     weight_version: str | None) -> None:
-        group = self._group
-        if group is None:
-            raise SGLangError("no weight-update group (init_weight_update_group failed)")
-        payload: dict[str, Any] = {**meta(bucket), "group_name": self._group_name,
-                                   "flush_cache": False}
-        if weight_version is not None:
-            payload["weight_version"] = weight_version
-        posts = [self._pool.submit(self.clients[u].post, "/update_weights_from_distributed",
-                                   payload) for u in self.server_urls]
-        works = [group.broadcast(tensor) for _, tensor in bucket]
-        errors: list[str] = []
-        for url, post in zip(self.server_urls, posts):
-            try:
-                answer = post.result()
-                if answer.get("success") is False:
-                    errors.append(f"{url}: {answer.get('message', answer)}")
-            except SGLangError as exc:
-                errors.append(str(exc))
-        if errors:
-            # A server that refused never joined the broadcast: ours can never complete. Leave
-            # the group (the next update forms a new one) instead of waiting on it forever.
-            self._abandon_group()
-            raise SGLangError("/update_weights_from_distributed failed: " + "; ".join(errors))
-        for work in works:
-            if work is not None:
-                work.wait()
-
-    def _abandon_group(self) -> None:
-        group, self._group = self._group, None
-        for url in self.server_urls:
-            try:
-                self.clients[url].post("/destroy_weights_update_group",
-                                       {"group_name": self._group_name}, timeout_s=30)
-            except SGLangError:
-                pass
-        self._abandoned.append(group)  # pending work: never destroyed, only forgotten
 
     # ------------------------------------------------------------------ HTTP
     def _post_all(self, path: str, payload: dict[str, Any]) -> None:

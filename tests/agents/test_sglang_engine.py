@@ -458,10 +458,10 @@ def test_a_refused_bucket_raises_instead_of_hanging(make_fake, tiny_model_path):
 
     fake = make_fake(device="cpu")
     sg = _engine(fake)
-    sg._session_call = lambda path, payload: False  # as if the session were never opened
+    sg._dist.session_call = lambda path, payload: False  # as if the session were never opened
     model = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32)
     t0 = time.monotonic()
     with pytest.raises(SGLangError, match="begin_weight_update"):
         sg.update_weights(model.state_dict().items())
-    assert time.monotonic() - t0 < 30 and sg._group is None
+    assert time.monotonic() - t0 < 30 and sg._dist.group is None
     sg.close()
