@@ -1,4 +1,5 @@
-"""Rollout throughput: TransformersEngine vs ``model.generate`` vs a hand-written KV-cache loop.
+"""Rollout throughput: TransformersEngine (its lean forward, and the module's own forward) vs
+``model.generate`` vs a hand-written KV-cache loop.
 
 All three generate exactly ``--new-tokens`` sampled tokens (temperature 1) for the same
 ``--batch`` prompts of mixed lengths (eos is disabled so every row runs to the same length: the
@@ -51,8 +52,9 @@ def make_prompts(n: int, vocab: int, seed: int = 0) -> list[list[int]]:
     return [[rng.randrange(3, vocab - 10) for _ in range(rng.randint(16, 128))] for _ in range(n)]
 
 
-def bench_engine(model, prompts, new_tokens: int) -> float:
-    engine = TransformersEngine(model, None, max_batch_size=len(prompts))
+def bench_engine(model, prompts, new_tokens: int, lean: bool = True) -> float:
+    engine = TransformersEngine(model, None, max_batch_size=len(prompts), lean=lean)
+    assert engine.lean is lean
     sp = [SamplingParams(temperature=1.0, max_new_tokens=new_tokens, seed=i)
           for i in range(len(prompts))]
 
@@ -161,6 +163,7 @@ def measure_size(size: str, batch: int, new_tokens: int, repeats: int) -> list[d
     pad = tok.pad_token_id
     runs = {
         "TransformersEngine": lambda: bench_engine(model, prompts, new_tokens),
+        "engine, module fwd": lambda: bench_engine(model, prompts, new_tokens, lean=False),
         "model.generate": lambda: bench_generate(model, prompts, new_tokens, pad),
         "manual KV loop": lambda: bench_manual_loop(model, prompts, new_tokens, pad),
     }

@@ -8,7 +8,11 @@ bookkeeping (``TransformersEngine._prefill`` and ``_decode_step`` minus sampling
 sampling (``_append_sampled``), the gaps between the engine's calls, and after the last forward
 (env steps, trajectories). Medians over the rollouts.
 
-    .venv/bin/python bench/bench_rollout_phases.py --sft runs/quickstart/sft_model
+    .venv/bin/python bench/bench_rollout_phases.py --sft runs/quickstart/sft_model [--forwards]
+
+``--forwards`` alternates the engine's lean forward (``agents.lean_decoder``) and the module's own
+forward rollout by rollout and prints one column each (the same episodes: the two forwards give
+the same logits here).
 
 Prints the table and writes ``bench/results/rollout_phases.json``. Timings on a shared machine
 are noisy; compare the parts of one run.
@@ -61,7 +65,10 @@ def main() -> None:
     parser.add_argument("--sft", required=True, help="the quickstart's warm-started model dir")
     parser.add_argument("--rollouts", type=int, default=22)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--forwards", action="store_true",
+                        help="alternate the lean and the module's forward, one column each")
     args = parser.parse_args()
+    from agents.hf_engine import _ModuleForward
     from rlvr.config import load_config
     from rlvr.trainer import Trainer
 
@@ -75,26 +82,34 @@ def main() -> None:
     engine._prefill = timed(marks, "forward", engine._prefill)
     engine._decode_step = timed(marks, "forward", engine._decode_step)
     engine._append_sampled = timed(marks, "sample", engine._append_sampled)
-    rows = []
+    forwards = {"lean forward" if engine.lean else "module forward": engine._fwd}
+    if args.forwards:
+        forwards["module forward"] = _ModuleForward(engine.model)
+    rows: dict[str, list[dict[str, float]]] = {name: [] for name in forwards}
+    names = list(forwards)
     try:
-        for step in range(1, args.rollouts + 4):
+        for step in range(1, len(names) * args.rollouts + 4):
+            name = names[step % len(names)]
+            engine._fwd = forwards[name]
             marks.clear()
             t0 = time.perf_counter()
             with trainer.engine_weights():
                 trainer.stream.collect(step, step * config.rollout.prompts_per_step)
             if step > 3:  # the first rollouts warm caches and allocators up
-                rows.append(split(marks, t0, time.perf_counter()))
+                rows[name].append(split(marks, t0, time.perf_counter()))
     finally:
         trainer.close()
-    medians = {part: statistics.median(r[part] for r in rows) for part in PARTS}
+    medians = {name: {part: statistics.median(r[part] for r in rs) for part in PARTS}
+               for name, rs in rows.items()}
     episodes = config.rollout.prompts_per_step * config.rollout.group_size
-    print(f"\nquickstart rollout of {episodes} episodes, medians of {len(rows)}:")
-    print("| part | ms |\n|---|---|")
+    print(f"\nquickstart rollout of {episodes} episodes, medians of "
+          f"{min(len(rs) for rs in rows.values())} per column (ms):")
+    print("| part | " + " | ".join(names) + " |\n|---|" + "---|" * len(names))
     for part in PARTS:
-        print(f"| {part} | {medians[part] * 1e3:.1f} |")
+        print(f"| {part} | " + " | ".join(f"{medians[n][part] * 1e3:.1f}" for n in names) + " |")
     args.out.write_text(json.dumps({
-        "sft": str(args.sft), "rollouts": len(rows), "episodes": episodes,
-        "medians_s": medians, "machine": platform.processor(),
+        "sft": str(args.sft), "rollouts": {n: len(rs) for n, rs in rows.items()},
+        "episodes": episodes, "medians_s": medians, "machine": platform.processor(),
     }, indent=2) + "\n")
     print(f"wrote {args.out.relative_to(REPO)}")
 
