@@ -8,6 +8,12 @@ variable, a queue hand-off, a wake-up of the loop per result, and a thread switc
 env threads together: at most ``workers`` pool jobs per iteration, each running its share of
 the calls in order and handing all of its results back with one wake-up of the loop.
 
+The jobs of one flush take its calls in order from one queue, and a watcher on the loop looks
+at them every ``HAND_BACK_S`` or so: when a job has been inside one call for longer than that (a
+slow or hung env), the results finished so far go back at once, and while calls are still
+queued and every job is in such a call, another job joins (up to ``workers``). So quick calls
+batched with a slow one are neither held behind it nor kept from their callers until it ends.
+
 Semantics kept from one-pool-job-per-call: up to ``workers`` calls run at once; a call's
 wall-clock limit counts from when it was issued (time spent queued behind other calls
 included); a call that runs past it fails with ``TimeoutError`` while its thread, which cannot
@@ -22,6 +28,7 @@ import concurrent.futures
 import contextlib
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -91,36 +98,103 @@ class EnvCalls:
         jobs = min(self.workers, len(staged))
         if self._mean_s is not None and self._mean_s * len(staged) < SPREAD_S:
             jobs = 1  # quick calls: one thread runs them all and hands them back together
-        for j in range(jobs):
-            self._pool.submit(self._run_share, loop, staged[j::jobs], batch)
+        queue = _Queue(staged)
+        for _ in range(jobs):
+            self._add_job(loop, queue, batch)
+        loop.call_later(HAND_BACK_S, self._watch, loop, queue, batch, HAND_BACK_S)
 
-    def _run_share(self, loop: asyncio.AbstractEventLoop, calls: list[_Call],
-                   batch: _Batch) -> None:
-        """Run ``calls`` in order on this env thread; settle their futures in few wake-ups.
+    def _add_job(self, loop: asyncio.AbstractEventLoop, queue: _Queue, batch: _Batch) -> None:
+        with queue.lock:
+            queue.jobs += 1
+        if self._pool is not None:
+            self._pool.submit(self._run_share, loop, queue, batch)
+
+    def _watch(self, loop: asyncio.AbstractEventLoop, queue: _Queue, batch: _Batch,
+               every: float) -> None:
+        """Watch a flush's jobs from the loop while it has unsettled calls.
+
+        When a job is in a slow call, what is finished is settled; when every job is and calls
+        wait, a job is added. Looks again later, backing off to every 0.1 s.
+        """
+        if batch.pending <= 0:
+            return
+        now = time.perf_counter()
+        running = list(queue.started.values())
+        slow = [now - t > HAND_BACK_S for t in running]
+        if any(slow):
+            _settle_all(*queue.take(), batch)
+        if queue.calls and queue.jobs < self.workers and len(running) >= queue.jobs \
+                and all(slow):
+            self._add_job(loop, queue, batch)
+        every = min(2 * every, 0.1)
+        loop.call_later(every, self._watch, loop, queue, batch, every)
+
+    def _run_share(self, loop: asyncio.AbstractEventLoop, queue: _Queue, batch: _Batch) -> None:
+        """Take calls from ``queue`` in order and run them; settle their futures in few wake-ups.
 
         A call whose caller gave up (timed out or cancelled) before it started is skipped.
         Results go back together, except after a call slower than ``HAND_BACK_S`` (such as
         sandboxed code): then what is finished goes back at once, so slow calls do not hold
         back the results of the calls before them.
         """
-        settled: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
-        skipped = 0
-        for fn, args, fut in calls:
-            if fut.done():
-                skipped += 1
-                continue
-            start = time.perf_counter()
+        me = threading.get_ident()
+        while True:
             try:
-                settled.append((fut, fn(*args), None))
+                fn, args, fut = queue.calls.popleft()
+            except IndexError:
+                break
+            if fut.done():
+                queue.settle(None)
+                continue
+            start = queue.started[me] = time.perf_counter()
+            try:
+                result: tuple[asyncio.Future[Any], Any, BaseException | None] = (
+                    fut, fn(*args), None)
             except BaseException as exc:  # handed to the caller, which decides
-                settled.append((fut, None, exc))
+                result = (fut, None, exc)
+            finally:
+                del queue.started[me]
+            queue.settle(result)
             took = time.perf_counter() - start
             mean = self._mean_s
             self._mean_s = took if mean is None else 0.9 * mean + 0.1 * took
             if took > HAND_BACK_S:
-                _hand_back(loop, settled, batch, skipped)
-                settled, skipped = [], 0
-        _hand_back(loop, settled, batch, skipped)
+                _hand_back(loop, *queue.take(), batch)
+        _hand_back(loop, *queue.take(), batch)
+
+
+class _Queue:
+    """The calls of one flush, taken in order by the jobs that run them.
+
+    Attributes:
+        calls: the calls not yet started.
+        started: when each job's thread (by ident) started the call it is in.
+        jobs: jobs submitted for this flush.
+    """
+
+    def __init__(self, calls: list[_Call]) -> None:
+        self.calls: deque[_Call] = deque(calls)
+        self.started: dict[int, float] = {}
+        self.jobs = 0
+        self.lock = threading.Lock()
+        self._settled: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
+        self._skipped = 0
+
+    def settle(self, result: tuple[asyncio.Future[Any], Any, BaseException | None] | None
+               ) -> None:
+        """Record a finished call (None: one skipped, its caller gone), not yet handed back."""
+        with self.lock:
+            if result is None:
+                self._skipped += 1
+            else:
+                self._settled.append(result)
+
+    def take(self) -> tuple[list[tuple[asyncio.Future[Any], Any, BaseException | None]], int]:
+        """The finished calls not handed back yet (and the skipped count); clears them."""
+        with self.lock:
+            taken = self._settled, self._skipped
+            self._settled, self._skipped = [], 0
+        return taken
 
 
 class _Batch:
@@ -139,14 +213,16 @@ class _Batch:
 
 def _hand_back(loop: asyncio.AbstractEventLoop,
                settled: list[tuple[asyncio.Future[Any], Any, BaseException | None]],
-               batch: _Batch, skipped: int) -> None:
+               skipped: int, batch: _Batch) -> None:
     if settled or skipped:
         with contextlib.suppress(RuntimeError):  # the caller's loop is already closed
-            loop.call_soon_threadsafe(_settle_all, settled, batch, skipped)
+            loop.call_soon_threadsafe(_settle_all, settled, skipped, batch)
 
 
 def _settle_all(settled: list[tuple[asyncio.Future[Any], Any, BaseException | None]],
-                batch: _Batch, skipped: int) -> None:
+                skipped: int, batch: _Batch) -> None:
+    if not (settled or skipped):
+        return
     batch.settled(len(settled) + skipped)
     for fut, result, exc in settled:
         if fut.done():

@@ -15,8 +15,8 @@ Scheduling (continuous batching, in one worker thread):
 * A row that finishes (stop token, stop string, ``max_new_tokens``, context limit, or its caller
   cancelled) leaves the batch at once: its KV rows are dropped and columns that became padding for
   every remaining row are trimmed, so no padding is ever decoded for finished rows.
-* Seeded requests draw their sampling noise from their own ``torch.Generator``: the same seed gives
-  the same tokens whatever else is in the batch.
+* A seeded request's sampling noise is a function of its seed and token index only
+  (``agents.sampling``): the same seed gives the same tokens whatever else is in the batch.
 
 Sharing the actor: pass the actor's ``nn.Module`` itself. Generation runs under
 ``torch.no_grad()`` with the module in eval mode; the module's previous train/eval mode is
@@ -45,7 +45,7 @@ from torch import nn
 from agents.engine import Completion, FinishReason, SamplingParams, WeightsSource
 from agents.errors import EngineClosedError, EngineError, RequestError, WeightUpdateError
 from agents.lean_decoder import KVBuffer, LeanDecoder, lean_unsupported
-from agents.sampling import row_generator, sample_rows
+from agents.sampling import sample_rows
 from rlvr.hf_compat import cache_kwargs
 
 logger = logging.getLogger(__name__)
@@ -61,7 +61,6 @@ class _Request:
     future: asyncio.Future[Completion]
     stop_ids: frozenset[int]
     max_new: int
-    generator: torch.Generator | None = None
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     finish_reason: FinishReason | None = None
@@ -283,7 +282,6 @@ class TransformersEngine:
             future=loop.create_future(),
             stop_ids=self.eos_token_ids | frozenset(sampling.stop_token_ids),
             max_new=min(sampling.max_new_tokens, room),
-            generator=row_generator(sampling.seed, self.device),
         )
         if req.max_new <= 0:
             return Completion([], [], "length")
@@ -509,7 +507,7 @@ class TransformersEngine:
     def _append_sampled(self, batch: _Batch, logits: torch.Tensor) -> None:
         """Sample one token per row, append it, and finish rows that are done."""
         tokens, logprobs = sample_rows(
-            logits, [r.sampling for r in batch.rows], [r.generator for r in batch.rows]
+            logits, [r.sampling for r in batch.rows], [len(r.token_ids) for r in batch.rows]
         )
         for req, tok, lp in zip(batch.rows, tokens, logprobs):
             req.token_ids.append(tok)

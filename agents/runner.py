@@ -36,6 +36,8 @@ error. Envs only return gymnasium's Verdict/info; training metrics and evaluatio
 
 Env messages returned with the final step (or when the turn budget ends the episode) are kept in
 ``metadata["messages"]`` but not appended as tokens: the sequence always ends with a model token.
+A model turn cut off by its token budget is kept there too (as the text it got to), but never
+sent to the env.
 """
 
 from __future__ import annotations
@@ -342,13 +344,15 @@ class EpisodeRunner:
             state.turns += 1
             if out.finish_reason == "abort":
                 raise EngineAbortedError(f"the engine aborted turn {turn}")
-            if out.finish_reason == "length" or not out.token_ids:
+            if not out.token_ids:
                 return "length"
             action_tokens = out.token_ids
             if action_tokens[-1] in self._end_ids:
                 action_tokens = action_tokens[:-1]
             action = self.renderer.decode(action_tokens)
             state.messages.append({"role": "assistant", "content": action})
+            if out.finish_reason == "length":  # cut off: recorded, never sent to the env
+                return "length"
             if turn == cfg.max_turns - 1 and state.reuse_key is None:
                 state.closed = True  # the episode ends after this step whatever it says
                 step = await self._env_call(_step_and_close, state.env, action)

@@ -1,13 +1,19 @@
 """Per-row token sampling with the engine's logprob convention (see ``agents.engine``).
 
-Each row of a batch carries its own ``SamplingParams`` and, when seeded, its own
-``torch.Generator``: the noise a row draws never depends on the other rows, so a seeded request
-samples the same tokens whatever it is batched with.
+Each row of a batch carries its own ``SamplingParams``. A seeded row's noise is a pure function
+of (its seed, its token index, the vocabulary id): counter-based, like SGLang's seeded sampling,
+so the noise a row draws never depends on the other rows (a seeded request samples the same
+tokens whatever it is batched with) and a whole batch's noise is a handful of vectorised integer
+ops instead of one generator call per row. Unseeded rows share torch's global RNG.
 
 Sampling uses the exponential race: ``argmax_i p_i / E_i`` with ``E_i ~ Exp(1)`` i.i.d. is a
 sample from ``p`` (the trick SGLang and vLLM use too); top-k/top-p only zero out ``p`` outside the
 kept set, and the reported logprob is ``log_softmax(logits / T)`` at the sampled token over the
 full vocabulary.
+
+Seeded noise: ``E = -log(u)`` with ``u = (top 24 bits of h + 0.5) / 2**24`` and ``h`` the
+splitmix64 finaliser (Steele, Lea & Flood 2014) of ``seed * G + (token_index + 1) * C + id``, in
+wrapping 64-bit integer arithmetic (the same bits on every device).
 """
 
 from __future__ import annotations
@@ -18,14 +24,47 @@ import torch
 
 from agents.engine import SamplingParams
 
+_MASK64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+_STEP = 0xD1B54A32D192ED03
+_MIX1 = 0xBF58476D1CE4E5B9
+_MIX2 = 0x94D049BB133111EB
 
-def row_generator(seed: int | None, device: torch.device) -> torch.Generator | None:
-    """A generator seeded with ``seed`` on ``device``, or None for unseeded sampling."""
-    if seed is None:
-        return None
-    gen = torch.Generator(device=device)
-    gen.manual_seed(seed)
-    return gen
+
+def _signed(x: int) -> int:
+    """The int64 with the bits of the unsigned 64-bit ``x``."""
+    x &= _MASK64
+    return x - (1 << 64) if x >> 63 else x
+
+
+def _shift_right(z: torch.Tensor, bits: int) -> torch.Tensor:
+    """Logical (unsigned) right shift of int64 ``z``."""
+    return (z >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def seeded_uniform(seeds: torch.Tensor, steps: torch.Tensor, vocab: int) -> torch.Tensor:
+    """Uniform noise in (0, 1), ``(B, vocab)`` float32: row ``b`` from ``(seeds[b], steps[b])``.
+
+    Args:
+        seeds: ``(B,)`` int64 seeds (the bits of any seed mod ``2**64``).
+        steps: ``(B,)`` int64 token indices (0 for a request's first sampled token).
+        vocab: the row width.
+    """
+    ids = torch.arange(vocab, dtype=torch.int64, device=seeds.device)
+    z = (seeds * _signed(_GOLDEN) + (steps + 1) * _signed(_STEP))[:, None] + ids
+    z = (z ^ _shift_right(z, 30)) * _signed(_MIX1)
+    z = (z ^ _shift_right(z, 27)) * _signed(_MIX2)
+    z = z ^ _shift_right(z, 31)
+    return (_shift_right(z, 40).to(torch.float32) + 0.5) * (1.0 / (1 << 24))
+
+
+def splitmix_uniform(seed: int, step: int, token: int) -> float:
+    """``seeded_uniform``'s value at one ``(seed, step, token)``, in plain Python (for tests)."""
+    z = (seed * _GOLDEN + (step + 1) * _STEP + token) & _MASK64
+    z = ((z ^ (z >> 30)) * _MIX1) & _MASK64
+    z = ((z ^ (z >> 27)) * _MIX2) & _MASK64
+    z ^= z >> 31
+    return float(((z >> 40) + 0.5) / (1 << 24))
 
 
 def restrict_top_k_top_p(logprobs: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
@@ -57,14 +96,14 @@ def restrict_top_k_top_p(logprobs: torch.Tensor, top_k: int, top_p: float) -> to
 def sample_rows(
     logits: torch.Tensor,
     params: Sequence[SamplingParams],
-    generators: Sequence[torch.Generator | None],
+    steps: Sequence[int],
 ) -> tuple[list[int], list[float]]:
     """Sample one token per row and report its logprob.
 
     Args:
         logits: ``(B, V)`` next-token logits (any float dtype; computed in float32).
-        params: ``B`` sampling params, one per row.
-        generators: ``B`` generators (None = the global RNG).
+        params: ``B`` sampling params, one per row (``seed`` None: the global RNG).
+        steps: ``B`` token indices: how many tokens each row's request has sampled before.
 
     Returns:
         ``(tokens, logprobs)``, each of length ``B``: the sampled ids and
@@ -81,12 +120,18 @@ def sample_rows(
     for i, p in enumerate(params):
         if not p.greedy and (p.top_k > 0 or p.top_p < 1.0):
             probs[i] = restrict_top_k_top_p(logp[i], p.top_k, p.top_p).exp()
-    noise = torch.empty_like(probs)
-    if any(gen is None for gen in generators):
-        noise.exponential_()  # rows without a generator share the global RNG
-    for i, gen in enumerate(generators):
-        if gen is not None:  # each seeded row draws from its own generator only
-            noise[i].exponential_(generator=gen)
+    seeded = [i for i, p in enumerate(params) if p.seed is not None]
+    if seeded:
+        seeds = torch.tensor([_signed(int(params[i].seed or 0)) for i in seeded], dtype=torch.int64,
+                             device=logits.device)
+        at = torch.tensor([steps[i] for i in seeded], dtype=torch.int64, device=logits.device)
+        hashed = -torch.log(seeded_uniform(seeds, at, logits.shape[-1]))
+    if len(seeded) == len(params):
+        noise = hashed
+    else:
+        noise = torch.empty_like(probs).exponential_()  # unseeded rows share the global RNG
+        if seeded:
+            noise[seeded] = hashed
     scores = probs / noise
     greedy = [i for i, p in enumerate(params) if p.greedy]
     if greedy:

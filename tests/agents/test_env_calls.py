@@ -138,3 +138,63 @@ def test_jsonable_stringifies_unknown_objects_like_the_round_trip():
 @pytest.mark.parametrize("value", [float("inf"), [float("-inf")], {"x": True}])
 def test_jsonable_specials(value):
     assert jsonable(value) == json.loads(json.dumps(value, default=str))
+
+
+def test_quick_calls_batched_behind_a_hung_call_still_finish_in_time():
+    """Calls known to be quick run as one job; when one of them hangs (a sandbox stuck past
+    the timeout), another thread takes the calls queued behind it: they finish, only the hung
+    one times out."""
+    calls = EnvCalls(workers=2, timeout_s=0.3)
+    release = threading.Event()
+
+    def quick(i):
+        return i
+
+    def hung():
+        release.wait(2.0)
+        return "late"
+
+    async def go():
+        await calls.call(quick, -1)  # learns that calls are quick: the next flush is one job
+        start = time.monotonic()
+        out = await asyncio.gather(calls.call(hung), *(calls.call(quick, i) for i in range(5)),
+                                   return_exceptions=True)
+        return out, time.monotonic() - start
+
+    try:
+        (first, *rest), took = asyncio.run(go())
+    finally:
+        release.set()
+        calls.close()
+    assert isinstance(first, TimeoutError)
+    assert rest == [0, 1, 2, 3, 4]
+    assert took < 1.0
+
+
+def test_results_finished_before_a_slow_call_reach_their_callers_before_it_ends():
+    """One job runs a quick call then a slow one: the quick call's caller gets its result while
+    the slow call still runs (not when the job ends)."""
+    calls = EnvCalls(workers=1, timeout_s=5.0)
+    release = threading.Event()
+
+    def slow():
+        release.wait(2.0)
+        return "slow"
+
+    async def go():
+        await calls.call(lambda: None)  # learns that calls are quick: one job for the next flush
+        start = time.monotonic()
+        quick = asyncio.ensure_future(calls.call(lambda: "quick"))
+        late = asyncio.ensure_future(calls.call(slow))
+        got = await quick
+        took = time.monotonic() - start
+        release.set()
+        return got, took, await late
+
+    try:
+        got, took, late = asyncio.run(go())
+    finally:
+        release.set()
+        calls.close()
+    assert (got, late) == ("quick", "slow")
+    assert took < 0.5

@@ -176,6 +176,7 @@ def _engine_outputs(model, lean: bool):
 
     with TransformersEngine(model, None, max_batch_size=16, lean=lean) as engine:
         assert engine.lean is lean
+        engine.eos_token_ids = frozenset()  # rows end by their stop ids or their budget only
         return asyncio.run(go(engine))
 
 
