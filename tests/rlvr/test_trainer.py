@@ -223,6 +223,8 @@ def test_quickstart_recipe_raises_held_out_accuracy(tmp_path):
     +0.27, +0.22, +0.21. Each threshold is about half the smallest value seen (the smallest gain
     is 2.5 standard errors above 12 points). The first 75 steps alone were not enough: seed 3 had
     gained only +2.5 points at step 75 (+17.5, +22.0, +17.5, +2.5, +10.0 over the five seeds).
+    Session 6 (counter-based sampling noise, so other episodes): gains +31.0, +31.0, +28.0,
+    +22.0, +22.5 points; reward rise +0.14, +0.28, +0.24, +0.24, +0.23: the thresholds hold.
     """
     config = load_config(CONFIGS / "quickstart.yaml", QUIET + [
         f"trainer.output_dir={tmp_path}", "eval.every=0", "eval.tasks=200",
