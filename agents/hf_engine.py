@@ -43,10 +43,10 @@ import torch
 from torch import nn
 
 from agents.engine import Completion, FinishReason, SamplingParams, WeightsSource
+from agents.engine_forwards import ROOM, LeanForward, ModuleForward, left_pad
 from agents.errors import EngineClosedError, EngineError, RequestError, WeightUpdateError
-from agents.lean_decoder import KVBuffer, LeanDecoder, lean_unsupported
+from agents.lean_decoder import lean_unsupported
 from agents.sampling import sample_rows
-from rlvr.hf_compat import cache_kwargs
 
 logger = logging.getLogger(__name__)
 
@@ -80,104 +80,6 @@ class _Batch:
     rows: list[_Request]
     cache: Any
     attention_mask: torch.Tensor
-
-
-def _select_cache(cache: Any, rows: torch.Tensor | slice, start: int) -> None:
-    """Keep batch ``rows`` and columns ``start:`` of every layer of ``cache`` (in place)."""
-    for layer in cache.layers:
-        layer.keys = layer.keys[rows, :, start:]
-        layer.values = layer.values[rows, :, start:]
-
-
-def _merge_caches(a: Any, b: Any, width: int) -> Any:
-    """A new ``DynamicCache``: the rows of ``a`` then ``b``, both left-padded to ``width``."""
-    from transformers import DynamicCache
-
-    return DynamicCache(
-        [
-            (
-                torch.cat([_left_pad(la.keys, width, 2), _left_pad(lb.keys, width, 2)]),
-                torch.cat([_left_pad(la.values, width, 2), _left_pad(lb.values, width, 2)]),
-            )
-            for la, lb in zip(a.layers, b.layers)
-        ]
-    )
-
-
-def _left_pad(x: torch.Tensor, width: int, dim: int, value: float = 0) -> torch.Tensor:
-    """Left-pad dimension ``dim`` of ``x`` to ``width``."""
-    extra = width - x.shape[dim]
-    if extra <= 0:
-        return x
-    shape = list(x.shape)
-    shape[dim] = extra
-    return torch.cat([x.new_full(shape, value), x], dim=dim)
-
-
-_ROOM = 64
-"""The most free columns a new lean KV buffer is given (it grows by reallocating beyond)."""
-
-
-class _ModuleForward:
-    """The module's own forward with a transformers ``DynamicCache`` (any causal LM)."""
-
-    def __init__(self, model: Any) -> None:
-        self.model = model
-
-    def _run(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
-             cache: Any) -> torch.Tensor:
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                         **cache_kwargs(self.model, cache), logits_to_keep=1)
-        return out.logits[:, -1]
-
-    def prefill(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
-                room: int) -> tuple[Any, torch.Tensor]:
-        """A new cache holding the left-padded prompts, and their last logits ``(B, V)``."""
-        from transformers import DynamicCache
-
-        cache = DynamicCache()
-        return cache, self._run(ids, mask, positions, cache)
-
-    def decode(self, cache: Any, last: torch.Tensor, positions: torch.Tensor,
-               mask: torch.Tensor) -> torch.Tensor:
-        """Feed ``last`` ``(B, 1)``, extending ``cache``; ``mask`` covers the new column too."""
-        return self._run(last, mask, positions, cache)
-
-    def select(self, cache: Any, rows: torch.Tensor | None, start: int) -> Any:
-        """Keep batch ``rows`` (None: all) and columns ``start:``."""
-        _select_cache(cache, rows if rows is not None else slice(None), start)
-        return cache
-
-    def merge(self, a: Any, b: Any, width: int, room: int) -> Any:
-        """The rows of ``a`` then ``b``, both left-padded to ``width`` columns."""
-        return _merge_caches(a, b, width)
-
-
-class _LeanForward:
-    """``agents.lean_decoder``'s forward, with preallocated ``KVBuffer`` caches."""
-
-    def __init__(self, model: Any) -> None:
-        self.decoder = LeanDecoder(model)
-
-    def prefill(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
-                room: int) -> tuple[KVBuffer, torch.Tensor]:
-        """A new buffer (with ``room`` free columns) holding the prompts, and their last logits."""
-        kv = self.decoder.new_buffer(ids.shape[0], ids.shape[1] + room)
-        return kv, self.decoder.prefill(ids, mask.bool(), positions, kv)
-
-    def decode(self, cache: KVBuffer, last: torch.Tensor, positions: torch.Tensor,
-               mask: torch.Tensor) -> torch.Tensor:
-        """Feed ``last`` ``(B, 1)`` into column ``cache.end``; ``mask`` covers it too."""
-        return self.decoder.decode(last, positions, cache, mask.bool())
-
-    def select(self, cache: KVBuffer, rows: torch.Tensor | None, start: int) -> KVBuffer:
-        """Keep batch ``rows`` (None: all) and columns ``start:``."""
-        cache.select(rows, start)
-        return cache
-
-    def merge(self, a: KVBuffer, b: KVBuffer, width: int, room: int) -> KVBuffer:
-        """The rows of ``a`` then ``b``, right-aligned in ``width`` columns, ``room`` to spare."""
-        return KVBuffer.merged(a, b, room)
 
 
 class TransformersEngine:
@@ -233,8 +135,8 @@ class TransformersEngine:
         """Whether forwards run ``agents.lean_decoder`` (else the module's own forward)."""
         if why_not is not None and lean:
             logger.info("TransformersEngine: the module's own forward (%s)", why_not)
-        self._fwd: _ModuleForward | _LeanForward = (
-            _LeanForward(self.model) if self.lean else _ModuleForward(self.model)
+        self._fwd: ModuleForward | LeanForward = (
+            LeanForward(self.model) if self.lean else ModuleForward(self.model)
         )
         self._cond = threading.Condition()
         self._pending: deque[_Request] = deque()
@@ -477,7 +379,7 @@ class TransformersEngine:
         )
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         # Columns for the tokens the rows will feed back (a lean buffer grows past this if need be).
-        room = min(max(r.max_new for r in reqs), _ROOM)
+        room = min(max(r.max_new for r in reqs), ROOM)
         cache, logits = self._fwd.prefill(ids, mask, positions, room)
         if len(prompts) < len(reqs):
             index = torch.tensor(rows, device=self.device)
@@ -545,10 +447,10 @@ class TransformersEngine:
         if running is None or new_c is None:
             return running if new_c is None else new_c
         width = max(running.attention_mask.shape[1], new_c.attention_mask.shape[1])
-        room = min(max(r.max_new - len(r.token_ids) for r in running.rows + new_c.rows), _ROOM)
+        room = min(max(r.max_new - len(r.token_ids) for r in running.rows + new_c.rows), ROOM)
         cache = self._fwd.merge(running.cache, new_c.cache, width, room)
         mask = torch.cat(
-            [_left_pad(running.attention_mask, width, 1), _left_pad(new_c.attention_mask, width, 1)]
+            [left_pad(running.attention_mask, width, 1), left_pad(new_c.attention_mask, width, 1)]
         )
         return _Batch(running.rows + new_c.rows, cache, mask)
 

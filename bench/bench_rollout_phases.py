@@ -68,7 +68,7 @@ def main() -> None:
     parser.add_argument("--forwards", action="store_true",
                         help="alternate the lean and the module's forward, one column each")
     args = parser.parse_args()
-    from agents.hf_engine import _ModuleForward
+    from agents.engine_forwards import ModuleForward
     from rlvr.config import load_config
     from rlvr.trainer import Trainer
 
@@ -84,7 +84,7 @@ def main() -> None:
     engine._append_sampled = timed(marks, "sample", engine._append_sampled)
     forwards = {"lean forward" if engine.lean else "module forward": engine._fwd}
     if args.forwards:
-        forwards["module forward"] = _ModuleForward(engine.model)
+        forwards["module forward"] = ModuleForward(engine.model)
     rows: dict[str, list[dict[str, float]]] = {name: [] for name in forwards}
     names = list(forwards)
     try:
