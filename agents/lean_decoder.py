@@ -141,7 +141,8 @@ class KVBuffer:
         for dst_list, src_a, src_b in ((out.keys, a.keys, b.keys), (out.values, a.values,
                                                                      b.values)):
             for dst, xa, xb in zip(dst_list, src_a, src_b):
-                dst[:, :, :width].zero_()
+                dst[:rows_a, :, : width - a.width].zero_()
+                dst[rows_a:, :, : width - b.width].zero_()
                 dst[:rows_a, :, width - a.width:width] = xa[:, :, a.start:a.end]
                 dst[rows_a:, :, width - b.width:width] = xb[:, :, b.start:b.end]
         out.end = width

@@ -58,15 +58,6 @@ def seeded_uniform(seeds: torch.Tensor, steps: torch.Tensor, vocab: int) -> torc
     return (_shift_right(z, 40).to(torch.float32) + 0.5) * (1.0 / (1 << 24))
 
 
-def splitmix_uniform(seed: int, step: int, token: int) -> float:
-    """``seeded_uniform``'s value at one ``(seed, step, token)``, in plain Python (for tests)."""
-    z = (seed * _GOLDEN + (step + 1) * _STEP + token) & _MASK64
-    z = ((z ^ (z >> 30)) * _MIX1) & _MASK64
-    z = ((z ^ (z >> 27)) * _MIX2) & _MASK64
-    z ^= z >> 31
-    return float(((z >> 40) + 0.5) / (1 << 24))
-
-
 def restrict_top_k_top_p(logprobs: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
     """Mask (to ``-inf``) the tokens outside the top-k / nucleus set of one row.
 

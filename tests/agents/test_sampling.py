@@ -8,7 +8,16 @@ import pytest
 import torch
 
 from agents.engine import SamplingParams
-from agents.sampling import sample_rows, seeded_uniform, splitmix_uniform
+from agents.sampling import _GOLDEN, _MASK64, _MIX1, _MIX2, _STEP, sample_rows, seeded_uniform
+
+
+def splitmix_uniform(seed: int, step: int, token: int) -> float:
+    """``seeded_uniform`` at one ``(seed, step, token)`` in plain unsigned Python arithmetic."""
+    z = (seed * _GOLDEN + (step + 1) * _STEP + token) & _MASK64
+    z = ((z ^ (z >> 30)) * _MIX1) & _MASK64
+    z = ((z ^ (z >> 27)) * _MIX2) & _MASK64
+    z ^= z >> 31
+    return float(((z >> 40) + 0.5) / (1 << 24))
 
 
 def test_seeded_uniform_is_the_splitmix64_hash_bit_for_bit():
