@@ -167,9 +167,7 @@ def answer_loss_and_exact(
         grad) and the number of rows whose every trained token is the argmax (``exact_match_rate``
         times the rows, as a detached scalar tensor: no sync with the device).
     """
-    input_ids, attention_mask, loss_mask = (t.to(_device(model)) for t in batch)
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
-    targets = input_ids[:, 1:]
+    logits, targets, loss_mask = _trained_logits(model, batch)
     ce = torch.nn.functional.cross_entropy(
         logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none",
     ).view_as(loss_mask)
@@ -194,9 +192,39 @@ def exact_match_rate(model: torch.nn.Module, batch: tuple[torch.Tensor, ...]) ->
     (greedy can also reach an equivalent answer by another path) at the cost of one forward
     instead of a generation.
     """
+    logits, targets, loss_mask = _trained_logits(model, batch)
+    return int(_exact_rows(logits, targets, loss_mask).sum().item()) / logits.shape[0]
+
+
+def _trained_logits(model: torch.nn.Module, batch: tuple[torch.Tensor, ...]
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The logits of the positions some row trains on, their targets and their loss mask.
+
+    A collated batch trains on a few columns (a short answer after a long prompt: 9 of the
+    quickstart's 21 predicting positions), so the model is asked for those columns' logits only
+    (``logits_to_keep``; models whose forward lacks it return all and are cut here): the LM head,
+    the cross-entropy and their backward run on fewer positions, with the same values.
+
+    Returns:
+        ``(logits (B, K, V), targets (B, K), loss_mask (B, K))`` over the K kept columns.
+    """
     input_ids, attention_mask, loss_mask = (t.to(_device(model)) for t in batch)
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
-    return int(_exact_rows(logits, input_ids[:, 1:], loss_mask).sum().item()) / logits.shape[0]
+    cols = torch.nonzero(loss_mask.any(dim=0)).flatten()
+    if not cols.numel():  # nothing trained: keep one column so the loss has a graph
+        cols = torch.zeros(1, dtype=torch.long, device=input_ids.device)
+    if _keeps_logits(model):
+        logits = model(input_ids=input_ids, attention_mask=attention_mask,
+                       logits_to_keep=cols).logits
+    else:
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, cols]
+    return logits, input_ids[:, cols + 1], loss_mask[:, cols]
+
+
+def _keeps_logits(model: torch.nn.Module) -> bool:
+    """Whether ``model``'s forward takes ``logits_to_keep`` (transformers' causal LMs do)."""
+    import inspect
+
+    return "logits_to_keep" in inspect.signature(model.forward).parameters
 
 
 def _device(model: torch.nn.Module) -> torch.device:
@@ -241,13 +269,15 @@ def supervised_warmup(
     Raises:
         ConfigError: the loss became non-finite (the learning rate is too high).
     """
+    from rlvr.learner.optim import adamw_kernel
     from rlvr.progress import progress_bar
 
     rng = random.Random(f"sft:{seed}")
     memo = MemoEncoder(tokenizer)  # the same ids as encode_example, rendered once per example
     encode = encode or (lambda example: memo(*example))
     params = [p for p in model.parameters() if p.requires_grad]
-    optim = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    optim = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay,
+                              **adamw_kernel(params))
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: min(1.0, (s + 1) / 10))
     pad = pad_id(tokenizer)
     t0 = time.perf_counter()

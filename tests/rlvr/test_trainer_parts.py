@@ -148,6 +148,59 @@ def test_training_forward_counts_the_exact_rows_as_exact_match_rate_does(tiny_mo
     assert torch.allclose(loss, answer_loss(model, batch)) and not exact.requires_grad
 
 
+def _full_logits_loss(model, batch):
+    """The warm-up loss as a forward over every position computes it (the reference)."""
+    input_ids, attention_mask, loss_mask = batch
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
+    ce = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), input_ids[:, 1:].reshape(-1), reduction="none",
+    ).view_as(loss_mask)
+    return (ce * loss_mask).sum() / loss_mask.sum()
+
+
+class _NoLogitsToKeep(torch.nn.Module):
+    """A causal LM whose forward takes no ``logits_to_keep`` (an older or custom model)."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, input_ids, attention_mask):
+        return self.inner(input_ids=input_ids, attention_mask=attention_mask)
+
+
+def test_warm_up_loss_on_the_kept_columns_equals_the_full_forwards_loss_and_gradient(
+        tiny_model_path, tokenizer):
+    """Prompts of different lengths and a multi-turn mask with a gap: the loss asks the model
+    for the trained columns' logits only; loss and gradients equal the all-positions forward's,
+    with and without ``logits_to_keep`` in the model's forward."""
+    from rlvr.sft import answer_loss_and_exact
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float64)
+    rows = [encode_example(tokenizer, [{"role": "user", "content": q}], a)
+            for q, a in [("3+4=", "7"), ("61+86=", "147"), ("12+7=", "19")]]
+    ids, _ = rows[1]
+    mask = [0] * len(ids)
+    mask[3:6] = [1, 1, 1]
+    mask[-2:] = [1, 1]  # two trained spans with untrained tokens between them
+    batch = collate([*rows, (ids, mask)], tokenizer.pad_token_id)
+    assert 0 < int(batch[2].any(0).sum()) < batch[2].shape[1]  # some columns are dropped
+    grads = []
+    for m in (model, _NoLogitsToKeep(model), None):
+        model.zero_grad()
+        loss = _full_logits_loss(model, batch) if m is None else answer_loss_and_exact(m, batch)[0]
+        loss.backward()
+        grads.append((loss.detach(), [p.grad.clone() for p in model.parameters()]))
+    (kept, g_kept), (cut, g_cut), (full, g_full) = grads
+    # the warm-up's cross-entropy runs in float32 (logits.float()), the reference in float64
+    assert torch.allclose(kept.double(), full, rtol=1e-6)
+    assert torch.allclose(cut.double(), full, rtol=1e-6)
+    for a, b, c in zip(g_kept, g_cut, g_full, strict=True):
+        assert torch.allclose(a, c, rtol=1e-5, atol=1e-8)
+        assert torch.allclose(b, c, rtol=1e-5, atol=1e-8)
+
+
 def _counting_examples():
     def example(rng: random.Random):
         a, b = rng.randint(0, 9), rng.randint(0, 9)

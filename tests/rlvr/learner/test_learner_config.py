@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from rlvr.errors import ConfigError
 from rlvr.learner import ActorConfig, CriticConfig, LearnerConfig, OptimConfig
@@ -84,3 +85,27 @@ def test_warmup_then_cosine_schedule():
     lin = WarmupSchedule(OptimConfig(schedule="linear", total_steps=4))
     assert [lin(i) for i in range(5)] == pytest.approx([1.0, 0.75, 0.5, 0.25, 0.0])
     assert WarmupSchedule(OptimConfig())(1000) == 1.0
+
+
+def test_adamw_is_fused_on_plain_tensors_and_steps_as_the_multi_tensor_kernel_does():
+    """Parameters on one device: the fused kernel, whose steps match foreach's to rounding;
+    anything else (here meta tensors, standing in for a device torch has no fused AdamW on)
+    keeps the multi-tensor kernel."""
+    from rlvr.learner.optim import adamw_kernel, build_optimizer
+
+    torch.manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(s)) for s in ((7, 5), (5,), (3, 7))]
+    twins = [torch.nn.Parameter(p.detach().clone()) for p in params]
+    assert adamw_kernel(params) == {"fused": True}
+    assert adamw_kernel([torch.nn.Parameter(torch.empty(3, device="meta"))]) == {"foreach": True}
+    fused, _ = build_optimizer(params, OptimConfig(lr=1e-2, weight_decay=0.1))
+    assert fused.defaults["fused"] is True
+    looped = torch.optim.AdamW(twins, lr=1e-2, weight_decay=0.1, foreach=True)
+    for _ in range(5):
+        grads = [torch.randn_like(p) for p in params]
+        for ps, opt in ((params, fused), (twins, looped)):
+            for p, g in zip(ps, grads, strict=True):
+                p.grad = g.clone()
+            opt.step()
+    for a, b in zip(params, twins, strict=True):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
