@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import TypedDict
 
 import torch
 from torch.optim.lr_scheduler import LambdaLR
@@ -45,7 +46,14 @@ class WarmupSchedule:
         return m + (1.0 - m) * (1.0 - progress)
 
 
-def adamw_kernel(params: Sequence[torch.Tensor]) -> dict[str, bool]:
+class AdamWKernel(TypedDict, total=False):
+    """``torch.optim.AdamW``'s implementation keyword: one of ``fused`` and ``foreach``."""
+
+    fused: bool
+    foreach: bool
+
+
+def adamw_kernel(params: Sequence[torch.Tensor]) -> AdamWKernel:
     """The fastest ``torch.optim.AdamW`` implementation for ``params``, as its keyword.
 
     ``{"fused": True}`` (one kernel for the whole update) when every parameter lives on one CPU
@@ -82,4 +90,4 @@ def build_optimizer(
     return optimizer, scheduler
 
 
-__all__ = ["WarmupSchedule", "adamw_kernel", "build_optimizer"]
+__all__ = ["AdamWKernel", "WarmupSchedule", "adamw_kernel", "build_optimizer"]
