@@ -202,8 +202,8 @@ def test_env_errors_are_counted_and_not_trained_on(tmp_path):
 
 #: The quickstart learning test's thresholds (see its docstring for where they come from).
 FIRST_LAST = 15
-MIN_REWARD_RISE = 0.09
-MIN_HELD_OUT_GAIN = 0.12
+MIN_REWARD_RISE = 0.04
+MIN_HELD_OUT_GAIN = 0.06
 
 
 @pytest.mark.slow
@@ -213,18 +213,17 @@ def test_quickstart_recipe_raises_held_out_accuracy(tmp_path):
     Learning curves differ across CPUs (kernels round differently, sampling diverges), so this
     asserts only what held with margin for every seed measured, never one run's point values:
     the warm-up stopped early (held-out accuracy in [0.1, 0.6]); the mean training reward of the
-    last 15 steps beats that of the first 15 by at least 0.09 (averages over 1,920 samples each,
-    the steadiest signal); greedy accuracy on the 200 held-out tasks gained at least 12 points
-    (the standard error of that difference is about 4.5 points).
+    last 15 steps beats that of the first 15 by at least 0.04 (averages over 1,920 samples each,
+    the steadiest signal: the difference's standard error is about 0.013); greedy accuracy on the
+    200 held-out tasks gained at least 6 points (that difference's standard error is about 4.5
+    points, so this is the weaker check; the reward rise carries the test).
 
-    Where the thresholds come from (BENCHMARKS.md, "Learning test"): seeds 0-4 of this recipe on
-    this project's 2-core machine. Warm-up 480-770 steps, held-out 25.0-31.0% before RL,
-    48.5-62.5% after (gains +31.5, +34.5, +31.5, +23.5, +26.5 points); reward rise +0.18, +0.24,
-    +0.27, +0.22, +0.21. Each threshold is about half the smallest value seen (the smallest gain
-    is 2.5 standard errors above 12 points). The first 75 steps alone were not enough: seed 3 had
-    gained only +2.5 points at step 75 (+17.5, +22.0, +17.5, +2.5, +10.0 over the five seeds).
-    Session 6 (counter-based sampling noise, so other episodes): gains +31.0, +31.0, +28.0,
-    +22.0, +22.5 points; reward rise +0.14, +0.28, +0.24, +0.24, +0.23: the thresholds hold.
+    Where the thresholds come from (BENCHMARKS.md, session 7): seeds 0-4 of this recipe (its
+    two-layer model) on this project's 2-core machine. Warm-up 450, 510, 580, 640, 460 steps;
+    held-out 26.0-31.5% before RL, 43.5-53.5% after (gains +19.5, +12.5, +23.0, +22.5, +22.0
+    points); reward rise +0.110, +0.085, +0.203, +0.142, +0.181. Each threshold is about half
+    the smallest value seen. (The four-layer model of sessions 3-6 gained +22 to +34.5 points
+    with reward rises of +0.14 to +0.28, in about twice the time.)
     """
     config = load_config(CONFIGS / "quickstart.yaml", QUIET + [
         f"trainer.output_dir={tmp_path}", "eval.every=0", "eval.tasks=200",
