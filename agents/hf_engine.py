@@ -141,6 +141,7 @@ class TransformersEngine:
         self._cond = threading.Condition()
         self._pending: deque[_Request] = deque()
         self._staged: list[_Request] = []
+        self._releasing: set[asyncio.AbstractEventLoop] = set()  # loops with a release queued
         self._model_lock = threading.RLock()
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -190,9 +191,13 @@ class TransformersEngine:
         with self._cond:
             self._staged.append(req)
             self._ensure_worker()
+            first = loop not in self._releasing
+            self._releasing.add(loop)
         # Hand the request to the worker only after every coroutine ready in this loop iteration
-        # has staged its own, so requests issued together are prefilled together.
-        loop.call_soon(self._release_staged)
+        # has staged its own, so requests issued together are prefilled together (one release
+        # per loop iteration hands them all over).
+        if first:
+            loop.call_soon(self._release_staged, loop)
         return await req.future
 
     def update_weights(self, weights: WeightsSource) -> None:
@@ -269,8 +274,9 @@ class TransformersEngine:
         if sampling.stop and self.tokenizer is None:
             raise RequestError("SamplingParams.stop needs a tokenizer; pass tokenizer=...")
 
-    def _release_staged(self) -> None:
+    def _release_staged(self, loop: asyncio.AbstractEventLoop) -> None:
         with self._cond:
+            self._releasing.discard(loop)
             self._pending.extend(self._staged)
             self._staged.clear()
             self._cond.notify_all()

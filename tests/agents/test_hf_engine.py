@@ -110,6 +110,23 @@ def test_a_prompt_sent_by_several_requests_is_prefilled_once(tiny_model, tiny_to
         assert (mine - torch.tensor(out.logprobs)).abs().max().item() < 1e-4
 
 
+def test_requests_of_later_loop_iterations_are_released_too(engine):
+    params = SamplingParams(temperature=1.0, max_new_tokens=3, seed=1)
+
+    async def late(prompt, hops):
+        for _ in range(hops):
+            await asyncio.sleep(0)
+        return await engine.generate(prompt, params)
+
+    async def go():
+        return await asyncio.gather(*(late(p, hops) for hops, p in enumerate(PROMPTS)))
+
+    outs = asyncio.run(go())  # one release per loop iteration: none is left staged
+    assert [o.token_ids for o in outs] == [_gather(engine, [p], [params])[0].token_ids
+                                           for p in PROMPTS]
+    assert not engine._staged and not engine._releasing
+
+
 def test_greedy_top_k_and_stop_conditions(engine, tiny_model, tiny_tokenizer):
     greedy = _gather(engine, [PROMPTS[0]], [SamplingParams(temperature=0, max_new_tokens=8)])[0]
     ids = torch.tensor([PROMPTS[0]])
@@ -211,6 +228,12 @@ def test_request_and_sampling_validation(engine):
     with pytest.raises(SamplingParamsError, match="stop must hold non-empty strings"):
         SamplingParams(stop=("",))
     assert SamplingParams(stop_token_ids=[3, 4]).stop_token_ids == (3, 4)
+    base = SamplingParams(temperature=0.5, max_new_tokens=3, stop=("x",))
+    assert base.seeded(7) == base.replace(seed=7) and base.seeded(None) == base
+    assert hash(base.seeded(7)) == hash(base.replace(seed=7)) and base.seed is None
+    for bad in (-3, True, 1.0):
+        with pytest.raises(SamplingParamsError, match="seed must be None or an int >= 0"):
+            base.seeded(bad)
 
 
 def test_context_limit_finishes_with_length(engine):
