@@ -227,13 +227,21 @@ class EpisodeRunner:
         self, specs: Sequence[EpisodeSpec], *, group_size: int = 1, seed: int | None = None
     ) -> list[Trajectory]:
         """Synchronous ``arun`` (works inside a running event loop too, via a helper thread)."""
+        out: list[Trajectory] = []
+
+        async def play() -> None:
+            # Kept out of the task's result: asyncio.run formats the finished task (result and
+            # all) when it restores the SIGINT handler, which costs ms for a step's episodes.
+            out.extend(await self.arun(specs, group_size=group_size, seed=seed))
+
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.arun(specs, group_size=group_size, seed=seed))
+            asyncio.run(play())
+            return out
         with concurrent.futures.ThreadPoolExecutor(1) as helper:
-            coro = self.arun(specs, group_size=group_size, seed=seed)
-            return helper.submit(asyncio.run, coro).result()
+            helper.submit(asyncio.run, play()).result()
+        return out
 
     async def arun(
         self, specs: Sequence[EpisodeSpec], *, group_size: int = 1, seed: int | None = None
