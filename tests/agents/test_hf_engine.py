@@ -7,7 +7,7 @@ import torch
 
 from agents.engine import Completion, Engine, SamplingParams
 from agents.errors import EngineClosedError, RequestError, SamplingParamsError, WeightUpdateError
-from agents.hf_engine import TransformersEngine
+from agents.hf_engine import HOLD_STEPS, TransformersEngine
 
 PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13], [20, 21, 22, 23], [30] * 9, [40, 41, 42]]
 
@@ -125,6 +125,21 @@ def test_requests_of_later_loop_iterations_are_released_too(engine):
     assert [o.token_ids for o in outs] == [_gather(engine, [p], [params])[0].token_ids
                                            for p in PROMPTS]
     assert not engine._staged and not engine._releasing
+
+
+@pytest.mark.parametrize("longest", [HOLD_STEPS, HOLD_STEPS + 20])
+def test_completions_are_held_only_in_a_batchs_last_steps(engine, longest):
+    async def go():
+        short = asyncio.ensure_future(engine.generate(PROMPTS[0], SamplingParams(
+            temperature=0, max_new_tokens=1)))
+        long = asyncio.ensure_future(engine.generate(PROMPTS[1], SamplingParams(
+            temperature=0, max_new_tokens=longest)))
+        await short
+        return long.done(), len((await long).token_ids)
+
+    held, n = asyncio.run(go())
+    assert n == longest  # the random tiny model never says eos here (greedy)
+    assert held == (longest <= HOLD_STEPS)  # in the tail: handed back with the rest
 
 
 def test_greedy_top_k_and_stop_conditions(engine, tiny_model, tiny_tokenizer):
