@@ -35,6 +35,8 @@ _THINKING_ASSISTANT: Message = {"role": "assistant", "content": "<think>\nhmm\n<
 #: How many distinct opening renderings ``ChatRenderer.prompt_ids`` keeps.
 PROMPT_CACHE_SIZE = 4096
 _PromptKey = str | tuple[tuple[str, ...], ...]
+#: How many distinct token sequences ``ChatRenderer.decode`` keeps the text of.
+DECODE_CACHE_SIZE = 4096
 
 
 class ChatRenderer:
@@ -55,6 +57,7 @@ class ChatRenderer:
         self.tokenizer = tokenizer
         self._base: dict[str, list[int]] = {}
         self._prompts: OrderedDict[_PromptKey, list[int]] = OrderedDict()
+        self._texts: dict[tuple[int, ...], str] = {}
         self.closing = self._find_closing()
         self.end_of_turn_id = self.closing[0]
         self._check_history_is_kept()
@@ -127,12 +130,21 @@ class ChatRenderer:
 
     # ------------------------------------------------------------------ model text
     def decode(self, token_ids: Sequence[int]) -> str:
-        """Text of ``token_ids`` exactly as generated (special tokens kept, no clean-up)."""
-        return str(
-            self.tokenizer.decode(
+        """Text of ``token_ids`` exactly as generated (special tokens kept, no clean-up).
+
+        Memoised (the most recent ``DECODE_CACHE_SIZE`` distinct sequences): the samples of a
+        group often say the same thing, and a lookup costs a fraction of the tokenizer's call.
+        """
+        key = tuple(token_ids)
+        text = self._texts.get(key)
+        if text is None:
+            text = str(self.tokenizer.decode(
                 list(token_ids), skip_special_tokens=False, clean_up_tokenization_spaces=False
-            )
-        )
+            ))
+            if len(self._texts) >= DECODE_CACHE_SIZE:
+                del self._texts[next(iter(self._texts))]  # the oldest
+            self._texts[key] = text
+        return text
 
     def token_for_char(self, token_ids: Sequence[int], char_end: int) -> int:
         """Index of the token whose decoding covers character ``char_end - 1`` of the text.
