@@ -17,6 +17,12 @@ Scheduling (continuous batching, in one worker thread):
   every remaining row are trimmed, so no padding is ever decoded for finished rows.
 * A seeded request's sampling noise is a function of its seed and token index only
   (``agents.sampling``): the same seed gives the same tokens whatever else is in the batch.
+* Finished completions are handed back after each step, except in a batch's last
+  ``HOLD_STEPS`` steps (no running row can take more): they are held until the batch drains
+  and handed back together. Their callers' Python (decoding, env calls, trajectories) would
+  otherwise run during those last forwards, and every forward op then waits for the GIL; a
+  one-turn rollout's episodes all end in such a tail, a long generation's early finishers are
+  not held.
 
 Sharing the actor: pass the actor's ``nn.Module`` itself. Generation runs under
 ``torch.no_grad()`` with the module in eval mode; the module's previous train/eval mode is
@@ -49,6 +55,10 @@ from agents.lean_decoder import lean_unsupported
 from agents.sampling import sample_rows
 
 logger = logging.getLogger(__name__)
+
+HOLD_STEPS = 8
+"""Finished completions are held while every running row is within this many tokens of its
+``max_new`` (see the module docstring); the most a completion waits, in decode steps."""
 
 
 @dataclass(eq=False)
@@ -141,6 +151,7 @@ class TransformersEngine:
         self._cond = threading.Condition()
         self._pending: deque[_Request] = deque()
         self._staged: list[_Request] = []
+        self._releasing: set[asyncio.AbstractEventLoop] = set()  # loops with a release queued
         self._model_lock = threading.RLock()
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -190,9 +201,13 @@ class TransformersEngine:
         with self._cond:
             self._staged.append(req)
             self._ensure_worker()
+            first = loop not in self._releasing
+            self._releasing.add(loop)
         # Hand the request to the worker only after every coroutine ready in this loop iteration
-        # has staged its own, so requests issued together are prefilled together.
-        loop.call_soon(self._release_staged)
+        # has staged its own, so requests issued together are prefilled together (one release
+        # per loop iteration hands them all over).
+        if first:
+            loop.call_soon(self._release_staged, loop)
         return await req.future
 
     def update_weights(self, weights: WeightsSource) -> None:
@@ -269,8 +284,9 @@ class TransformersEngine:
         if sampling.stop and self.tokenizer is None:
             raise RequestError("SamplingParams.stop needs a tokenizer; pass tokenizer=...")
 
-    def _release_staged(self) -> None:
+    def _release_staged(self, loop: asyncio.AbstractEventLoop) -> None:
         with self._cond:
+            self._releasing.discard(loop)
             self._pending.extend(self._staged)
             self._staged.clear()
             self._cond.notify_all()
@@ -339,7 +355,9 @@ class TransformersEngine:
                 batch = None
             if batch is None:
                 self._restore_mode()
-            self._deliver()  # after the mode is restored: callers may train right away
+                self._deliver()  # after the mode is restored: callers may train right away
+            elif self._done and not _in_tail(batch):
+                self._deliver()
         for req in batch.rows if batch else []:
             self._finish(req, "abort")
         self._restore_mode()
@@ -453,6 +471,11 @@ class TransformersEngine:
             [left_pad(running.attention_mask, width, 1), left_pad(new_c.attention_mask, width, 1)]
         )
         return _Batch(running.rows + new_c.rows, cache, mask)
+
+
+def _in_tail(batch: _Batch) -> bool:
+    """Whether every row of ``batch`` ends within ``HOLD_STEPS`` decode steps at the most."""
+    return all(r.max_new - len(r.token_ids) <= HOLD_STEPS for r in batch.rows)
 
 
 def _resolve_all(items: list[tuple[asyncio.Future[Completion], Completion]]) -> None:

@@ -182,8 +182,10 @@ def group_specs(specs: Sequence[EpisodeSpec], group_size: int) -> list[EpisodeSp
         raise RunnerConfigError(f"group_size must be an int >= 1; got {group_size!r}")
     out: list[EpisodeSpec] = []
     for i, spec in enumerate(specs):
-        gid = spec.group_id if spec.group_id is not None else i
-        out.extend(replace(spec, group_id=gid) for _ in range(group_size))
+        # Specs are frozen: the episodes of a group can share one (a copy each cost more than a
+        # one-turn episode's own bookkeeping).
+        member = spec if spec.group_id is not None else replace(spec, group_id=i)
+        out.extend([member] * group_size)
     return out
 
 
@@ -218,19 +220,28 @@ class EpisodeRunner:
         self._env_calls = EnvCalls(self.config.env_workers, self.config.env_step_timeout_s)
         self._idle_envs: dict[str, list[Any]] = {}
         self._idle_lock = threading.Lock()
+        self._sampling_memo: dict[tuple[int, bool], SamplingParams] = {}
 
     # ------------------------------------------------------------------ public API
     def run(
         self, specs: Sequence[EpisodeSpec], *, group_size: int = 1, seed: int | None = None
     ) -> list[Trajectory]:
         """Synchronous ``arun`` (works inside a running event loop too, via a helper thread)."""
+        out: list[Trajectory] = []
+
+        async def play() -> None:
+            # Kept out of the task's result: asyncio.run formats the finished task (result and
+            # all) when it restores the SIGINT handler, which costs ms for a step's episodes.
+            out.extend(await self.arun(specs, group_size=group_size, seed=seed))
+
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.arun(specs, group_size=group_size, seed=seed))
+            asyncio.run(play())
+            return out
         with concurrent.futures.ThreadPoolExecutor(1) as helper:
-            coro = self.arun(specs, group_size=group_size, seed=seed)
-            return helper.submit(asyncio.run, coro).result()
+            helper.submit(asyncio.run, play()).result()
+        return out
 
     async def arun(
         self, specs: Sequence[EpisodeSpec], *, group_size: int = 1, seed: int | None = None
@@ -377,20 +388,26 @@ class EpisodeRunner:
     def _sampling(
         self, state: _EpisodeState, budget: int, base_seed: int | None, index: int, turn: int
     ) -> SamplingParams:
-        base = self.config.sampling
-        stop_ids = {*base.stop_token_ids, self.renderer.end_of_turn_id}
-        stops = list(base.stop)
-        if state.tools and self.config.stop_at_tool_call:
-            if self._tool_stop_id is not None:
-                stop_ids.add(self._tool_stop_id)
-            elif TOOL_CALL_END not in stops:
-                stops.append(TOOL_CALL_END)
-        return base.replace(
-            max_new_tokens=budget,
-            stop_token_ids=tuple(sorted(stop_ids)),
-            stop=tuple(stops),
-            seed=None if base_seed is None else turn_seed(base_seed, index, turn),
-        )
+        seed = None if base_seed is None else turn_seed(base_seed, index, turn)
+        return self._unseeded(budget, bool(state.tools)).seeded(seed)
+
+    def _unseeded(self, budget: int, tools: bool) -> SamplingParams:
+        """The sampling params of a turn with ``budget`` tokens, before its seed (memoised)."""
+        key = (budget, tools)
+        params = self._sampling_memo.get(key)
+        if params is None:
+            base = self.config.sampling
+            stop_ids = {*base.stop_token_ids, self.renderer.end_of_turn_id}
+            stops = list(base.stop)
+            if tools and self.config.stop_at_tool_call:
+                if self._tool_stop_id is not None:
+                    stop_ids.add(self._tool_stop_id)
+                elif TOOL_CALL_END not in stops:
+                    stops.append(TOOL_CALL_END)
+            params = self._sampling_memo[key] = base.replace(
+                max_new_tokens=budget, stop_token_ids=tuple(sorted(stop_ids)), stop=tuple(stops)
+            )
+        return params
 
     def _reuse_key(self, spec: EpisodeSpec) -> str | None:
         """The idle-env pool key of ``spec`` (None when its envs are not reused)."""

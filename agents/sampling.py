@@ -37,9 +37,11 @@ def _signed(x: int) -> int:
     return x - (1 << 64) if x >> 63 else x
 
 
-def _shift_right(z: torch.Tensor, bits: int) -> torch.Tensor:
-    """Logical (unsigned) right shift of int64 ``z``."""
-    return (z >> bits) & ((1 << (64 - bits)) - 1)
+def _xor_shift_right_(z: torch.Tensor, bits: int, tmp: torch.Tensor) -> None:
+    """``z ^= z >>> bits`` in place (a logical, unsigned, right shift of int64 ``z``)."""
+    torch.bitwise_right_shift(z, bits, out=tmp)
+    tmp &= (1 << (64 - bits)) - 1
+    z ^= tmp
 
 
 def seeded_uniform(seeds: torch.Tensor, steps: torch.Tensor, vocab: int) -> torch.Tensor:
@@ -52,10 +54,19 @@ def seeded_uniform(seeds: torch.Tensor, steps: torch.Tensor, vocab: int) -> torc
     """
     ids = torch.arange(vocab, dtype=torch.int64, device=seeds.device)
     z = (seeds * _signed(_GOLDEN) + (steps + 1) * _signed(_STEP))[:, None] + ids
-    z = (z ^ _shift_right(z, 30)) * _signed(_MIX1)
-    z = (z ^ _shift_right(z, 27)) * _signed(_MIX2)
-    z = z ^ _shift_right(z, 31)
-    return (_shift_right(z, 40).to(torch.float32) + 0.5) * (1.0 / (1 << 24))
+    # The finaliser in place: fresh (B, vocab) int64 buffers per op cost a quarter of the hash.
+    tmp = torch.empty_like(z)
+    _xor_shift_right_(z, 30, tmp)
+    z *= _signed(_MIX1)
+    _xor_shift_right_(z, 27, tmp)
+    z *= _signed(_MIX2)
+    _xor_shift_right_(z, 31, tmp)
+    z >>= 40  # the top 24 bits (the sign-extended ones are masked off)
+    z &= (1 << 24) - 1
+    u = z.to(torch.float32)
+    u += 0.5
+    u *= 1.0 / (1 << 24)
+    return u
 
 
 def restrict_top_k_top_p(logprobs: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:

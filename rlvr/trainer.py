@@ -31,8 +31,10 @@ Deviations and simplifications:
 from __future__ import annotations
 
 import contextlib
+import gc
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -225,7 +227,8 @@ class Trainer:
         (Ctrl-C): the engine and its threads stop, the metric files are flushed and closed.
         """
         try:
-            return self._train()
+            with _setup_frozen_for_gc():
+                return self._train()
         finally:
             self.close()
 
@@ -386,6 +389,24 @@ class Trainer:
             stack.callback(self.logger.close)
             if self.heldout is not None:
                 stack.callback(self.heldout.close)
+
+
+@contextlib.contextmanager
+def _setup_frozen_for_gc() -> Iterator[None]:
+    """Keep the objects built before the loop (modules, tokenizer, envs) out of full GCs.
+
+    They are ~400k objects on the quickstart, and every full collection walked them all: ~200 ms,
+    about once per 20 steps, landing in whichever stage allocated last (a rollout's median did
+    not show it, its mean and max did). ``gc.freeze`` moves them to the permanent generation,
+    after one collection so that no garbage is frozen; objects made later are collected as
+    before. ``gc.unfreeze`` when the loop ends.
+    """
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def kl_notice(kl: Any) -> str:

@@ -49,6 +49,30 @@ def test_prompt_renderings_are_memoised_and_bounded(tiny_tokenizer, monkeypatch)
     assert len(calls) == 4
 
 
+def test_prompt_memo_keys_are_exact(tiny_tokenizer):
+    r = ChatRenderer(tiny_tokenizer)
+    plain = [{"role": "system", "content": "s"}, {"role": "user", "content": "1+2="}]
+    other = [{"role": "system", "content": "s1"}, {"role": "user", "content": "+2="}]
+    numeric = [{"role": "user", "content": "1+2=", "n": 1}]  # not all str: keyed by its JSON
+    for messages in (plain, other, numeric, plain):
+        assert r.prompt_ids(messages) == r.render(messages, None, add_generation_prompt=True)
+    assert r.prompt_ids(plain, []) == r.prompt_ids(plain)  # no tools either way
+    assert len(r._prompts) == 3
+
+
+def test_decodings_are_memoised_and_bounded(tiny_tokenizer, monkeypatch):
+    import agents.chat
+
+    monkeypatch.setattr(agents.chat, "DECODE_CACHE_SIZE", 2)
+    r = ChatRenderer(tiny_tokenizer)
+    seqs = [[5, 6], [7], [5, 6, 8], [5, 6]]
+    for ids in seqs:
+        want = tiny_tokenizer.decode(ids, skip_special_tokens=False,
+                                     clean_up_tokenization_spaces=False)
+        assert r.decode(ids) == r.decode(tuple(ids)) == want
+    assert list(r._texts) == [(5, 6, 8), (5, 6)]  # the oldest went first
+
+
 def test_token_for_char_uses_the_models_own_tokens(tiny_tokenizer):
     r = ChatRenderer(tiny_tokenizer)
     ids = tiny_tokenizer.encode("the answer is 1234", add_special_tokens=False)

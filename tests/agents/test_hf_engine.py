@@ -7,7 +7,7 @@ import torch
 
 from agents.engine import Completion, Engine, SamplingParams
 from agents.errors import EngineClosedError, RequestError, SamplingParamsError, WeightUpdateError
-from agents.hf_engine import TransformersEngine
+from agents.hf_engine import HOLD_STEPS, TransformersEngine
 
 PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13], [20, 21, 22, 23], [30] * 9, [40, 41, 42]]
 
@@ -108,6 +108,38 @@ def test_a_prompt_sent_by_several_requests_is_prefilled_once(tiny_model, tiny_to
     for prompt, out in zip([PROMPTS[0]] * 4 + [PROMPTS[1]], outs):
         mine = _forward_logprobs(tiny_model, prompt, out)
         assert (mine - torch.tensor(out.logprobs)).abs().max().item() < 1e-4
+
+
+def test_requests_of_later_loop_iterations_are_released_too(engine):
+    params = SamplingParams(temperature=1.0, max_new_tokens=3, seed=1)
+
+    async def late(prompt, hops):
+        for _ in range(hops):
+            await asyncio.sleep(0)
+        return await engine.generate(prompt, params)
+
+    async def go():
+        return await asyncio.gather(*(late(p, hops) for hops, p in enumerate(PROMPTS)))
+
+    outs = asyncio.run(go())  # one release per loop iteration: none is left staged
+    assert [o.token_ids for o in outs] == [_gather(engine, [p], [params])[0].token_ids
+                                           for p in PROMPTS]
+    assert not engine._staged and not engine._releasing
+
+
+@pytest.mark.parametrize("longest", [HOLD_STEPS, HOLD_STEPS + 20])
+def test_completions_are_held_only_in_a_batchs_last_steps(engine, longest):
+    async def go():
+        short = asyncio.ensure_future(engine.generate(PROMPTS[0], SamplingParams(
+            temperature=0, max_new_tokens=1)))
+        long = asyncio.ensure_future(engine.generate(PROMPTS[1], SamplingParams(
+            temperature=0, max_new_tokens=longest)))
+        await short
+        return long.done(), len((await long).token_ids)
+
+    held, n = asyncio.run(go())
+    assert n == longest  # the random tiny model never says eos here (greedy)
+    assert held == (longest <= HOLD_STEPS)  # in the tail: handed back with the rest
 
 
 def test_greedy_top_k_and_stop_conditions(engine, tiny_model, tiny_tokenizer):
@@ -211,6 +243,12 @@ def test_request_and_sampling_validation(engine):
     with pytest.raises(SamplingParamsError, match="stop must hold non-empty strings"):
         SamplingParams(stop=("",))
     assert SamplingParams(stop_token_ids=[3, 4]).stop_token_ids == (3, 4)
+    base = SamplingParams(temperature=0.5, max_new_tokens=3, stop=("x",))
+    assert base.seeded(7) == base.replace(seed=7) and base.seeded(None) == base
+    assert hash(base.seeded(7)) == hash(base.replace(seed=7)) and base.seed is None
+    for bad in (-3, True, 1.0):
+        with pytest.raises(SamplingParamsError, match="seed must be None or an int >= 0"):
+            base.seeded(bad)
 
 
 def test_context_limit_finishes_with_length(engine):
