@@ -34,6 +34,10 @@ def test_rl_teaches_the_warmed_up_model_to_call_the_calculator(tmp_path):
     the numbers of one thread on all five seeds, in 104-125 s wall per run (161-200 s of CPU)
     on that machine: over the ~90 s asked, because the warm-up must first reach the point where
     the tool path copies (about 250 steps).
+    Session 7 (fused AdamW: other rounding, so other runs): the share rose by +0.49, +0.56,
+    +0.28, +0.29, +0.33 and training accuracy by +0.26, +0.34, +0.01, +0.24, +0.09. Both
+    thresholds hold on every seed; seed 2's accuracy rise is within noise of zero, so the
+    accuracy check is the one that may fail on another CPU (seed 0 here: +0.26).
     """
     summary = run_budget(tmp_path, seed=0)
     share_first, share_last = summary["tool/episodes_with_call"]
