@@ -47,9 +47,9 @@ import concurrent.futures
 import json
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from agents.chat import ChatRenderer
 from agents.engine import Engine, SamplingParams
@@ -61,6 +61,7 @@ from rlvr.data import EpisodeOutcome, Trajectory
 from rlvr.seeds import derived_seed
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 TOOL_CALL_END = "</tool_call>"
 
@@ -189,6 +190,21 @@ def group_specs(specs: Sequence[EpisodeSpec], group_size: int) -> list[EpisodeSp
     return out
 
 
+def run_quietly(coro: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(coro)`` with the result kept out of the finished task.
+
+    ``asyncio.run`` formats its main task (result and all) when it restores the SIGINT handler;
+    for a step's trajectories that costs milliseconds, so the result travels beside the task.
+    """
+    out: list[T] = []
+
+    async def main() -> None:
+        out.append(await coro)
+
+    asyncio.run(main())
+    return out[0]
+
+
 def turn_seed(base: int, episode: int, turn: int) -> int:
     """The sampling seed of ``turn`` of episode number ``episode`` in a run seeded ``base``."""
     return derived_seed(base, episode, turn, bits=63)
@@ -227,21 +243,13 @@ class EpisodeRunner:
         self, specs: Sequence[EpisodeSpec], *, group_size: int = 1, seed: int | None = None
     ) -> list[Trajectory]:
         """Synchronous ``arun`` (works inside a running event loop too, via a helper thread)."""
-        out: list[Trajectory] = []
-
-        async def play() -> None:
-            # Kept out of the task's result: asyncio.run formats the finished task (result and
-            # all) when it restores the SIGINT handler, which costs ms for a step's episodes.
-            out.extend(await self.arun(specs, group_size=group_size, seed=seed))
-
+        coro = self.arun(specs, group_size=group_size, seed=seed)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            asyncio.run(play())
-            return out
+            return run_quietly(coro)
         with concurrent.futures.ThreadPoolExecutor(1) as helper:
-            helper.submit(asyncio.run, play()).result()
-        return out
+            return helper.submit(run_quietly, coro).result()
 
     async def arun(
         self, specs: Sequence[EpisodeSpec], *, group_size: int = 1, seed: int | None = None

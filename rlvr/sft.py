@@ -13,6 +13,7 @@ needed at all) and the trainer saves the result as a HF directory the learner th
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import random
@@ -212,7 +213,7 @@ def _trained_logits(model: torch.nn.Module, batch: tuple[torch.Tensor, ...]
     cols = torch.nonzero(loss_mask.any(dim=0)).flatten()
     if not cols.numel():  # nothing trained: keep one column so the loss has a graph
         cols = torch.zeros(1, dtype=torch.long, device=input_ids.device)
-    if _keeps_logits(model):
+    if _keeps_logits(type(model)):
         logits = model(input_ids=input_ids, attention_mask=attention_mask,
                        logits_to_keep=cols).logits
     else:
@@ -220,11 +221,20 @@ def _trained_logits(model: torch.nn.Module, batch: tuple[torch.Tensor, ...]
     return logits, input_ids[:, cols + 1], loss_mask[:, cols]
 
 
-def _keeps_logits(model: torch.nn.Module) -> bool:
-    """Whether ``model``'s forward takes ``logits_to_keep`` (transformers' causal LMs do)."""
-    import inspect
+def _keeps_logits(model_class: type[torch.nn.Module]) -> bool:
+    """Whether ``model_class.forward`` takes ``logits_to_keep`` (transformers' causal LMs do).
 
-    return "logits_to_keep" in inspect.signature(model.forward).parameters
+    Read once per class (a signature costs more than the rest of the step's Python around it).
+    """
+    keeps = _KEEPS_LOGITS.get(model_class)
+    if keeps is None:
+        keeps = _KEEPS_LOGITS[model_class] = (
+            "logits_to_keep" in inspect.signature(model_class.forward).parameters
+        )
+    return keeps
+
+
+_KEEPS_LOGITS: dict[type[torch.nn.Module], bool] = {}
 
 
 def _device(model: torch.nn.Module) -> torch.device:

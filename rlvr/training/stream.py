@@ -69,19 +69,16 @@ class EpisodeStream:
         seed = self.config.trainer.seed
         where: list[int | None] = list(positions) if positions is not None else [None] * len(keys)
 
-        groups: list[list[Trajectory]] = []
+        from agents.runner import run_quietly
 
-        async def play_all() -> None:
-            # Kept out of the task's result: asyncio.run formats the finished task (result and
-            # all) when it restores the SIGINT handler, which costs ms for a step's episodes.
-            groups.extend(await asyncio.gather(*(
+        async def play_all() -> list[list[Trajectory]]:
+            return list(await asyncio.gather(*(
                 self.runner.arun([self._spec(k, p)], group_size=size,
                                  seed=derived_seed(seed, "sample", *k))
                 for k, p in zip(keys, where)
             )))
 
-        asyncio.run(play_all())
-        return groups
+        return run_quietly(play_all())
 
     def collect(self, step: int, position: int = 0) -> tuple[list[Trajectory], dict[str, float]]:
         """Play this rank's groups of ``step``.
