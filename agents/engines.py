@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -108,8 +108,10 @@ def build_transformers(request: EngineRequest) -> BuiltEngine:
     """The in-process transformers engine (shares weights when given a module)."""
     from agents.hf_engine import TransformersEngine
 
-    kwargs: dict[str, Any] = {"max_batch_size": request.max_batch_size,
-                              **dict(request.options or {})}
+    options = request.options
+    if is_dataclass(options) and not isinstance(options, type):
+        options = asdict(options)
+    kwargs: dict[str, Any] = {"max_batch_size": request.max_batch_size, **dict(options or {})}
     if request.module is not None:
         engine = TransformersEngine(request.module, request.tokenizer, **kwargs)
         shares = True

@@ -51,6 +51,7 @@ from torch import nn
 from agents.engine import Completion, FinishReason, SamplingParams, WeightsSource
 from agents.engine_forwards import ROOM, LeanForward, ModuleForward, left_pad
 from agents.errors import EngineClosedError, EngineError, RequestError, WeightUpdateError
+from agents.intra_op import use_intra_op_threads
 from agents.lean_decoder import lean_unsupported
 from agents.sampling import sample_rows
 
@@ -107,6 +108,9 @@ class TransformersEngine:
             Mistral; see ``lean_unsupported``): the same logits, less Python and no KV-cache
             concatenation per step. False: always the module's own forward. ``self.lean`` says
             which runs.
+        threads: intra-op threads of the forwards, set on the worker thread alone
+            (``agents.intra_op.use_intra_op_threads``; the caller's threads keep their count);
+            None keeps the process's.
     """
 
     def __init__(
@@ -118,11 +122,16 @@ class TransformersEngine:
         dtype: torch.dtype | None = None,
         max_batch_size: int = 32,
         lean: bool = True,
+        threads: int | None = None,
     ) -> None:
         if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int) or (
             max_batch_size < 1
         ):
             raise RequestError(f"max_batch_size must be an int >= 1; got {max_batch_size!r}")
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                    or threads < 1):
+            raise RequestError(f"threads must be None or an int >= 1; got {threads!r}")
+        self.threads = threads
         self.model: Any
         if isinstance(model, nn.Module):
             self.model = model
@@ -330,6 +339,9 @@ class TransformersEngine:
 
     # ------------------------------------------------------------------ worker thread
     def _worker(self) -> None:
+        if self.threads is not None and not use_intra_op_threads(self.threads):
+            logger.info("TransformersEngine: threads=%d ignored (torch's parallel backend is "
+                        "not OpenMP: one thread count for the whole process)", self.threads)
         batch: _Batch | None = None
         while True:
             with self._cond:

@@ -111,7 +111,7 @@ def main() -> None:
         "sft": str(args.sft), "rollouts": {n: len(rs) for n, rs in rows.items()},
         "episodes": episodes, "medians_s": medians, "machine": platform.processor(),
     }, indent=2) + "\n")
-    print(f"wrote {args.out.relative_to(REPO)}")
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from agents.engines import ENGINES
+from agents.hf_options import TransformersOptions
 from agents.runner import RunnerConfig
 from agents.sglang.options import SGLangOptions
 from rlvr.config_checks import Checked, bounded, check_choice, check_fields
@@ -302,6 +303,9 @@ class RolloutConfig:
             sample fresh tasks to refill, DAPO style.
         max_refill_rounds: the most extra sampling rounds per step for ``dynamic_sampling``;
             after that the batch is topped up with dropped groups, so its size stays fixed.
+        transformers: the transformers engine's options (``agents.hf_options.TransformersOptions``):
+            ``threads`` (intra-op threads of its forwards, on its own thread; null keeps
+            ``trainer.threads``), ``lean``.
         sglang: the SGLang engine's options (``agents.sglang.SGLangOptions``): ``url`` to
             attach to (null launches a server on the policy), ``weight_sync`` (``distributed``
             or ``disk``), ``bucket_mb``, ``python`` (the server's venv), ``launch_args``, ...
@@ -316,6 +320,7 @@ class RolloutConfig:
     runner: RunnerConfig = field(default_factory=RunnerConfig)
     dynamic_sampling: bool = False
     max_refill_rounds: int = bounded(3, ge=0)
+    transformers: TransformersOptions = field(default_factory=TransformersOptions)
     sglang: SGLangOptions = field(default_factory=SGLangOptions)
     max_logprob_diff: float | None = None
 
