@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import logging
 import threading
@@ -56,6 +57,7 @@ from agents.engine import Engine, SamplingParams
 from agents.env_calls import EnvCalls
 from agents.episode import EpisodeRecord, jsonable
 from agents.errors import AgentError, EngineAbortedError, EnvContractError, RunnerConfigError
+from agents.opening import OpenAheadJob, Opening
 from envs.base import Message, TextEnv
 from rlvr.data import EpisodeOutcome, Trajectory
 from rlvr.seeds import derived_seed
@@ -237,6 +239,8 @@ class EpisodeRunner:
         self._idle_envs: dict[str, list[Any]] = {}
         self._idle_lock = threading.Lock()
         self._sampling_memo: dict[tuple[int, bool], SamplingParams] = {}
+        self._opener: concurrent.futures.ThreadPoolExecutor | None = None
+        self._openings: list[Opening] = []
 
     # ------------------------------------------------------------------ public API
     def run(
@@ -252,7 +256,8 @@ class EpisodeRunner:
             return helper.submit(run_quietly, coro).result()
 
     async def arun(
-        self, specs: Sequence[EpisodeSpec], *, group_size: int = 1, seed: int | None = None
+        self, specs: Sequence[EpisodeSpec], *, group_size: int = 1, seed: int | None = None,
+        opened: Opening | None = None,
     ) -> list[Trajectory]:
         """Play every spec (``group_size`` times each) concurrently.
 
@@ -262,21 +267,23 @@ class EpisodeRunner:
             seed: base sampling seed for this run (default ``config.seed``); a trainer passes a
                 different one per step. Episode ``i``'s turn ``t`` samples with
                 ``turn_seed(seed, i, t)``, so a run is reproducible.
+            opened: these episodes' openings from ``open_ahead`` (same specs and group size):
+                the run starts at their first turn.
 
         Returns:
             One ``Trajectory`` per episode, in order (task-major when grouped).
+
+        Raises:
+            RunnerConfigError: ``opened`` was made for other specs, or was used before.
         """
-        if group_size != 1 or any(s.group_id is None for s in specs):
-            specs = group_specs(specs, group_size)
+        grouped, keys = self._plan(specs, group_size)
         base = self.config.seed if seed is None else seed
-        keys: dict[tuple[str | None, int], str | None] = {}  # a group's specs share env_kwargs
-        for s in specs:
-            ident = (s.env_id, id(s.env_kwargs))
-            if ident not in keys:
-                keys[ident] = self._reuse_key(s)
+        states: list[_EpisodeState | None] = [None] * len(grouped)
+        if opened is not None:
+            states = list(await self._take_opening(opened, specs, group_size))
         tasks = [
-            asyncio.ensure_future(self._play(i, s, base, keys[s.env_id, id(s.env_kwargs)]))
-            for i, s in enumerate(specs)
+            asyncio.ensure_future(self._play(i, s, base, k, st))
+            for i, (s, k, st) in enumerate(zip(grouped, keys, states))
         ]
         try:
             return list(await asyncio.gather(*tasks))
@@ -285,28 +292,171 @@ class EpisodeRunner:
                 task.cancel()
             raise
 
+    def open_ahead(self, runs: Sequence[tuple[Sequence[EpisodeSpec], int]]) -> list[Opening]:
+        """Open the episodes of coming ``arun`` calls now, on a background thread.
+
+        Each episode's opening (make or take an idle env, ``reset``, render the prompt) does not
+        depend on the policy, so a trainer opens the next step's episodes while this step
+        trains: their Python then runs beside the update's compute (on the second core) instead
+        of in front of the next rollout (``agents.opening``). The episodes are the same as
+        without: ``arun(specs, group_size=g, opened=o)`` plays them from their first turn.
+
+        Args:
+            runs: ``(specs, group_size)`` of each coming ``arun``.
+
+        Returns:
+            One ``Opening`` per run, in order; each is used once by ``arun``, or handed back
+            with ``discard``. ``close`` releases the envs of openings never used.
+        """
+        plans = [self._plan(specs, g) for specs, g in runs]
+        job = OpenAheadJob([[None] * len(grouped) for grouped, _ in plans])
+        if self._opener is None:
+            self._opener = concurrent.futures.ThreadPoolExecutor(1, "open-ahead")
+        openings = [Opening(tuple(specs), g, job, j) for j, (specs, g) in enumerate(runs)]
+        with self._idle_lock:
+            self._openings.extend(openings)
+        self._opener.submit(self._open_all_now, plans, job)
+        return openings
+
+    def discard(self, openings: Sequence[Opening]) -> None:
+        """Hand back openings that will not be played: their envs go idle or are closed."""
+        for opening in openings:
+            if self._claim(opening):
+                self._release_now(self._settled_states(opening), keep=True)
+
     def close(self) -> None:
-        """Close the idle envs and shut the env thread pool down.
+        """Release unused openings, close the idle envs and shut the env threads down.
 
         Threads stuck in timed-out env calls are abandoned.
         """
+        with self._idle_lock:
+            unused, self._openings = self._openings, []
+        for opening in unused:
+            opening.used = True
+            self._release_now(self._settled_states(opening), keep=False)
+        if self._opener is not None:
+            self._opener.shutdown(wait=False, cancel_futures=True)
+            self._opener = None
         with self._idle_lock:
             idle, self._idle_envs = self._idle_envs, {}
         for env in (e for envs in idle.values() for e in envs):
             _close_quietly(env)
         self._env_calls.close()
 
+    # ------------------------------------------------------------------ openings
+    def _plan(self, specs: Sequence[EpisodeSpec], group_size: int
+              ) -> tuple[list[EpisodeSpec], list[str | None]]:
+        """The episodes of a run (grouped) and each one's idle-env pool key."""
+        if group_size != 1 or any(s.group_id is None for s in specs):
+            specs = group_specs(specs, group_size)
+        keys: dict[tuple[str | None, int], str | None] = {}  # a group's specs share env_kwargs
+        for s in specs:
+            ident = (s.env_id, id(s.env_kwargs))
+            if ident not in keys:
+                keys[ident] = self._reuse_key(s)
+        return list(specs), [keys[s.env_id, id(s.env_kwargs)] for s in specs]
+
+    def _claim(self, opening: Opening) -> bool:
+        """Mark ``opening`` used; False when it already was."""
+        with self._idle_lock:
+            if opening.used:
+                return False
+            opening.used = True
+            if opening in self._openings:
+                self._openings.remove(opening)
+            return True
+
+    async def _take_opening(self, opening: Opening, specs: Sequence[EpisodeSpec],
+                            group_size: int) -> list[_EpisodeState | None]:
+        """This run's opened states (None: left for the run to open), once the job has them.
+
+        Waits at most ``env_step_timeout_s``; then the job is stopped and the episode stuck in
+        its call fails with ``TimeoutError`` (see ``agents.opening``).
+        """
+        same = opening.group_size == group_size and len(opening.specs) == len(specs) and all(
+            a is b or a == b for a, b in zip(opening.specs, specs))
+        if not self._claim(opening):
+            raise RunnerConfigError("this Opening was already used (or discarded)")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(opening.job.settled)),
+                                   self.config.env_step_timeout_s)
+        opening.job.stop_unless_done()
+        row, stuck = opening.taken()
+        if not same:
+            self._release_now(row, keep=True)
+            raise RunnerConfigError("arun(opened=...) was given an Opening made for other specs "
+                                    "or another group_size")
+        errors = [s for s in row if isinstance(s, BaseException)]
+        if errors:  # an agent error while opening stops the run, as it would in arun
+            self._release_now(row, keep=True)
+            raise errors[0]
+        if stuck is not None:
+            grouped, keys = self._plan(specs, group_size)
+            state = _EpisodeState(spec=grouped[stuck], env_id=grouped[stuck].env_id or "",
+                                  reuse_key=keys[stuck])
+            self._fail(stuck, state, TimeoutError(
+                f"reset took longer than env_step_timeout_s={self.config.env_step_timeout_s}"))
+            row[stuck] = state
+        return row
+
+    def _settled_states(self, opening: Opening) -> list[Any]:
+        """``opening``'s states once its job has them (stopping it after the timeout)."""
+        with contextlib.suppress(concurrent.futures.TimeoutError):
+            opening.job.settled.result(self.config.env_step_timeout_s)
+        opening.job.stop_unless_done()
+        return opening.taken()[0]
+
+    def _open_all_now(self, plans: list[tuple[list[EpisodeSpec], list[str | None]]],
+                      job: OpenAheadJob) -> None:
+        """The job's background thread: open its episodes one by one, until done or stopped."""
+        try:
+            for run, (grouped, keys) in enumerate(plans):
+                for i, (spec, key) in enumerate(zip(grouped, keys)):
+                    with job.lock:
+                        if job.stopped:
+                            return
+                        job.current = (run, i)
+                    out: _EpisodeState | BaseException
+                    try:
+                        out = self._open_now(i, spec, key)
+                    except BaseException as exc:  # an agent error: raised in the run
+                        out = exc
+                    with job.lock:
+                        job.current = None
+                        stored = not job.stopped
+                        if stored:
+                            job.states[run][i] = out
+                    if not stored:  # its run gave up waiting and opens the rest itself
+                        self._release_now([out], keep=False)
+                        return
+        finally:
+            with job.lock:
+                job.current = None
+                job.settle()
+
+    def _release_now(self, states: Sequence[Any], keep: bool) -> None:
+        """Keep opened envs idle (``keep``) or close them, from any thread, without a loop."""
+        for state in states:
+            if not isinstance(state, _EpisodeState) or state.env is None:
+                continue
+            if keep and state.exc is None and self._give_idle(state.reuse_key, state.env):
+                continue
+            if not isinstance(state.exc, TimeoutError):
+                _close_quietly(state.env)
+
     # ------------------------------------------------------------------ one episode
     async def _env_call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on an env thread (batched with this loop iteration's other calls)."""
         return await self._env_calls.call(fn, *args)
 
-    async def _play(
-        self, index: int, spec: EpisodeSpec, base_seed: int | None, key: str | None
-    ) -> Trajectory:
-        state = _EpisodeState(spec=spec, env_id=spec.env_id or "")
-        state.reuse_key = key
-        state.env = self._take_idle(key)
+    async def _open(self, index: int, spec: EpisodeSpec, key: str | None) -> _EpisodeState:
+        """Make (or take an idle) env, reset it and render the prompt: the episode's opening.
+
+        The env calls run on an env thread. An env error (or a broken TextEnv contract) fails
+        the episode (``state.exc``); any other exception stops the run.
+        """
+        state = _EpisodeState(spec=spec, env_id=spec.env_id or "", reuse_key=key,
+                              env=self._take_idle(key))
 
         def make_and_reset() -> Any:
             if state.env is None:
@@ -314,36 +464,74 @@ class EpisodeRunner:
             return state.env.reset(seed=spec.seed, options=spec.options)
 
         try:
-            messages, info = await self._env_call(make_and_reset)
-            if not spec.env_id:
-                env_spec = getattr(state.env, "spec", None)
-                state.env_id = getattr(env_spec, "id", None) or type(state.env).__name__
-            state.task_id = str(info.get("task_id", ""))
-            state.tools = info.get("tools") or None
-            state.messages = [dict(m) for m in messages]
-            state.record = EpisodeRecord(
-                self.renderer.prompt_ids(messages, state.tools),
-                keep_contexts=self.config.check_token_exact,
-            )
-            state.finish_reason = await self._turns(index, state, base_seed)
-            state.reusable = key is not None
+            self._opened(state, *await self._env_call(make_and_reset))
+        except Exception as exc:
+            if not (isinstance(exc, EnvContractError) or _raised_by_env(exc)):
+                await self._release(state)
+                raise
+            self._fail(index, state, exc)
+        return state
+
+    def _open_now(self, index: int, spec: EpisodeSpec, key: str | None) -> _EpisodeState:
+        """``_open`` in the calling thread (``open_ahead``'s): no loop, no env thread."""
+        state = _EpisodeState(spec=spec, env_id=spec.env_id or "", reuse_key=key,
+                              env=self._take_idle(key))
+        try:
+            if state.env is None:
+                state.env = spec.make_env()
+            self._opened(state, *state.env.reset(seed=spec.seed, options=spec.options))
+        except Exception as exc:
+            if not (isinstance(exc, EnvContractError) or _raised_by_env(exc)):
+                self._release_now([state], keep=False)
+                raise
+            self._fail(index, state, exc)
+        return state
+
+    def _opened(self, state: _EpisodeState, messages: Sequence[Message], info: dict[str, Any]
+                ) -> None:
+        """Fill ``state`` from the env's ``reset``: task, tools, messages, the prompt's tokens."""
+        if not state.spec.env_id:
+            env_spec = getattr(state.env, "spec", None)
+            state.env_id = getattr(env_spec, "id", None) or type(state.env).__name__
+        state.task_id = str(info.get("task_id", ""))
+        state.tools = info.get("tools") or None
+        state.messages = [dict(m) for m in messages]
+        state.record = EpisodeRecord(self.renderer.prompt_ids(messages, state.tools),
+                                     keep_contexts=self.config.check_token_exact)
+
+    async def _play(
+        self, index: int, spec: EpisodeSpec, base_seed: int | None, key: str | None,
+        opened: _EpisodeState | None = None,
+    ) -> Trajectory:
+        state = opened if opened is not None else await self._open(index, spec, key)
+        try:
+            if state.exc is None:
+                state.finish_reason = await self._turns(index, state, base_seed)
+                state.reusable = key is not None
         except Exception as exc:
             if isinstance(exc, EnvContractError) or _raised_by_env(exc):
-                state.fail(exc)
-                logger.warning(
-                    "episode %d (env %s, task %s) ended with an error: %r",
-                    index, state.env_id, state.task_id or "?", exc,
-                )
+                self._fail(index, state, exc)
             else:
                 raise
         finally:
-            kept = state.reusable and self._give_idle(key, state.env)
-            if not kept and state.env is not None and not state.closed \
-                    and not isinstance(state.exc, TimeoutError):
-                await self._close_env(state.env)
+            await self._release(state)
         if state.record is not None and self.config.check_token_exact:
             state.record.check()
         return state.to_trajectory(self._pad_id)
+
+    def _fail(self, index: int, state: _EpisodeState, exc: BaseException) -> None:
+        """End ``state``'s episode with an error (logged with its task)."""
+        state.fail(exc)
+        logger.warning("episode %d (env %s, task %s) ended with an error: %r",
+                       index, state.env_id, state.task_id or "?", exc)
+
+    async def _release(self, state: _EpisodeState) -> None:
+        """Keep the episode's env for reuse, or close it (not one stuck in a timed-out call)."""
+        kept = state.reusable and self._give_idle(state.reuse_key, state.env)
+        if not kept and state.env is not None and not state.closed \
+                and not isinstance(state.exc, TimeoutError):
+            state.closed = True
+            await self._close_env(state.env)
 
     async def _turns(self, index: int, state: _EpisodeState, base_seed: int | None) -> str:
         """Play turns until the episode ends; returns the finish reason."""

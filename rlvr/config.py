@@ -303,6 +303,10 @@ class RolloutConfig:
             sample fresh tasks to refill, DAPO style.
         max_refill_rounds: the most extra sampling rounds per step for ``dynamic_sampling``;
             after that the batch is topped up with dropped groups, so its size stays fixed.
+        open_ahead: open the next step's episodes (make or reuse the env, ``reset``, render the
+            prompt) on a background thread while this step trains (``EpisodeRunner.open_ahead``):
+            the same episodes, their Python beside the update's compute instead of in front of
+            the next rollout. Envs are then reset one update early; false keeps them in step.
         transformers: the transformers engine's options (``agents.hf_options.TransformersOptions``):
             ``threads`` (intra-op threads of its forwards, on its own thread; null keeps
             ``trainer.threads``), ``lean``.
@@ -320,6 +324,7 @@ class RolloutConfig:
     runner: RunnerConfig = field(default_factory=RunnerConfig)
     dynamic_sampling: bool = False
     max_refill_rounds: int = bounded(3, ge=0)
+    open_ahead: bool = True
     transformers: TransformersOptions = field(default_factory=TransformersOptions)
     sglang: SGLangOptions = field(default_factory=SGLangOptions)
     max_logprob_diff: float | None = None

@@ -250,6 +250,9 @@ class Trainer:
             with timer("rollout"), self.engine_weights():          # stage A
                 trajs, metrics = self.stream.collect(step, self.state.tasks_drawn)
                 self.release_engine_memory()
+            if cfg.rollout.open_ahead and step < cfg.trainer.steps:  # beside stages B and C
+                self.stream.open_ahead(step + 1,
+                                       self.state.tasks_drawn + cfg.rollout.prompts_per_step)
             with timer("prepare"):                                   # stage B
                 batch = RolloutBatch.from_trajectories(trajs, self.pad_id).to(self.dist.device)
                 metrics |= self.prepare(batch)

@@ -50,6 +50,7 @@ class EpisodeStream:
                 f"the number of ranks ({world_size})"
             )
         self.groups_per_rank = rollout.prompts_per_step // world_size
+        self._ahead: tuple[int, int, list[Any]] | None = None  # (step, position, openings)
 
     def _spec(self, key: tuple[object, ...], position: int | None) -> Any:
         from agents.runner import EpisodeSpec
@@ -62,23 +63,55 @@ class EpisodeStream:
                            seed=derived_seed(self.config.trainer.seed, "task", *key),
                            options=options, group_id="/".join(map(str, key)))
 
-    def _play(self, keys: list[tuple[object, ...]],
-              positions: list[int] | None = None) -> list[list[Trajectory]]:
-        """Play one group per key (at its task position, if given), concurrently."""
+    def _play(self, keys: list[tuple[object, ...]], positions: list[int] | None = None,
+              openings: Sequence[Any] | None = None) -> list[list[Trajectory]]:
+        """Play one group per key (at its task position, if given), concurrently.
+
+        ``openings``: the groups' ``Opening``s from ``open_ahead`` (same keys and positions).
+        """
         size = self.config.rollout.group_size
         seed = self.config.trainer.seed
-        where: list[int | None] = list(positions) if positions is not None else [None] * len(keys)
+        specs = self._specs(keys, positions)
+        ahead: list[Any] = list(openings) if openings is not None else [None] * len(keys)
 
         from agents.runner import run_quietly
 
         async def play_all() -> list[list[Trajectory]]:
             return list(await asyncio.gather(*(
-                self.runner.arun([self._spec(k, p)], group_size=size,
-                                 seed=derived_seed(seed, "sample", *k))
-                for k, p in zip(keys, where)
+                self.runner.arun([spec], group_size=size, seed=derived_seed(seed, "sample", *k),
+                                 opened=o)
+                for k, spec, o in zip(keys, specs, ahead)
             )))
 
         return run_quietly(play_all())
+
+    def _specs(self, keys: list[tuple[object, ...]], positions: list[int] | None) -> list[Any]:
+        where: list[int | None] = list(positions) if positions is not None else [None] * len(keys)
+        return [self._spec(k, p) for k, p in zip(keys, where)]
+
+    def _first_round(self, step: int, position: int) -> tuple[list[tuple[object, ...]], list[int]]:
+        """The keys and task positions of this rank's groups of ``step``."""
+        n = self.groups_per_rank
+        first = self.rank * n
+        return [(step, first + j) for j in range(n)], [position + first + j for j in range(n)]
+
+    def open_ahead(self, step: int, position: int) -> None:
+        """Open ``step``'s episodes now, in the background (``EpisodeRunner.open_ahead``).
+
+        The next ``collect(step, position)`` plays them; a ``collect`` of another step or
+        position hands them back unplayed. Dynamic sampling's refills are opened when needed.
+        """
+        self.discard_ahead()
+        keys, positions = self._first_round(step, position)
+        size = self.config.rollout.group_size
+        openings = self.runner.open_ahead([([spec], size) for spec in self._specs(keys, positions)])
+        self._ahead = (step, position, openings)
+
+    def discard_ahead(self) -> None:
+        """Hand back episodes opened ahead and not played."""
+        if self._ahead is not None:
+            self.runner.discard(self._ahead[2])
+            self._ahead = None
 
     def collect(self, step: int, position: int = 0) -> tuple[list[Trajectory], dict[str, float]]:
         """Play this rank's groups of ``step``.
@@ -95,9 +128,12 @@ class EpisodeStream:
             ``rollout/kept_group_frac`` with dynamic sampling.
         """
         n = self.groups_per_rank
-        first = self.rank * n
-        groups = self._play([(step, first + j) for j in range(n)],
-                            [position + first + j for j in range(n)])
+        keys, positions = self._first_round(step, position)
+        openings = None
+        if self._ahead is not None and self._ahead[:2] == (step, position):
+            openings, self._ahead = self._ahead[2], None
+        self.discard_ahead()
+        groups = self._play(keys, positions, openings)
         progress: dict[str, float] = {}
         if self.order is not None:
             end = position + self.config.rollout.prompts_per_step
