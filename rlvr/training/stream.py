@@ -27,7 +27,8 @@ class EpisodeStream:
     ``order.task_index(p + j)`` (``reset(options={"task_index": ...})``), resets its env with
     seed ``derived_seed(seed, "task", s, j)`` and samples with ``derived_seed(seed, "sample", s,
     j)``, whatever the rank that plays it. Without ``num_tasks`` the env picks the task from
-    the reset seed.
+    the reset seed. ``open_ahead(step, position)`` opens a step's first-round episodes early
+    (the trainer calls it beside the update); its ``collect`` then plays them, the same episodes.
 
     Args:
         runner: an ``agents.EpisodeRunner`` on this rank's engine.
