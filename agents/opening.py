@@ -60,6 +60,7 @@ class Opening:
         group_size: its group size.
         job: the background work that opens them.
         slot: this run's index in ``job.states``.
+        plan: the run's episodes (grouped specs) and their idle-env pool keys.
         used: played by ``arun`` or handed back (``discard``, ``close``).
     """
 
@@ -67,6 +68,7 @@ class Opening:
     group_size: int
     job: OpenAheadJob
     slot: int
+    plan: tuple[list[Any], list[str | None]]
     used: bool = False
 
     def taken(self) -> tuple[list[Any], int | None]:

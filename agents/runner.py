@@ -276,11 +276,13 @@ class EpisodeRunner:
         Raises:
             RunnerConfigError: ``opened`` was made for other specs, or was used before.
         """
-        grouped, keys = self._plan(specs, group_size)
         base = self.config.seed if seed is None else seed
-        states: list[_EpisodeState | None] = [None] * len(grouped)
-        if opened is not None:
+        if opened is not None:  # its plan was made for these specs (checked)
             states = list(await self._take_opening(opened, specs, group_size))
+            grouped, keys = opened.plan
+        else:
+            grouped, keys = self._plan(specs, group_size)
+            states = [None] * len(grouped)
         tasks = [
             asyncio.ensure_future(self._play(i, s, base, k, st))
             for i, (s, k, st) in enumerate(zip(grouped, keys, states))
@@ -312,7 +314,8 @@ class EpisodeRunner:
         job = OpenAheadJob([[None] * len(grouped) for grouped, _ in plans])
         if self._opener is None:
             self._opener = concurrent.futures.ThreadPoolExecutor(1, "open-ahead")
-        openings = [Opening(tuple(specs), g, job, j) for j, (specs, g) in enumerate(runs)]
+        openings = [Opening(tuple(specs), g, job, j, plan)
+                    for j, ((specs, g), plan) in enumerate(zip(runs, plans))]
         with self._idle_lock:
             self._openings.extend(openings)
         self._opener.submit(self._open_all_now, plans, job)
@@ -391,7 +394,7 @@ class EpisodeRunner:
             self._release_now(row, keep=True)
             raise errors[0]
         if stuck is not None:
-            grouped, keys = self._plan(specs, group_size)
+            grouped, keys = opening.plan
             state = _EpisodeState(spec=grouped[stuck], env_id=grouped[stuck].env_id or "",
                                   reuse_key=keys[stuck])
             self._fail(stuck, state, TimeoutError(
