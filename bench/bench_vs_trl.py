@@ -68,12 +68,28 @@ def run_rlvr(sft: Path, out: Path, seed: int, steps: int, extra: list[str]) -> d
         "clipped_step_frac": sum(m.get("actor/grad_norm", 0.0) > config.actor.optim.grad_clip
                                  for m in hist) / max(len(hist), 1),
         "pg_clipfrac": per_step("actor/pg_clipfrac"),
+        **learning_curve([m.get("reward/mean", 0.0) for m in hist],
+                         [m.get("response/clip_ratio", 0.0) for m in hist]),
         "model": str(result.export_dir),
     }
 
 
+def learning_curve(rewards: list[float], cut: list[float], window: int = 15) -> dict[str, float]:
+    """Training reward over the first and last ``window`` steps, and the share of cut completions.
+
+    A completion is cut when it reached the token budget without ending its turn (rlvr: finish
+    reason "length", scored 0 without asking the env; TRL: ``completions/clipped_ratio``, scored
+    by the reward function like any other completion).
+    """
+    def avg(xs: list[float]) -> float:
+        return sum(xs) / max(len(xs), 1)
+
+    return {"reward_first": avg(rewards[:window]), "reward_last": avg(rewards[-window:]),
+            "cut_first": avg(cut[:window]), "cut_mean": avg(cut)}
+
+
 # ---------------------------------------------------------------------------- TRL arm
-class _TaskReward:
+class TaskReward:
     """TRL reward function: the quickstart env's own verifier on each completion."""
 
     __name__ = "math_env_reward"
@@ -108,7 +124,7 @@ def train_dataset(env_id: str, kwargs: dict[str, Any], n: int) -> Any:
 
 
 def run_trl(sft: Path, out: Path, seed: int, steps: int, threads: int) -> dict[str, Any]:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
     cfg = quickstart([])
@@ -144,10 +160,11 @@ def run_trl(sft: Path, out: Path, seed: int, steps: int, threads: int) -> dict[s
             report_to="none", logging_steps=1, disable_tqdm=True, dataloader_num_workers=0,
         )
         trainer = GRPOTrainer(
-            model=model, reward_funcs=[_TaskReward(cfg.env.id, env_kwargs)], args=args,
+            model=model, reward_funcs=[TaskReward(cfg.env.id, env_kwargs)], args=args,
             train_dataset=train_dataset(cfg.env.id, env_kwargs, n_tasks),
             processing_class=tokenizer,
         )
+        trainer.remove_callback(PrinterCallback)  # its per-step dicts would flood the table
         start = time.perf_counter()
         trainer.train()
         seconds = time.perf_counter() - start
@@ -156,6 +173,8 @@ def run_trl(sft: Path, out: Path, seed: int, steps: int, threads: int) -> dict[s
         tokenizer.save_pretrained(export)
         logs = [r for r in trainer.state.log_history if "loss" in r]
         clipped = [r.get("grad_norm", 0.0) > args.max_grad_norm for r in logs]
+        curve = learning_curve([r.get("reward", 0.0) for r in logs],
+                               [r.get("completions/clipped_ratio", 0.0) for r in logs])
     finally:
         torch.set_num_threads(before)
     return {
@@ -163,6 +182,7 @@ def run_trl(sft: Path, out: Path, seed: int, steps: int, threads: int) -> dict[s
         "rollout_s_per_step": gen_seconds[0] / steps,
         "update_s_per_step": (seconds - gen_seconds[0]) / steps,
         "clipped_step_frac": sum(clipped) / max(len(clipped), 1),
+        **curve,
         "model": str(export),
     }
 
@@ -210,7 +230,10 @@ def main() -> None:
             row["gain_points"] = 100 * (row["final_accuracy"] - base_acc)
             rows[arm].append(row)
             print(f"[bench] {arm} seed {seed}: {row['rl_seconds']:.1f} s, gain "
-                  f"{row['gain_points']:+.1f} points (load {load:.1f})", flush=True)
+                  f"{row['gain_points']:+.1f} points, train reward {row['reward_first']:.2f} -> "
+                  f"{row['reward_last']:.2f}, cut {100 * row['cut_first']:.0f}% -> "
+                  f"{100 * row['cut_mean']:.0f}% (first 15 steps, all) (load {load:.1f})",
+                  flush=True)
     report(rows, base_acc, ns)
 
 
