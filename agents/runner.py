@@ -49,147 +49,23 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from agents.chat import ChatRenderer
 from agents.engine import Engine, SamplingParams
 from agents.env_calls import EnvCalls
-from agents.episode import EpisodeRecord, jsonable
-from agents.errors import AgentError, EngineAbortedError, EnvContractError, RunnerConfigError
+from agents.episode import EpisodeRecord
+from agents.episode_state import EpisodeState, close_quietly, raised_by_env, step_and_close
+from agents.errors import EngineAbortedError, EnvContractError, RunnerConfigError
 from agents.opening import OpenAheadJob, Opening
-from envs.base import Message, TextEnv
-from rlvr.data import EpisodeOutcome, Trajectory
-from rlvr.seeds import derived_seed
+from agents.runner_config import EpisodeSpec, RunnerConfig, group_specs, turn_seed
+from envs.base import Message
+from rlvr.data import Trajectory
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 TOOL_CALL_END = "</tool_call>"
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunnerConfig:
-    """Limits and checks of the episode runner (validated on construction).
-
-    Attributes:
-        max_turns: model turns per episode (``>= 1``).
-        max_tokens_per_turn: the most tokens the model may generate in one turn (``>= 1``).
-        max_response_tokens: the most response tokens (model AND env) per episode (``>= 1``).
-        env_step_timeout_s: wall-clock limit of one env call (make and reset together, a step,
-            the last step and the close together), ``> 0``. The thread running a timed-out call
-            cannot be killed; envs should enforce their own limits (sandboxes do), this is the
-            backstop.
-        env_workers: threads running env calls (``>= 1``).
-        reuse_envs: keep up to this many idle envs per (env id, kwargs) and reset them for later
-            episodes instead of making a fresh env each time, as gymnasium's vector envs do
-            (``reset`` must fully reset the env); only envs made from an ``env_id`` whose episode
-            ended without an error are kept. 0 = a fresh env per episode. Making an env costs
-            more than playing a one-turn math episode.
-        check_token_exact: verify every episode with ``EpisodeRecord.check`` (on in tests;
-            costs one copy of each turn's context).
-        stop_at_tool_call: when the env offers tools, also stop generation at the end of a tool
-            call (the ``</tool_call>`` token, or the string if it is several tokens), so the env
-            runs the call before the model goes on.
-        sampling: temperature, top_p, top_k and extra stops; its ``max_new_tokens`` and ``seed``
-            are replaced per turn (the turn budget and the derived seed).
-        seed: base of the per-turn sampling seeds (see ``turn_seed``); None = unseeded.
-    """
-
-    max_turns: int = 4
-    max_tokens_per_turn: int = 256
-    max_response_tokens: int = 1024
-    env_step_timeout_s: float = 60.0
-    env_workers: int = 8
-    reuse_envs: int = 0
-    check_token_exact: bool = False
-    stop_at_tool_call: bool = True
-    sampling: SamplingParams = field(default_factory=SamplingParams)
-    seed: int | None = 0
-
-    def __post_init__(self) -> None:
-        """Validate every field (``RunnerConfigError`` names the field)."""
-        for name in ("max_turns", "max_tokens_per_turn", "max_response_tokens", "env_workers"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise RunnerConfigError(f"RunnerConfig.{name} must be an int >= 1; got {value!r}")
-        if isinstance(self.reuse_envs, bool) or not isinstance(self.reuse_envs, int) or (
-            self.reuse_envs < 0
-        ):
-            raise RunnerConfigError(
-                f"RunnerConfig.reuse_envs must be an int >= 0; got {self.reuse_envs!r}"
-            )
-        if not (isinstance(self.env_step_timeout_s, int | float) and self.env_step_timeout_s > 0):
-            raise RunnerConfigError(
-                f"RunnerConfig.env_step_timeout_s must be > 0; got {self.env_step_timeout_s!r}"
-            )
-        if not isinstance(self.sampling, SamplingParams):
-            raise RunnerConfigError(
-                "RunnerConfig.sampling must be a SamplingParams; got "
-                f"{type(self.sampling).__name__}"
-            )
-        if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
-            raise RunnerConfigError(f"RunnerConfig.seed must be None or an int >= 0; got "
-                                    f"{self.seed!r}")
-
-
-@dataclass(frozen=True, kw_only=True)
-class EpisodeSpec:
-    """One episode to play.
-
-    Attributes:
-        env_id: a registered gymnasium id (e.g. "rlvr/Math-v0"); exclusive with ``env_factory``.
-        env_kwargs: keyword arguments for ``make(env_id, ...)``.
-        env_factory: a zero-argument callable returning a fresh ``TextEnv``.
-        seed: the ``reset`` seed (picks the task in most envs).
-        options: the ``reset`` options.
-        group_id: episodes of the same task in one step share it (GRPO's uid); ``group_specs``
-            and ``run(..., group_size=G)`` fill it with the task's index when None.
-    """
-
-    env_id: str | None = None
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-    env_factory: Callable[[], TextEnv] | None = None
-    seed: int | None = None
-    options: dict[str, Any] | None = None
-    group_id: Any = None
-
-    def __post_init__(self) -> None:
-        """Require exactly one of ``env_id`` and ``env_factory``."""
-        if (self.env_id is None) == (self.env_factory is None):
-            raise RunnerConfigError(
-                "EpisodeSpec needs exactly one of env_id (a registered id) and env_factory; got "
-                f"env_id={self.env_id!r}, env_factory={self.env_factory!r}"
-            )
-        if self.env_factory is not None and self.env_kwargs:
-            raise RunnerConfigError("EpisodeSpec.env_kwargs only applies with env_id")
-
-    def make_env(self) -> Any:
-        """A fresh env for this spec (``envs.make``/``gymnasium.make`` or the factory)."""
-        if self.env_factory is not None:
-            return self.env_factory()
-        import gymnasium
-
-        import envs
-
-        make: Callable[..., Any] = getattr(envs, "make", None) or gymnasium.make
-        return make(self.env_id, **self.env_kwargs)
-
-
-def group_specs(specs: Sequence[EpisodeSpec], group_size: int) -> list[EpisodeSpec]:
-    """Each spec repeated ``group_size`` times in a row (task-major), sharing a group id.
-
-    A spec without ``group_id`` gets its index in ``specs``.
-    """
-    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
-        raise RunnerConfigError(f"group_size must be an int >= 1; got {group_size!r}")
-    out: list[EpisodeSpec] = []
-    for i, spec in enumerate(specs):
-        # Specs are frozen: the episodes of a group can share one (a copy each cost more than a
-        # one-turn episode's own bookkeeping).
-        member = spec if spec.group_id is not None else replace(spec, group_id=i)
-        out.extend([member] * group_size)
-    return out
 
 
 def run_quietly(coro: Coroutine[Any, Any, T]) -> T:
@@ -205,11 +81,6 @@ def run_quietly(coro: Coroutine[Any, Any, T]) -> T:
 
     asyncio.run(main())
     return out[0]
-
-
-def turn_seed(base: int, episode: int, turn: int) -> int:
-    """The sampling seed of ``turn`` of episode number ``episode`` in a run seeded ``base``."""
-    return derived_seed(base, episode, turn, bits=63)
 
 
 class EpisodeRunner:
@@ -343,7 +214,7 @@ class EpisodeRunner:
         with self._idle_lock:
             idle, self._idle_envs = self._idle_envs, {}
         for env in (e for envs in idle.values() for e in envs):
-            _close_quietly(env)
+            close_quietly(env)
         self._env_calls.close()
 
     # ------------------------------------------------------------------ openings
@@ -370,7 +241,7 @@ class EpisodeRunner:
             return True
 
     async def _take_opening(self, opening: Opening, specs: Sequence[EpisodeSpec],
-                            group_size: int) -> list[_EpisodeState | None]:
+                            group_size: int) -> list[EpisodeState | None]:
         """This run's opened states (None: left for the run to open), once the job has them.
 
         Waits at most ``env_step_timeout_s``; then the job is stopped and the episode stuck in
@@ -395,7 +266,7 @@ class EpisodeRunner:
             raise errors[0]
         if stuck is not None:
             grouped, keys = opening.plan
-            state = _EpisodeState(spec=grouped[stuck], env_id=grouped[stuck].env_id or "",
+            state = EpisodeState(spec=grouped[stuck], env_id=grouped[stuck].env_id or "",
                                   reuse_key=keys[stuck])
             self._fail(stuck, state, TimeoutError(
                 f"reset took longer than env_step_timeout_s={self.config.env_step_timeout_s}"))
@@ -419,7 +290,7 @@ class EpisodeRunner:
                         if job.stopped:
                             return
                         job.current = (run, i)
-                    out: _EpisodeState | BaseException
+                    out: EpisodeState | BaseException
                     try:
                         out = self._open_now(i, spec, key)
                     except BaseException as exc:  # an agent error: raised in the run
@@ -440,25 +311,25 @@ class EpisodeRunner:
     def _release_now(self, states: Sequence[Any], keep: bool) -> None:
         """Keep opened envs idle (``keep``) or close them, from any thread, without a loop."""
         for state in states:
-            if not isinstance(state, _EpisodeState) or state.env is None:
+            if not isinstance(state, EpisodeState) or state.env is None:
                 continue
             if keep and state.exc is None and self._give_idle(state.reuse_key, state.env):
                 continue
             if not isinstance(state.exc, TimeoutError):
-                _close_quietly(state.env)
+                close_quietly(state.env)
 
     # ------------------------------------------------------------------ one episode
     async def _env_call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on an env thread (batched with this loop iteration's other calls)."""
         return await self._env_calls.call(fn, *args)
 
-    async def _open(self, index: int, spec: EpisodeSpec, key: str | None) -> _EpisodeState:
+    async def _open(self, index: int, spec: EpisodeSpec, key: str | None) -> EpisodeState:
         """Make (or take an idle) env, reset it and render the prompt: the episode's opening.
 
         The env calls run on an env thread. An env error (or a broken TextEnv contract) fails
         the episode (``state.exc``); any other exception stops the run.
         """
-        state = _EpisodeState(spec=spec, env_id=spec.env_id or "", reuse_key=key,
+        state = EpisodeState(spec=spec, env_id=spec.env_id or "", reuse_key=key,
                               env=self._take_idle(key))
 
         def make_and_reset() -> Any:
@@ -469,28 +340,28 @@ class EpisodeRunner:
         try:
             self._opened(state, *await self._env_call(make_and_reset))
         except Exception as exc:
-            if not (isinstance(exc, EnvContractError) or _raised_by_env(exc)):
+            if not (isinstance(exc, EnvContractError) or raised_by_env(exc)):
                 await self._release(state)
                 raise
             self._fail(index, state, exc)
         return state
 
-    def _open_now(self, index: int, spec: EpisodeSpec, key: str | None) -> _EpisodeState:
+    def _open_now(self, index: int, spec: EpisodeSpec, key: str | None) -> EpisodeState:
         """``_open`` in the calling thread (``open_ahead``'s): no loop, no env thread."""
-        state = _EpisodeState(spec=spec, env_id=spec.env_id or "", reuse_key=key,
+        state = EpisodeState(spec=spec, env_id=spec.env_id or "", reuse_key=key,
                               env=self._take_idle(key))
         try:
             if state.env is None:
                 state.env = spec.make_env()
             self._opened(state, *state.env.reset(seed=spec.seed, options=spec.options))
         except Exception as exc:
-            if not (isinstance(exc, EnvContractError) or _raised_by_env(exc)):
+            if not (isinstance(exc, EnvContractError) or raised_by_env(exc)):
                 self._release_now([state], keep=False)
                 raise
             self._fail(index, state, exc)
         return state
 
-    def _opened(self, state: _EpisodeState, messages: Sequence[Message], info: dict[str, Any]
+    def _opened(self, state: EpisodeState, messages: Sequence[Message], info: dict[str, Any]
                 ) -> None:
         """Fill ``state`` from the env's ``reset``: task, tools, messages, the prompt's tokens."""
         if not state.spec.env_id:
@@ -504,7 +375,7 @@ class EpisodeRunner:
 
     async def _play(
         self, index: int, spec: EpisodeSpec, base_seed: int | None, key: str | None,
-        opened: _EpisodeState | None = None,
+        opened: EpisodeState | None = None,
     ) -> Trajectory:
         state = opened if opened is not None else await self._open(index, spec, key)
         try:
@@ -512,7 +383,7 @@ class EpisodeRunner:
                 state.finish_reason = await self._turns(index, state, base_seed)
                 state.reusable = key is not None
         except Exception as exc:
-            if isinstance(exc, EnvContractError) or _raised_by_env(exc):
+            if isinstance(exc, EnvContractError) or raised_by_env(exc):
                 self._fail(index, state, exc)
             else:
                 raise
@@ -522,13 +393,13 @@ class EpisodeRunner:
             state.record.check()
         return state.to_trajectory(self._pad_id)
 
-    def _fail(self, index: int, state: _EpisodeState, exc: BaseException) -> None:
+    def _fail(self, index: int, state: EpisodeState, exc: BaseException) -> None:
         """End ``state``'s episode with an error (logged with its task)."""
         state.fail(exc)
         logger.warning("episode %d (env %s, task %s) ended with an error: %r",
                        index, state.env_id, state.task_id or "?", exc)
 
-    async def _release(self, state: _EpisodeState) -> None:
+    async def _release(self, state: EpisodeState) -> None:
         """Keep the episode's env for reuse, or close it (not one stuck in a timed-out call)."""
         kept = state.reusable and self._give_idle(state.reuse_key, state.env)
         if not kept and state.env is not None and not state.closed \
@@ -536,7 +407,7 @@ class EpisodeRunner:
             state.closed = True
             await self._close_env(state.env)
 
-    async def _turns(self, index: int, state: _EpisodeState, base_seed: int | None) -> str:
+    async def _turns(self, index: int, state: EpisodeState, base_seed: int | None) -> str:
         """Play turns until the episode ends; returns the finish reason."""
         cfg = self.config
         record = state.record
@@ -565,7 +436,7 @@ class EpisodeRunner:
                 return "length"
             if turn == cfg.max_turns - 1 and state.reuse_key is None:
                 state.closed = True  # the episode ends after this step whatever it says
-                step = await self._env_call(_step_and_close, state.env, action)
+                step = await self._env_call(step_and_close, state.env, action)
             else:
                 step = await self._env_call(state.env.step, action)
             obs, reward, terminated, truncated, info = step
@@ -585,7 +456,7 @@ class EpisodeRunner:
         return "max_turns"
 
     def _sampling(
-        self, state: _EpisodeState, budget: int, base_seed: int | None, index: int, turn: int
+        self, state: EpisodeState, budget: int, base_seed: int | None, index: int, turn: int
     ) -> SamplingParams:
         seed = None if base_seed is None else turn_seed(base_seed, index, turn)
         return self._unseeded(budget, bool(state.tools)).seeded(seed)
@@ -631,113 +502,9 @@ class EpisodeRunner:
 
     async def _close_env(self, env: Any) -> None:
         try:
-            await self._env_call(_close_quietly, env)
+            await self._env_call(close_quietly, env)
         except Exception as exc:  # closing is best effort
             logger.warning("env.close() failed: %r", exc)
-
-
-def _close_quietly(env: Any) -> None:
-    """``env.close()``; closing is best effort, a failure is only logged."""
-    try:
-        env.close()
-    except Exception as exc:
-        logger.warning("env.close() failed: %r", exc)
-
-
-def _step_and_close(env: Any, action: str) -> Any:
-    """The last turn's ``env.step(action)`` and then ``env.close()``, in one env call."""
-    try:
-        return env.step(action)
-    finally:
-        _close_quietly(env)
-
-
-def _raised_by_env(exc: BaseException) -> bool:
-    """Whether ``exc`` ends only its episode (else it stops the run).
-
-    Env errors and aborted requests end their episode; the agent's own errors (engine failures,
-    template and token-exactness checks) stop the run.
-    """
-    return isinstance(exc, EngineAbortedError) or not isinstance(exc, AgentError)
-
-
-@dataclass
-class _EpisodeState:
-    """Everything one episode accumulates besides its tokens."""
-
-    spec: EpisodeSpec
-    env_id: str
-    env: Any = None
-    task_id: str = ""
-    tools: list[dict[str, Any]] | None = None
-    messages: list[Message] = field(default_factory=list)
-    record: EpisodeRecord | None = None
-    finish_reason: str = "error"
-    turns: int = 0
-    tool_calls_seen: int = 0
-    info_tool_calls: int | None = None
-    tool_errors: int | None = None
-    verdict: Any = None
-    answer: Any = None
-    error: str | None = None
-    exc: BaseException | None = None
-    closed: bool = False
-    reuse_key: str | None = None
-    reusable: bool = False
-
-    def note_step(self, action: str, obs: Sequence[Message], info: dict[str, Any]) -> None:
-        """Update the per-episode stats after one env step."""
-        self.tool_calls_seen += action.count("<tool_call>")
-        if isinstance(info.get("tool_calls"), int):
-            self.info_tool_calls = info["tool_calls"]
-        errors = info.get("tool_errors")
-        if isinstance(errors, int):
-            self.tool_errors = errors
-        elif isinstance(errors, list | tuple):
-            self.tool_errors = (self.tool_errors or 0) + len(errors)
-        verdict = info.get("verdict")
-        if verdict is not None:
-            self.verdict = verdict
-            extracted = (getattr(verdict, "details", None) or {}).get("extracted")
-            if extracted is not None:
-                self.answer = jsonable(extracted)
-        if "answer" in info:
-            self.answer = jsonable(info["answer"])
-        self.messages.extend(dict(m) for m in obs)
-
-    def fail(self, exc: BaseException) -> None:
-        self.finish_reason = "error"
-        self.exc = exc
-        self.error = f"{type(exc).__name__}: {exc}"
-        if self.record is not None:
-            self.record.zero_scores()
-
-    def to_trajectory(self, pad_id: int) -> Trajectory:
-        record = self.record or EpisodeRecord([pad_id])
-        outcome = EpisodeOutcome(
-            verdict=self.verdict,
-            answer=self.answer,
-            turns=self.turns,
-            tool_calls=(
-                self.info_tool_calls if self.info_tool_calls is not None else self.tool_calls_seen
-            ),
-            tool_errors=self.tool_errors,
-            error=self.error,
-        )
-        metadata = {
-            "n_model_tokens": record.n_model_tokens,
-            "n_env_tokens": record.n_env_tokens,
-            "reset_seed": self.spec.seed,
-            "messages": jsonable(self.messages),
-        }
-        return record.to_trajectory(
-            group_id=self.spec.group_id,
-            env_id=self.env_id,
-            task_id=self.task_id,
-            finish_reason=self.finish_reason,
-            outcome=outcome,
-            metadata=metadata,
-        )
 
 
 def run_episodes(
@@ -755,3 +522,9 @@ def run_episodes(
         return runner.run(specs, group_size=group_size, seed=seed)
     finally:
         runner.close()
+
+
+__all__ = [
+    "TOOL_CALL_END", "EpisodeRunner", "EpisodeSpec", "RunnerConfig", "group_specs",
+    "run_episodes", "run_quietly", "turn_seed",
+]
