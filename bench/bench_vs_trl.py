@@ -10,6 +10,11 @@ the quickstart's 200 held-out tasks (greedy), so the gains compare on the same y
 
     .venv/bin/python bench/bench_vs_trl.py --sft runs/quickstart/sft_model --seeds 0 1 2
 
+Held-out gains differ between runs by chance (each arm samples its own episodes; seeds and start
+models move them by several points), so ``--sft`` takes several start models and the gains are
+compared as means with their standard errors. ``bench/update_vs_trl.py`` checks that on the same
+episodes both learners make the same update.
+
 (install TRL with the ``bench`` extra: ``.venv/bin/pip install -e '.[bench]'``). rlvr is imported
 before torch, as in ``rlvr train``, so both arms run with OpenMP's passive waiting
 (``OMP_WAIT_POLICY=PASSIVE`` unless set; see ``rlvr/__init__.py``). Arms alternate
@@ -202,7 +207,9 @@ def held_out_accuracy(models: list[str], out: Path, tasks: int) -> list[float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sft", type=Path, default=REPO / "runs" / "quickstart" / "sft_model")
+    parser.add_argument("--sft", type=Path, nargs="+",
+                        default=[REPO / "runs" / "quickstart" / "sft_model"],
+                        help="start models (each arm trains from each, with every seed)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--tasks", type=int, default=200, help="held-out tasks scored")
@@ -213,61 +220,78 @@ def main() -> None:
                         help="extra overrides of the rlvr arm's config")
     parser.add_argument("--arms", nargs="+", default=["rlvr", "trl"], choices=["rlvr", "trl"])
     ns = parser.parse_args()
-    if not (ns.sft / "config.json").is_file():
-        sys.exit(f"{ns.sft} is not a model directory; run `bash dev.sh quickstart` first (it "
-                 "writes runs/quickstart/sft_model) or pass --sft")
+    for sft in ns.sft:
+        if not (sft / "config.json").is_file():
+            sys.exit(f"{sft} is not a model directory; run `bash dev.sh quickstart` first (it "
+                     "writes runs/quickstart/sft_model) or pass --sft")
     rows: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ns.arms}
-    base_acc = held_out_accuracy([str(ns.sft)], ns.out, ns.tasks)[0]
-    for seed in ns.seeds:
-        order = ns.arms if seed % 2 == 0 else ns.arms[::-1]
-        for arm in order:
-            out = ns.out / f"{arm}_seed{seed}"
-            load = os.getloadavg()[0]
-            row = run_rlvr(ns.sft, out, seed, ns.steps, ns.rlvr) if arm == "rlvr" \
-                else run_trl(ns.sft, out, seed, ns.steps, ns.trl_threads)
-            row["seed"], row["load_before"] = seed, load
-            row["final_accuracy"] = held_out_accuracy([row["model"]], out, ns.tasks)[0]
-            row["gain_points"] = 100 * (row["final_accuracy"] - base_acc)
-            rows[arm].append(row)
-            print(f"[bench] {arm} seed {seed}: {row['rl_seconds']:.1f} s, gain "
-                  f"{row['gain_points']:+.1f} points, train reward {row['reward_first']:.2f} -> "
-                  f"{row['reward_last']:.2f}, cut {100 * row['cut_first']:.0f}% -> "
-                  f"{100 * row['cut_mean']:.0f}% (first 15 steps, all) (load {load:.1f})",
-                  flush=True)
-    report(rows, base_acc, ns)
+    starts: dict[str, float] = {}
+    for m, sft in enumerate(ns.sft):
+        base_dir = ns.out / f"start{m}"
+        base_acc = starts[str(sft)] = held_out_accuracy([str(sft)], base_dir, ns.tasks)[0]
+        for seed in ns.seeds:
+            order = ns.arms if seed % 2 == 0 else ns.arms[::-1]
+            for arm in order:
+                out = base_dir / f"{arm}_seed{seed}"
+                load = os.getloadavg()[0]
+                row = run_rlvr(sft, out, seed, ns.steps, ns.rlvr) if arm == "rlvr" \
+                    else run_trl(sft, out, seed, ns.steps, ns.trl_threads)
+                row["start"], row["seed"], row["load_before"] = str(sft), seed, load
+                row["final_accuracy"] = held_out_accuracy([row["model"]], out, ns.tasks)[0]
+                row["gain_points"] = 100 * (row["final_accuracy"] - base_acc)
+                rows[arm].append(row)
+                print(f"[bench] start {m}, {arm} seed {seed}: {row['rl_seconds']:.1f} s, gain "
+                      f"{row['gain_points']:+.1f} points, train reward "
+                      f"{row['reward_first']:.2f} -> {row['reward_last']:.2f}, cut "
+                      f"{100 * row['cut_first']:.0f}% -> {100 * row['cut_mean']:.0f}% (first 15 "
+                      f"steps, all) (load {load:.1f})", flush=True)
+    report(rows, starts, ns)
 
 
-def report(rows: dict[str, list[dict[str, Any]]], base_acc: float, ns: Any) -> None:
+def mean_and_se(xs: list[float]) -> tuple[float, float]:
+    """The mean of ``xs`` and its standard error (0 for one value)."""
+    m = statistics.mean(xs)
+    return m, (statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else 0.0)
+
+
+def report(rows: dict[str, list[dict[str, Any]]], starts: dict[str, float], ns: Any) -> None:
     def mean(arm: str, key: str) -> float:
         return statistics.mean(r[key] for r in rows[arm])
 
-    print(f"\nstart (sft_model) held-out accuracy: {100 * base_acc:.1f}% on {ns.tasks} tasks; "
-          f"{ns.steps} steps of 16 prompts x 8 samples; seeds {ns.seeds}")
+    print(f"\n{ns.steps} steps of 16 prompts x 8 samples; seeds {ns.seeds}; start models "
+          f"(held-out accuracy on {ns.tasks} tasks): " + ", ".join(
+              f"{i}: {100 * acc:.1f}%" for i, acc in enumerate(starts.values())))
     print("| arm | RL time | s/step | rollout s/step | update s/step | clipped steps | "
-          "held-out gain (points) |")
-    print("|---|---|---|---|---|---|---|")
+          "held-out gain (points) by start model | mean gain |")
+    print("|---|---|---|---|---|---|---|---|")
     for arm, rs in rows.items():
         times = [r["rl_seconds"] for r in rs]
-        gains = " / ".join(f"{r['gain_points']:+.1f}" for r in rs)
+        by_start = "; ".join(" / ".join(f"{r['gain_points']:+.1f}" for r in rs
+                                        if r["start"] == start) for start in starts)
+        gain, se = mean_and_se([r["gain_points"] for r in rs])
         print(f"| {arm} | {min(times):.1f}-{max(times):.1f} s | "
               f"{mean(arm, 'rl_seconds') / ns.steps:.3f} | "
               f"{mean(arm, 'rollout_s_per_step'):.3f} | {mean(arm, 'update_s_per_step'):.3f} | "
-              f"{100 * mean(arm, 'clipped_step_frac'):.0f}% | "
-              f"{gains} (mean {mean(arm, 'gain_points'):+.1f}) |")
+              f"{100 * mean(arm, 'clipped_step_frac'):.0f}% | {by_start} | "
+              f"{gain:+.1f} ± {se:.1f} |")
     ratios = {}
     if "rlvr" in rows and "trl" in rows:
+        (g_rlvr, se_rlvr), (g_trl, se_trl) = (
+            mean_and_se([r["gain_points"] for r in rows[arm]]) for arm in ("rlvr", "trl"))
         ratios = {
             "steps_per_s": mean("trl", "rl_seconds") / mean("rlvr", "rl_seconds"),
             "rollout": mean("trl", "rollout_s_per_step") / mean("rlvr", "rollout_s_per_step"),
             "update": mean("trl", "update_s_per_step") / mean("rlvr", "update_s_per_step"),
-            "gain_points": mean("rlvr", "gain_points") - mean("trl", "gain_points"),
+            "gain_points": g_rlvr - g_trl,
+            "gain_points_se": (se_rlvr**2 + se_trl**2) ** 0.5,
         }
         print(f"\nrlvr/TRL: {ratios['steps_per_s']:.2f}x steps per second, "
               f"{ratios['rollout']:.2f}x rollout speed, {ratios['update']:.2f}x update speed; "
-              f"held-out gain {ratios['gain_points']:+.1f} points (rlvr - TRL, mean of seeds)")
+              f"held-out gain {ratios['gain_points']:+.1f} ± {ratios['gain_points_se']:.1f} "
+              "points (rlvr - TRL, mean over runs ± its standard error)")
     import trl
 
-    payload = {"rows": rows, "start_accuracy": base_acc, "ratios_rlvr_over_trl": ratios,
+    payload = {"rows": rows, "start_accuracy": starts, "ratios_rlvr_over_trl": ratios,
                "steps": ns.steps, "seeds": ns.seeds, "tasks": ns.tasks, "rlvr_overrides": ns.rlvr,
                "trl_threads": ns.trl_threads, "trl": trl.__version__, "torch": torch.__version__,
                "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
