@@ -13,7 +13,10 @@ rlvr (the quickstart's config on the given start model), and both learners score
 
 Prints rlvr's and TRL's advantages, loss and gradient norm and the largest difference over every
 parameter's gradient, and exits 1 when the gradients differ by more than ``--rtol`` of the
-gradient norm.
+gradient norm. Two checks of the sampling beside it (the update is only the same in expectation
+if the episodes are drawn alike): the engine's first-token frequencies against the model's
+softmax, and groups of 8 sampled by the engine and by HF ``generate`` (TRL's sampler) on the same
+tasks: how many groups carry no signal (all 8 rewards equal), distinct completions, accuracy.
 
     .venv/bin/python bench/update_vs_trl.py --sft runs/quickstart/sft_model
 """
@@ -171,12 +174,88 @@ def sampling_check(sft: Path, prompt_ids: list[int], draws: int, seed: int) -> t
     return tv(tokens), tv(reference)
 
 
+def group_check(sft: Path, tasks: int, seed: int) -> dict[str, tuple[float, float, float]]:
+    """Groups of 8 on the first ``tasks`` training tasks, sampled by the engine and by HF.
+
+    Per sampler: the share of groups whose 8 rewards are all equal (no GRPO signal), distinct
+    completions per group, and accuracy. The engine's requests are seeded as the trainer seeds
+    them; HF's ``generate`` (TRL's sampler) runs on left-padded batches of 16 prompts x 8. A
+    completion scores only when it ended its turn within the 6 tokens (rlvr's rule, for both).
+    """
+    import asyncio
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from agents.engine import SamplingParams
+    from agents.hf_engine import TransformersEngine
+    from agents.runner import turn_seed
+    from rlvr.seeds import derived_seed
+
+    cfg = quickstart([])
+    group, budget = cfg.rollout.group_size, cfg.rollout.runner.max_tokens_per_turn
+    reward = TaskReward(cfg.env.id, dict(cfg.env.kwargs))
+    tokenizer = AutoTokenizer.from_pretrained(sft)
+    eos = tokenizer.eos_token_id
+    prompts = []
+    for i in range(tasks):
+        messages, _ = reward.env.reset(options={"task_index": i})
+        prompts.append(list(tokenizer.apply_chat_template(
+            [dict(m) for m in messages], add_generation_prompt=True, tokenize=True,
+            return_dict=True)["input_ids"]))
+
+    def stats(samples: list[list[list[int]]]) -> tuple[float, float, float]:
+        flat, distinct, scores = 0, 0.0, []
+        for i, completions in enumerate(samples):
+            texts = [tokenizer.decode(c[:c.index(eos)]) if eos in c else None
+                     for c in completions]
+            rs = [0.0 if t is None else reward([None], [t], [i])[0] for t in texts]
+            flat += len(set(rs)) == 1
+            distinct += len({tuple(c) for c in completions})
+            scores += rs
+        return flat / len(samples), distinct / len(samples), sum(scores) / len(scores)
+
+    engine = TransformersEngine(sft, max_batch_size=128, threads=1)
+    params = SamplingParams(temperature=1.0, max_new_tokens=budget)
+
+    async def engine_groups() -> list[list[list[int]]]:
+        outs = await asyncio.gather(*(
+            engine.generate(p, params.seeded(turn_seed(derived_seed(seed, "sample", 1, j), i, 0)))
+            for j, p in enumerate(prompts) for i in range(group)))
+        return [[list(o.token_ids) for o in outs[j * group:(j + 1) * group]]
+                for j in range(tasks)]
+
+    try:
+        ours = asyncio.run(engine_groups())
+    finally:
+        engine.close()
+    model = AutoModelForCausalLM.from_pretrained(sft, dtype=torch.float32).eval()
+    torch.manual_seed(seed)
+    theirs: list[list[list[int]]] = []
+    pad = tokenizer.pad_token_id
+    for j in range(0, tasks, 16):
+        batch = prompts[j:j + 16]
+        width = max(map(len, batch))
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in batch])
+        mask = (torch.arange(width) >= torch.tensor([width - len(p) for p in batch])[:, None]
+                ).long()
+        with torch.no_grad():
+            out = model.generate(input_ids=ids.repeat_interleave(group, 0),
+                                 attention_mask=mask.repeat_interleave(group, 0), do_sample=True,
+                                 temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=budget,
+                                 pad_token_id=pad, eos_token_id=eos)
+        rows = out[:, width:].tolist()
+        theirs += [rows[k * group:(k + 1) * group] for k in range(len(batch))]
+    return {"engine": stats(ours), "HF generate": stats(theirs)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sft", type=Path, default=REPO / "runs" / "quickstart" / "sft_model")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--draws", type=int, default=8192,
                         help="first-token draws of the sampling check")
+    parser.add_argument("--groups", type=int, default=400,
+                        help="training tasks of the group check (8 samples each)")
     parser.add_argument("--rtol", type=float, default=1e-4,
                         help="largest gradient difference allowed, as a share of the norm")
     ns = parser.parse_args()
@@ -187,6 +266,7 @@ def main() -> None:
         trajs, g_rlvr, adv_rlvr, loss_rlvr = rlvr_step(ns.sft, Path(tmp) / "rlvr", ns.seed)
         g_trl, adv_trl, loss_trl, alike = trl_step(ns.sft, Path(tmp) / "trl", trajs)
     tv_engine, tv_multinomial = sampling_check(ns.sft, trajs[0].prompt_ids, ns.draws, ns.seed)
+    by_sampler = group_check(ns.sft, ns.groups, ns.seed)
     groups = [t.group_id for t in trajs]
     assert all(groups[i] == groups[i - i % 8] for i in range(len(groups))), "groups interleaved"
     names = sorted(set(g_rlvr) | set(g_trl))
@@ -209,6 +289,9 @@ def main() -> None:
           f"{diffs[worst] / norm:.1e} of the norm |")
     print(f"| first-token sampling, {ns.draws} draws: TV distance from the softmax | "
           f"{tv_engine:.4f} (engine) | {tv_multinomial:.4f} (torch.multinomial) | |")
+    for name, (flat, distinct, acc) in by_sampler.items():
+        print(f"| groups of 8 on {ns.groups} tasks, {name} | {100 * flat:.1f}% all-equal "
+              f"rewards | {distinct:.2f} distinct completions | accuracy {100 * acc:.1f}% |")
     if missing:
         print(f"parameters with a gradient on one side only: {missing}")
     same = (alike == len(trajs) and not missing and adv_diff < 1e-6
