@@ -19,6 +19,9 @@ from rlvr.kl import FixedKLController
 from rlvr.learner import Checkpointer
 from rlvr.training.state import TrainerState
 
+sys.path.insert(0, str(Path(__file__).parent))
+from worker_exit import end_worker  # noqa: E402
+
 
 def draw() -> list[float]:
     return [random.random(), float(np.random.rand()), float(torch.rand(1))]
@@ -42,7 +45,7 @@ def main() -> None:
     after_load = draw()
     (out / f"rank{rank}.json").write_text(json.dumps(
         {"after_save": after_save, "after_load": after_load, "restored": state.rng_restored}))
-    dist.destroy_process_group()
+    end_worker()  # no interpreter teardown: it could abort rank 0 (see worker_exit)
 
 
 if __name__ == "__main__":

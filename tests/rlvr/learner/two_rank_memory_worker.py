@@ -17,12 +17,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 
 import torch  # noqa: E402
 from learner_helpers import make_batch, params, with_advantages  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 from torch.distributed.fsdp import FSDPModule  # noqa: E402
 from torch.distributed.tensor import DTensor  # noqa: E402
+from worker_exit import end_worker  # noqa: E402
 
 from rlvr.learner import Actor, ActorConfig, OptimConfig, init_distributed  # noqa: E402
 from rlvr.learner.loading import empty_causal_lm  # noqa: E402
@@ -116,10 +118,7 @@ def main() -> None:
                       "got": actor.update(rows[info.rank])["actor/pg_loss"]}
     (out_dir / f"rank{info.rank}.json").write_text(json.dumps(result))
 
-    # Join gloo's threads before the interpreter exits: a process group left to the atexit
-    # teardown can abort rank 0 ("terminate called without an active exception"; seen in CI).
-    torch.distributed.barrier()
-    torch.distributed.destroy_process_group()
+    end_worker()  # no interpreter teardown: it could abort rank 0 (see worker_exit)
 
 
 if __name__ == "__main__":

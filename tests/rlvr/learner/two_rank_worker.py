@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 
-import torch.distributed  # noqa: E402
 from learner_helpers import global_batch, run_steps, two_rank_config  # noqa: E402
+from worker_exit import end_worker  # noqa: E402
 
 from rlvr.learner import Actor, Checkpointer, export_hf, init_distributed  # noqa: E402
 
@@ -32,10 +33,7 @@ def main() -> None:
     if info.rank == 0:
         (out_dir / "metrics.json").write_text(json.dumps(metrics))
 
-    # Join gloo's threads before the interpreter exits: a process group left to the atexit
-    # teardown can abort rank 0 ("terminate called without an active exception"; seen in CI).
-    torch.distributed.barrier()
-    torch.distributed.destroy_process_group()
+    end_worker()  # no interpreter teardown: it could abort rank 0 (see worker_exit)
 
 
 if __name__ == "__main__":
