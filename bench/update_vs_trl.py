@@ -12,11 +12,12 @@ rlvr (the quickstart's config on the given start model), and both learners score
   episodes' rewards, then ``backward``.
 
 Prints rlvr's and TRL's advantages, loss and gradient norm and the largest difference over every
-parameter's gradient, and exits 1 when the gradients differ by more than ``--rtol`` of the
-gradient norm. Two checks of the sampling beside it (the update is only the same in expectation
-if the episodes are drawn alike): the engine's first-token frequencies against the model's
-softmax, and groups of 8 sampled by the engine and by HF ``generate`` (TRL's sampler) on the same
-tasks: how many groups carry no signal (all 8 rewards equal), distinct completions, accuracy.
+parameter's gradient, writes ``bench/results/update_vs_trl.json``, and exits 1 when the
+gradients differ by more than ``--rtol`` of the gradient norm. Two checks of the sampling beside
+it (the update is only the same in expectation if the episodes are drawn alike): the engine's
+first-token frequencies against the model's softmax, and groups of 8 sampled by the engine and
+by HF ``generate`` (TRL's sampler) on the same tasks: how many groups carry no signal (all 8
+rewards equal), distinct completions, accuracy.
 
     .venv/bin/python bench/update_vs_trl.py --sft runs/quickstart/sft_model
 """
@@ -24,6 +25,7 @@ tasks: how many groups carry no signal (all 8 rewards equal), distinct completio
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -34,6 +36,8 @@ import rlvr  # noqa: F401  # before torch: the OpenMP wait policy of `rlvr train
 # isort: split
 import torch
 from bench_vs_trl import REPO, TaskReward, quickstart, train_dataset
+
+RESULTS = REPO / "bench" / "results" / "update_vs_trl.json"
 
 
 def rlvr_step(sft: Path, out: Path, seed: int) -> tuple[list[Any], dict[str, torch.Tensor],
@@ -297,6 +301,22 @@ def main() -> None:
     same = (alike == len(trajs) and not missing and adv_diff < 1e-6
             and diffs[worst] <= ns.rtol * norm and tv_engine < 2 * tv_multinomial + 0.01)
     print("same update" if same else "DIFFERENT update")
+    import trl
+
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({
+        "sft": str(ns.sft), "seed": ns.seed, "episodes": len(trajs),
+        "prompts_rendered_alike": alike, "advantage_max_diff": adv_diff,
+        "loss": {"rlvr": loss_rlvr, "trl": loss_trl},
+        "grad_norm": {"rlvr": norm_rlvr, "trl": norm},
+        "grad_max_diff": diffs[worst], "grad_max_diff_tensor": worst,
+        "first_token_tv": {"engine": tv_engine, "torch.multinomial": tv_multinomial,
+                           "draws": ns.draws},
+        "groups": {name: dict(zip(("all_equal_share", "distinct", "accuracy"), v))
+                   for name, v in by_sampler.items()},
+        "same_update": same, "trl": trl.__version__, "torch": torch.__version__,
+    }, indent=2) + "\n")
+    print(f"wrote {RESULTS}")
     sys.exit(0 if same else 1)
 
 
