@@ -128,14 +128,32 @@ def train_dataset(env_id: str, kwargs: dict[str, Any], n: int) -> Any:
     return Dataset.from_list(rows)
 
 
+def trl_recipe(cfg: Any, out: Path, seed: int, steps: int) -> Any:
+    """The quickstart's recipe (``cfg``) as TRL's ``GRPOConfig``: the TRL arm's settings."""
+    from trl import GRPOConfig
+
+    group = cfg.rollout.group_size
+    return GRPOConfig(
+        output_dir=str(out), seed=seed, max_steps=steps, use_cpu=True, bf16=False,
+        per_device_train_batch_size=cfg.rollout.prompts_per_step * group, num_generations=group,
+        gradient_accumulation_steps=1, num_iterations=1,
+        max_completion_length=cfg.rollout.runner.max_response_tokens, temperature=1.0,
+        top_p=1.0, top_k=0, learning_rate=cfg.actor.optim.lr, lr_scheduler_type="linear",
+        warmup_steps=0, weight_decay=0.0, adam_beta1=0.9, adam_beta2=0.999,
+        adam_epsilon=1e-8, max_grad_norm=cfg.actor.optim.grad_clip, beta=0.0,
+        epsilon=cfg.actor.clip_low, epsilon_high=cfg.actor.clip_high, loss_type="dr_grpo",
+        scale_rewards="none", mask_truncated_completions=False, save_strategy="no",
+        report_to="none", logging_steps=1, disable_tqdm=True, dataloader_num_workers=0,
+    )
+
+
 def run_trl(sft: Path, out: Path, seed: int, steps: int, threads: int) -> dict[str, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     cfg = quickstart([])
     env_kwargs = dict(cfg.env.kwargs)
     n_tasks = int(env_kwargs["source_kwargs"]["n_tasks"])
-    group, prompts = cfg.rollout.group_size, cfg.rollout.prompts_per_step
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
@@ -152,18 +170,7 @@ def run_trl(sft: Path, out: Path, seed: int, steps: int, threads: int) -> dict[s
                 gen_seconds[0] += time.perf_counter() - start
 
         model.generate = timed_generate  # type: ignore[method-assign]
-        args = GRPOConfig(
-            output_dir=str(out), seed=seed, max_steps=steps, use_cpu=True, bf16=False,
-            per_device_train_batch_size=prompts * group, num_generations=group,
-            gradient_accumulation_steps=1, num_iterations=1,
-            max_completion_length=cfg.rollout.runner.max_response_tokens, temperature=1.0,
-            top_p=1.0, top_k=0, learning_rate=cfg.actor.optim.lr, lr_scheduler_type="linear",
-            warmup_steps=0, weight_decay=0.0, adam_beta1=0.9, adam_beta2=0.999,
-            adam_epsilon=1e-8, max_grad_norm=cfg.actor.optim.grad_clip, beta=0.0,
-            epsilon=cfg.actor.clip_low, epsilon_high=cfg.actor.clip_high, loss_type="dr_grpo",
-            scale_rewards="none", mask_truncated_completions=False, save_strategy="no",
-            report_to="none", logging_steps=1, disable_tqdm=True, dataloader_num_workers=0,
-        )
+        args = trl_recipe(cfg, out, seed, steps)
         trainer = GRPOTrainer(
             model=model, reward_funcs=[TaskReward(cfg.env.id, env_kwargs)], args=args,
             train_dataset=train_dataset(cfg.env.id, env_kwargs, n_tasks),

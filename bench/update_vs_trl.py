@@ -35,7 +35,7 @@ import rlvr  # noqa: F401  # before torch: the OpenMP wait policy of `rlvr train
 
 # isort: split
 import torch
-from bench_vs_trl import REPO, TaskReward, quickstart, train_dataset
+from bench_vs_trl import REPO, TaskReward, quickstart, train_dataset, trl_recipe
 
 RESULTS = REPO / "bench" / "results" / "update_vs_trl.json"
 
@@ -85,21 +85,14 @@ def trl_step(sft: Path, out: Path, trajs: list[Any]) -> tuple[dict[str, torch.Te
     Also returns how many episodes' prompts TRL renders to exactly rlvr's prompt tokens.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     cfg = quickstart([])
     env_kwargs = dict(cfg.env.kwargs)
     group = cfg.rollout.group_size
     model = AutoModelForCausalLM.from_pretrained(sft, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(sft)
-    args = GRPOConfig(
-        output_dir=str(out), max_steps=1, use_cpu=True, bf16=False,
-        per_device_train_batch_size=len(trajs), num_generations=group,
-        gradient_accumulation_steps=1, num_iterations=1,
-        max_completion_length=cfg.rollout.runner.max_response_tokens, temperature=1.0,
-        beta=0.0, epsilon=cfg.actor.clip_low, epsilon_high=cfg.actor.clip_high,
-        loss_type="dr_grpo", scale_rewards="none", report_to="none", save_strategy="no",
-    )
+    args = trl_recipe(cfg, out, seed=0, steps=1)  # the TRL arm's own settings
     trainer = GRPOTrainer(model=model, reward_funcs=[TaskReward(cfg.env.id, env_kwargs)],
                           args=args, train_dataset=train_dataset(cfg.env.id, env_kwargs, 8),
                           processing_class=tokenizer)
@@ -122,6 +115,9 @@ def trl_step(sft: Path, out: Path, trajs: list[Any]) -> tuple[dict[str, torch.Te
     rendered_alike = sum(list(a) == t.prompt_ids for a, t in zip(trl_prompts, trajs))
     prompt_ids, prompt_mask = rows([t.prompt_ids for t in trajs], width_p, left=True)
     completion_ids, completion_mask = rows([t.response_ids for t in trajs], width_c, left=False)
+    ids = [t.group_id for t in trajs]
+    if any(ids[i] != ids[i - i % group] for i in range(len(ids))):
+        raise RuntimeError("the episodes of a group are not contiguous")
     rewards = torch.tensor([t.reward for t in trajs])
     grouped = rewards.view(-1, group)  # the stream yields each group's episodes together
     advantages = (grouped - grouped.mean(dim=1, keepdim=True)).view(-1)
@@ -271,8 +267,6 @@ def main() -> None:
         g_trl, adv_trl, loss_trl, alike = trl_step(ns.sft, Path(tmp) / "trl", trajs)
     tv_engine, tv_multinomial = sampling_check(ns.sft, trajs[0].prompt_ids, ns.draws, ns.seed)
     by_sampler = group_check(ns.sft, ns.groups, ns.seed)
-    groups = [t.group_id for t in trajs]
-    assert all(groups[i] == groups[i - i % 8] for i in range(len(groups))), "groups interleaved"
     names = sorted(set(g_rlvr) | set(g_trl))
     missing = [n for n in names if n not in g_rlvr or n not in g_trl]
     norm = torch.sqrt(sum((g_trl[n].double() ** 2).sum() for n in g_trl)).item()
