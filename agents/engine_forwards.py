@@ -25,8 +25,8 @@ from rlvr.hf_compat import cache_kwargs
 def _select_cache(cache: Any, rows: torch.Tensor, start: int) -> None:
     """Keep batch ``rows`` and columns ``start:`` of every layer of ``cache`` (in place)."""
     for layer in cache.layers:
-        layer.keys = layer.keys[rows, :, start:]
-        layer.values = layer.values[rows, :, start:]
+        layer.keys = layer.keys.index_select(0, rows)[:, :, start:]
+        layer.values = layer.values.index_select(0, rows)[:, :, start:]
 
 
 def _merge_caches(a: Any, b: Any, width: int) -> Any:

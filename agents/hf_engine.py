@@ -414,7 +414,7 @@ class TransformersEngine:
         if len(prompts) < len(reqs):
             index = torch.tensor(rows, device=self.device)
             cache = self._fwd.select(cache, index, 0)
-            logits, mask = logits[index], mask[index]
+            logits, mask = logits.index_select(0, index), mask.index_select(0, index)
         batch = _Batch(rows=list(reqs), cache=cache, attention_mask=mask)
         self._append_sampled(batch, logits)
         return batch
@@ -466,7 +466,7 @@ class TransformersEngine:
         if len(keep) == len(batch.rows):
             return batch
         idx = torch.tensor(keep, device=self.device)
-        mask = batch.attention_mask[idx]
+        mask = batch.attention_mask.index_select(0, idx)
         start = int((mask.sum(0) > 0).nonzero()[0, 0])
         cache = self._fwd.select(batch.cache, idx, start)
         return _Batch([batch.rows[i] for i in keep], cache, mask[:, start:])

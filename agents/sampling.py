@@ -1,19 +1,21 @@
 """Per-row token sampling with the engine's logprob convention (see ``agents.engine``).
 
-Each row of a batch carries its own ``SamplingParams``. A seeded row's noise is a pure function
-of (its seed, its token index, the vocabulary id): counter-based, like SGLang's seeded sampling,
-so the noise a row draws never depends on the other rows (a seeded request samples the same
-tokens whatever it is batched with) and a whole batch's noise is a handful of vectorised integer
-ops instead of one generator call per row. Unseeded rows share torch's global RNG.
+Each row of a batch carries its own ``SamplingParams``. A row samples by inverse CDF: one
+uniform ``u`` per row picks the first token whose cumulative probability (summed in float64)
+exceeds ``u`` times the row's kept mass. top-k/top-p only zero out probabilities outside the
+kept set (not renormalised: scaling ``u`` by the kept mass does that), and the reported logprob
+is ``log_softmax(logits / T)`` at the sampled token over the full vocabulary.
 
-Sampling uses the exponential race: ``argmax_i p_i / E_i`` with ``E_i ~ Exp(1)`` i.i.d. is a
-sample from ``p`` (the trick SGLang and vLLM use too); top-k/top-p only zero out ``p`` outside the
-kept set, and the reported logprob is ``log_softmax(logits / T)`` at the sampled token over the
-full vocabulary.
+A seeded row's ``u`` is a pure function of (its seed, its token index): counter-based, like
+SGLang's seeded sampling, so the token a row draws never depends on the other rows (a seeded
+request samples the same tokens whatever it is batched with) and a whole batch's draws are a
+handful of vectorised integer ops on ``B`` numbers. Unseeded rows draw ``u`` from torch's global
+RNG. One uniform per row instead of one per vocabulary entry (an exponential race) made a
+128-row sampling step of the quickstart ~3x cheaper on CPU (BENCHMARKS.md, session 11).
 
-Seeded noise: ``E = -log(u)`` with ``u = (top 24 bits of h + 0.5) / 2**24`` and ``h`` the
-splitmix64 finaliser (Steele, Lea & Flood 2014) of ``seed * G + (token_index + 1) * C + id``, in
-wrapping 64-bit integer arithmetic (the same bits on every device).
+Seeded uniform: ``u = (top 53 bits of h) / 2**53`` with ``h`` the splitmix64 finaliser (Steele,
+Lea & Flood 2014) of ``seed * G + (token_index + 1) * C``, in wrapping 64-bit integer arithmetic
+(the same bits on every device).
 """
 
 from __future__ import annotations
@@ -44,29 +46,23 @@ def _xor_shift_right_(z: torch.Tensor, bits: int, tmp: torch.Tensor) -> None:
     z ^= tmp
 
 
-def seeded_uniform(seeds: torch.Tensor, steps: torch.Tensor, vocab: int) -> torch.Tensor:
-    """Uniform noise in (0, 1), ``(B, vocab)`` float32: row ``b`` from ``(seeds[b], steps[b])``.
+def seeded_uniform(seeds: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+    """Uniform draws in [0, 1), ``(B,)`` float64: draw ``b`` from ``(seeds[b], steps[b])``.
 
     Args:
         seeds: ``(B,)`` int64 seeds (the bits of any seed mod ``2**64``).
         steps: ``(B,)`` int64 token indices (0 for a request's first sampled token).
-        vocab: the row width.
     """
-    ids = torch.arange(vocab, dtype=torch.int64, device=seeds.device)
-    z = (seeds * _signed(_GOLDEN) + (steps + 1) * _signed(_STEP))[:, None] + ids
-    # The finaliser in place: fresh (B, vocab) int64 buffers per op cost a quarter of the hash.
+    z = seeds * _signed(_GOLDEN) + (steps + 1) * _signed(_STEP)
     tmp = torch.empty_like(z)
     _xor_shift_right_(z, 30, tmp)
     z *= _signed(_MIX1)
     _xor_shift_right_(z, 27, tmp)
     z *= _signed(_MIX2)
     _xor_shift_right_(z, 31, tmp)
-    z >>= 40  # the top 24 bits (the sign-extended ones are masked off)
-    z &= (1 << 24) - 1
-    u = z.to(torch.float32)
-    u += 0.5
-    u *= 1.0 / (1 << 24)
-    return u
+    z >>= 11  # the top 53 bits (the sign-extended ones are masked off)
+    z &= (1 << 53) - 1
+    return z.to(torch.float64) * (1.0 / (1 << 53))
 
 
 def restrict_top_k_top_p(logprobs: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
@@ -112,32 +108,57 @@ def sample_rows(
         ``log_softmax(logits / T)`` at them (``T = 1`` for greedy rows).
     """
     logits = logits.float()
-    temps = torch.tensor(
-        [p.temperature if p.temperature > 0 else 1.0 for p in params],
-        dtype=logits.dtype,
-        device=logits.device,
-    )
-    logp = torch.log_softmax(logits / temps[:, None], dim=-1)
-    probs = logp.exp()
-    for i, p in enumerate(params):
-        if not p.greedy and (p.top_k > 0 or p.top_p < 1.0):
-            probs[i] = restrict_top_k_top_p(logp[i], p.top_k, p.top_p).exp()
-    seeded = [i for i, p in enumerate(params) if p.seed is not None]
-    if seeded:
-        seeds = torch.tensor([_signed(int(params[i].seed or 0)) for i in seeded], dtype=torch.int64,
-                             device=logits.device)
-        at = torch.tensor([steps[i] for i in seeded], dtype=torch.int64, device=logits.device)
-        hashed = -torch.log(seeded_uniform(seeds, at, logits.shape[-1]))
-    if len(seeded) == len(params):
-        noise = hashed
+    temps: list[float] = []
+    greedy: list[int] = []
+    restricted: list[int] = []
+    seeded: list[int] = []
+    seeds: list[int] = []
+    for i, p in enumerate(params):  # one pass: this runs once per decode step
+        if p.temperature > 0:
+            temps.append(p.temperature)
+            if p.top_k > 0 or p.top_p < 1.0:
+                restricted.append(i)
+        else:
+            temps.append(1.0)
+            greedy.append(i)
+        if p.seed is not None:
+            seeded.append(i)
+            seeds.append(_signed(int(p.seed)))
+    if min(temps) == max(temps):
+        scaled = logits if temps[0] == 1.0 else logits / temps[0]
     else:
-        noise = torch.empty_like(probs).exponential_()  # unseeded rows share the global RNG
-        if seeded:
-            noise[seeded] = hashed
-    scores = probs / noise
-    greedy = [i for i, p in enumerate(params) if p.greedy]
-    if greedy:
-        scores[greedy] = logits[greedy]
-    tokens = scores.argmax(dim=-1)
+        scaled = logits / torch.tensor(temps, dtype=logits.dtype, device=logits.device)[:, None]
+    logp = torch.log_softmax(scaled, dim=-1)
+    if len(greedy) == len(params):
+        tokens = logits.argmax(dim=-1)
+    else:
+        probs = logp.exp()
+        for i in restricted:
+            probs[i] = restrict_top_k_top_p(logp[i], params[i].top_k, params[i].top_p).exp()
+        u = _uniforms(params, steps, seeded, seeds, logits.device)
+        cdf = probs.cumsum(dim=-1, dtype=torch.float64)
+        tokens = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
+        tokens.clamp_(max=logits.shape[-1] - 1)  # u * mass == mass: a 2**-53 rounding event
+        if greedy:
+            tokens[greedy] = logits[greedy].argmax(dim=-1)
     chosen = logp.gather(1, tokens[:, None])[:, 0]
     return tokens.tolist(), chosen.tolist()
+
+
+def _uniforms(params: Sequence[SamplingParams], steps: Sequence[int], seeded: list[int],
+              seeds: list[int], device: torch.device) -> torch.Tensor:
+    """Each row's uniform, ``(B,)`` float64.
+
+    Seeded rows' come from their seed and step, the others' from the global RNG.
+    """
+
+    def hashed() -> torch.Tensor:
+        return seeded_uniform(torch.tensor(seeds, dtype=torch.int64, device=device),
+                              torch.tensor([steps[i] for i in seeded], dtype=torch.int64,
+                                           device=device))
+    if len(seeded) == len(params):
+        return hashed()
+    u = torch.rand(len(params), dtype=torch.float64, device=device)
+    if seeded:
+        u[seeded] = hashed()
+    return u

@@ -67,6 +67,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--forwards", action="store_true",
                         help="alternate the lean and the module's forward, one column each")
+    parser.add_argument("overrides", nargs="*", help="config overrides, e.g. "
+                        "rollout.transformers.threads=2")
     args = parser.parse_args()
     from agents.engine_forwards import ModuleForward
     from rlvr.config import load_config
@@ -75,7 +77,8 @@ def main() -> None:
     config = load_config(CONFIG, [
         f"model.path={args.sft}", "sft.enabled=false", "trainer.output_dir=/tmp/rollout_phases",
         "eval.every=0", "trainer.checkpoint_every=0", "trainer.progress=false",
-        "trainer.tensorboard=false", "trainer.plot=false", "trainer.export_at_end=false"])
+        "trainer.tensorboard=false", "trainer.plot=false", "trainer.export_at_end=false",
+        *args.overrides])
     trainer = Trainer(config, log=lambda *_: None)
     engine: Any = trainer.engine
     marks: list[tuple[str, float, float]] = []
@@ -97,6 +100,10 @@ def main() -> None:
                 trainer.stream.collect(step, step * config.rollout.prompts_per_step)
             if step > 3:  # the first rollouts warm caches and allocators up
                 rows[name].append(split(marks, t0, time.perf_counter()))
+            if config.rollout.open_ahead:  # as in training: opened while the update runs
+                trainer.stream.open_ahead(step + 1, (step + 1) * config.rollout.prompts_per_step)
+                for opening in trainer.stream._ahead[2] if trainer.stream._ahead else ():
+                    opening.job.settled.result()
     finally:
         trainer.close()
     medians = {name: {part: statistics.median(r[part] for r in rs) for part in PARTS}
