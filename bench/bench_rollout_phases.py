@@ -6,13 +6,16 @@ steps, and splits each rollout's wall time into: before the first prefill (env r
 episode's prompt, sampling params and request), the engine's forwards with their KV-cache
 bookkeeping (``TransformersEngine._prefill`` and ``_decode_step`` minus sampling), per-row
 sampling (``_append_sampled``), the gaps between the engine's calls, and after the last forward
-(env steps, trajectories). Medians over the rollouts.
+(env steps, trajectories), and counts the process's minor page faults per rollout (see
+``rlvr.malloc_tuning``). Medians over the rollouts; as in training, each rollout's episodes are
+opened ahead (``rollout.open_ahead``) while the previous one would train, outside its time.
 
-    .venv/bin/python bench/bench_rollout_phases.py --sft runs/quickstart/sft_model [--forwards]
+    .venv/bin/python bench/bench_rollout_phases.py --sft runs/quickstart/sft_model [--forwards] \
+        [config overrides, e.g. rollout.transformers.threads=2]
 
 ``--forwards`` alternates the engine's lean forward (``agents.lean_decoder``) and the module's own
-forward rollout by rollout and prints one column each (the same episodes: the two forwards give
-the same logits here).
+forward rollout by rollout and prints one column each (nearly the same episodes: the two forwards'
+logits differ by float rounding, ~4e-6 here).
 
 Prints the table and writes ``bench/results/rollout_phases.json``. Timings on a shared machine
 are noisy; compare the parts of one run.
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import resource
 import statistics
 import time
 from pathlib import Path
@@ -95,25 +99,30 @@ def main() -> None:
             name = names[step % len(names)]
             engine._fwd = forwards[name]
             marks.clear()
+            faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             t0 = time.perf_counter()
             with trainer.engine_weights():
                 trainer.stream.collect(step, step * config.rollout.prompts_per_step)
             if step > 3:  # the first rollouts warm caches and allocators up
-                rows[name].append(split(marks, t0, time.perf_counter()))
+                row = split(marks, t0, time.perf_counter())
+                row["page faults"] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+                rows[name].append(row)
             if config.rollout.open_ahead:  # as in training: opened while the update runs
                 trainer.stream.open_ahead(step + 1, (step + 1) * config.rollout.prompts_per_step)
                 for opening in trainer.stream._ahead[2] if trainer.stream._ahead else ():
                     opening.job.settled.result()
     finally:
         trainer.close()
-    medians = {name: {part: statistics.median(r[part] for r in rs) for part in PARTS}
-               for name, rs in rows.items()}
+    medians = {name: {part: statistics.median(r[part] for r in rs)
+                      for part in (*PARTS, "page faults")} for name, rs in rows.items()}
     episodes = config.rollout.prompts_per_step * config.rollout.group_size
     print(f"\nquickstart rollout of {episodes} episodes, medians of "
           f"{min(len(rs) for rs in rows.values())} per column (ms):")
     print("| part | " + " | ".join(names) + " |\n|---|" + "---|" * len(names))
     for part in PARTS:
         print(f"| {part} | " + " | ".join(f"{medians[n][part] * 1e3:.1f}" for n in names) + " |")
+    print("| page faults (minor, per rollout) | "
+          + " | ".join(f"{medians[n]['page faults']:.0f}" for n in names) + " |")
     args.out.write_text(json.dumps({
         "sft": str(args.sft), "rollouts": {n: len(rs) for n, rs in rows.items()},
         "episodes": episodes, "medians_s": medians, "machine": platform.processor(),
