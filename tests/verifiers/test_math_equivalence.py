@@ -123,3 +123,26 @@ def test_integers_with_separators(a, b):
     formatted = f"{a:,}"
     assert is_equivalent(formatted, str(a))
     assert is_equivalent(formatted, str(b)) is (a == b)
+
+
+_digits = st.text("0123456789", min_size=1, max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(_digits, _digits.map("-".__add__)),
+       st.one_of(_digits, _digits.map("-".__add__), st.integers(-10**6, 10**6).map(str)))
+def test_the_integer_shortcut_decides_as_the_full_grader(pred, gold):
+    """Leading zeros, "-0", 30-digit values: step 0 gives the full path's Grade, method too."""
+    from verifiers.math.grader import INTEGER, _full_grade, _integer_grade
+
+    assert INTEGER.fullmatch(pred) and INTEGER.fullmatch(gold)
+    assert _integer_grade(pred, gold) == _full_grade(pred, gold, 5.0)
+    assert grade(pred, gold) == _integer_grade(pred, gold)
+
+
+def test_what_is_not_a_plain_integer_takes_the_full_path():
+    from verifiers.math.grader import INTEGER
+
+    for text in (" 7", "+7", "7.0", "1,000", "\u0667", "1" * 31, "--1", ""):  # \u0667: Arabic 7
+        assert not INTEGER.fullmatch(text)
+    assert grade("1,000", "1000").equal and grade("7.0", "7").equal

@@ -2,6 +2,8 @@
 
 A pair of answers goes through, in order, stopping at the first decision:
 
+0. two plain integers (``INTEGER``, e.g. "171" and "-07"): compared as integers, the decision
+   the steps below come to for them, ~10x sooner (most arithmetic tasks' answers);
 1. size guard (``MAX_ANSWER_CHARS``) and normalisation (``normalize.py``);
 2. identical normalised strings -> equal;
 3. multiple choice: when the gold answer is a letter A-J, the prediction must name that letter;
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from dataclasses import dataclass
 
 from verifiers.errors import AnswerParseError, InvalidArgumentError, VerifierTimeout
@@ -34,6 +37,11 @@ __all__ = ["DEFAULT_TIMEOUT_S", "Grade", "gold_answer", "grade", "is_equivalent"
 
 DEFAULT_TIMEOUT_S = 5.0
 """Default wall-clock limit of one check, in seconds."""
+
+
+INTEGER = re.compile(r"-?[0-9]{1,30}")
+"""A plain decimal integer as ``grade``'s first step reads it (ASCII digits, no sign but "-",
+no spaces; at most 30 digits, where it was checked against the full path)."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +105,21 @@ def grade(pred: str, gold: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Grad
     """
     _check_arguments(pred, gold, timeout_s)
     gold = gold_answer(gold)
+    if INTEGER.fullmatch(pred) and INTEGER.fullmatch(gold):
+        return _integer_grade(pred, gold)
+    return _full_grade(pred, gold, timeout_s)
+
+
+def _integer_grade(pred: str, gold: str) -> Grade:
+    """``grade`` of two ``INTEGER`` strings (identical strings decide as "string")."""
+    if pred == gold:
+        return Grade(True, "correct", "string")
+    equal = int(pred) == int(gold)
+    return Grade(equal, "correct" if equal else "wrong_answer", "fast")
+
+
+def _full_grade(pred: str, gold: str, timeout_s: float) -> Grade:
+    """``grade`` from step 1 on (``gold`` already reduced to its answer)."""
     try:
         pred_prepared = _prepare(pred)
     except AnswerParseError as err:
