@@ -8,14 +8,15 @@ runs the module's own forward with a ``DynamicCache``.
 What it saves against the module's forward, per decode step: transformers' Python around the
 arithmetic (mask building, cache classes, output dataclasses, hooks) and the KV cache's
 ``torch.cat`` of every layer's whole history (keys and values live in preallocated buffers; a
-step writes one column). The arithmetic is the same ops in the same order as transformers'
-modules (RMSNorm in float32, rotary embeddings from the module's own ``rotary_emb``,
-grouped-query attention on the key/value heads) except attention itself, which on CPU for small
-shapes is two matmuls and a softmax written out (``SMALL_ATTENTION``) rather than SDPA: 3-4x
-faster there. Logits agree with the module's forward to float rounding
-(tests/agents/test_lean_decoder.py, run on every transformers CI tests, asserts 1e-5): on the
-quickstart's model, a prefill and four decode steps of 128 rows differ by at most 4e-6
-(transformers 5.24).
+step writes one column). The layers run compiled by TorchScript (``agents.lean_layers``): no
+Python dispatch per op, and the GIL released for the whole forward. The arithmetic is the same
+ops in the same order as transformers' modules (RMSNorm in float32, rotary embeddings from the
+module's own ``rotary_emb``, grouped-query attention on the key/value heads) except attention
+itself, which on CPU for small shapes is two matmuls and a softmax written out
+(``SMALL_ATTENTION``) rather than SDPA: 3-4x faster there. Logits agree with the module's
+forward to float rounding (tests/agents/test_lean_decoder.py, run on every transformers CI
+tests, asserts 1e-5): on the quickstart's model, a prefill and four decode steps of 128 rows
+differ by at most 4e-6 (transformers 5.24).
 
 It reads the weights from the module at every call (no copies), so a shared actor's optimizer
 steps and ``update_weights`` are seen at once. No dropout: it is for inference only.
@@ -30,15 +31,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+
+from agents.lean_layers import compiled_layers
 
 SMALL_ATTENTION = 1 << 21
 """On CPU in float32, attention whose score tensor has at most this many elements (8 MiB) runs as
-matmuls and an explicit softmax (``_small_attention``); larger, in other dtypes (SDPA accumulates
-them in float32) and on any accelerator, it runs ``F.scaled_dot_product_attention``. For a decode
-step or a short prompt's prefill the explicit form is 3-4x faster on CPU: torch's softmax and
-flash kernels pay per row of a short key axis."""
+matmuls and an explicit softmax (``agents.lean_layers.small_attention``); larger, in other dtypes
+(SDPA accumulates them in float32) and on any accelerator, it runs SDPA. For a decode step or a
+short prompt's prefill the explicit form is 3-4x faster on CPU: torch's softmax and flash
+kernels pay per row of a short key axis."""
 
 LEAN_ARCHITECTURES = ("Qwen2ForCausalLM", "LlamaForCausalLM", "MistralForCausalLM")
 """The HF classes whose forward ``LeanDecoder`` reproduces."""
@@ -182,6 +184,8 @@ class LeanDecoder:
         self.head_dim = int(getattr(attn, "head_dim", config.hidden_size // self.heads))
         self.scaling = float(getattr(attn, "scaling", self.head_dim**-0.5))
         self.layers = len(inner.layers)
+        self._layers, self.compiled = compiled_layers()
+        """The layers' forward (``agents.lean_layers``); ``compiled``: by TorchScript."""
 
     def new_buffer(self, rows: int, capacity: int) -> KVBuffer:
         """An empty ``KVBuffer`` for ``rows`` rows of ``capacity`` columns."""
@@ -221,79 +225,39 @@ class LeanDecoder:
                  mask: torch.Tensor) -> torch.Tensor:
         inner = self.model.model
         rows, steps = ids.shape
-        heads, kv_heads, dim = self.heads, self.kv_heads, self.head_dim
         kv.reserve(steps)
         col, end = kv.start, kv.end + steps
-        bias = None  # small attention on CPU: two matmuls and a softmax (_small_attention)
+        bias = None  # small attention on CPU: two matmuls and a softmax (small_attention)
         if ids.device.type == "cpu" and kv.keys[0].dtype == torch.float32 \
-                and rows * heads * steps * (end - col) <= SMALL_ATTENTION:
+                and rows * self.heads * steps * (end - col) <= SMALL_ATTENTION:
             bias = torch.zeros(mask.shape, dtype=kv.keys[0].dtype).masked_fill_(~mask,
                                                                                 float("-inf"))
         hidden = inner.embed_tokens(ids)
         cos, sin = inner.rotary_emb(hidden, positions)
-        cos, sin = cos[:, None], sin[:, None]
-        for i, layer in enumerate(inner.layers):
-            attn, mlp = layer.self_attn, layer.mlp
-            x = _rms_norm(hidden, layer.input_layernorm)
-            q = F.linear(x, attn.q_proj.weight, attn.q_proj.bias)
-            k = F.linear(x, attn.k_proj.weight, attn.k_proj.bias)
-            v = F.linear(x, attn.v_proj.weight, attn.v_proj.bias)
-            q = _rotate(q.view(rows, steps, heads, dim).transpose(1, 2), cos, sin)
-            k = _rotate(k.view(rows, steps, kv_heads, dim).transpose(1, 2), cos, sin)
-            kv.keys[i][:, :, kv.end:end] = k
-            kv.values[i][:, :, kv.end:end] = v.view(rows, steps, kv_heads, dim).transpose(1, 2)
-            keys, values = kv.keys[i][:, :, col:end], kv.values[i][:, :, col:end]
-            if bias is not None:
-                out = _small_attention(q, keys, values, bias, self.scaling)
-            elif steps == 1 and heads != kv_heads:  # the query heads of a group as its rows
-                out = F.scaled_dot_product_attention(
-                    q.reshape(rows, kv_heads, heads // kv_heads, dim), keys, values,
-                    attn_mask=mask, scale=self.scaling,
-                ).reshape(rows, heads, 1, dim)
-            else:
-                out = F.scaled_dot_product_attention(
-                    q, keys, values, attn_mask=mask, scale=self.scaling,
-                    enable_gqa=heads != kv_heads,
-                )
-            out = out.transpose(1, 2).reshape(rows, steps, heads * dim)
-            hidden = hidden + F.linear(out, attn.o_proj.weight, attn.o_proj.bias)
-            x = _rms_norm(hidden, layer.post_attention_layernorm)
-            gate = F.silu(F.linear(x, mlp.gate_proj.weight, mlp.gate_proj.bias))
-            hidden = hidden + F.linear(gate * F.linear(x, mlp.up_proj.weight, mlp.up_proj.bias),
-                                       mlp.down_proj.weight, mlp.down_proj.bias)
+        weights, eps = self._weights()
+        head = self.model.lm_head
+        logits = self._layers(
+            hidden, cos[:, None], sin[:, None], kv.keys, kv.values, weights, eps, kv.end, col,
+            bias, mask, self.heads, self.kv_heads, self.scaling, inner.norm.weight,
+            float(inner.norm.variance_epsilon), head.weight, getattr(head, "bias", None))
         kv.end = end
-        last = _rms_norm(hidden[:, -1], inner.norm)
-        return F.linear(last, self.model.lm_head.weight, getattr(self.model.lm_head, "bias", None))
+        return logits
 
+    def _weights(self) -> tuple[list[list[torch.Tensor | None]], list[float]]:
+        """Every layer's tensors in ``agents.lean_layers.Weights`` order, and the norms' epsilons.
 
-def _small_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-                     bias: torch.Tensor, scale: float) -> torch.Tensor:
-    """Grouped-query attention as two matmuls and a softmax written out (CPU, small shapes).
-
-    ``q`` ``(B, heads, T, D)``; ``keys``/``values`` ``(B, kv_heads, W, D)``; ``bias``
-    ``(B, 1, T, W)``, 0 where attended and ``-inf`` elsewhere (every query attends to at least
-    itself). Returns ``(B, heads, T, D)``. A group's query heads are stacked as rows of one
-    matmul against their shared key/value head, so keys are never repeated.
-    """
-    rows, heads, steps, dim = q.shape
-    kv_heads, width = keys.shape[1], keys.shape[2]
-    group = heads // kv_heads
-    scores = torch.matmul(q.reshape(rows, kv_heads, group * steps, dim), keys.transpose(2, 3))
-    scores = scores.view(rows, kv_heads, group, steps, width).mul_(scale).add_(bias[:, :, None])
-    scores = scores.sub_(scores.amax(-1, keepdim=True)).exp_()
-    scores = scores.div_(scores.sum(-1, keepdim=True))
-    out = torch.matmul(scores.view(rows, kv_heads, group * steps, width), values)
-    return out.view(rows, heads, steps, dim)
-
-
-def _rms_norm(x: torch.Tensor, norm: Any) -> torch.Tensor:
-    """RMSNorm as transformers computes it: normalise in float32, scale in the input dtype."""
-    xf = x.to(torch.float32)
-    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
-    return norm.weight * xf.to(x.dtype)
-
-
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary position embedding of ``x`` ``(B, heads, T, D)`` (transformers' ``rotate_half``)."""
-    half = x.shape[-1] // 2
-    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+        Read afresh at every call: a shared actor's parameters may have been replaced.
+        """
+        weights: list[list[torch.Tensor | None]] = []
+        eps: list[float] = []
+        for layer in self.model.model.layers:
+            attn, mlp = layer.self_attn, layer.mlp
+            weights.append([
+                layer.input_layernorm.weight, attn.q_proj.weight, attn.q_proj.bias,
+                attn.k_proj.weight, attn.k_proj.bias, attn.v_proj.weight, attn.v_proj.bias,
+                attn.o_proj.weight, attn.o_proj.bias, layer.post_attention_layernorm.weight,
+                mlp.gate_proj.weight, mlp.gate_proj.bias, mlp.up_proj.weight, mlp.up_proj.bias,
+                mlp.down_proj.weight, mlp.down_proj.bias])
+            eps += [float(layer.input_layernorm.variance_epsilon),
+                    float(layer.post_attention_layernorm.variance_epsilon)]
+        return weights, eps

@@ -251,9 +251,10 @@ class EpisodeRunner:
             a is b or a == b for a, b in zip(opening.specs, specs))
         if not self._claim(opening):
             raise RunnerConfigError("this Opening was already used (or discarded)")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(opening.job.settled)),
-                                   self.config.env_step_timeout_s)
+        if not opening.job.settled.done():  # (a trainer's openings are done by now)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(opening.job.settled)),
+                                       self.config.env_step_timeout_s)
         opening.job.stop_unless_done()
         row, stuck = opening.taken()
         if not same:

@@ -210,3 +210,21 @@ def test_a_model_it_cannot_run_uses_the_modules_forward():
         out = asyncio.run(engine.generate(PROMPTS[0], SamplingParams(temperature=0.0,
                                                                     max_new_tokens=4)))
     assert len(out.token_ids) == 4
+
+
+def test_the_compiled_layers_give_the_python_functions_logits():
+    """TorchScript compiles the layers on this torch; its logits equal the Python function's."""
+    from agents.lean_layers import compiled_layers, run_layers
+
+    model = _model("llama")  # biases everywhere: every Optional weight is a tensor
+    compiled = LeanDecoder(model)
+    assert compiled.compiled
+    plain = LeanDecoder(model)
+    plain._layers = run_layers
+    ids = torch.tensor([PROMPTS[0]])
+    real = torch.ones_like(ids, dtype=torch.bool)
+    with torch.no_grad():
+        out = [lean.prefill(ids, real, torch.arange(ids.shape[1])[None], lean.new_buffer(1, 9))
+               for lean in (compiled, plain)]
+    assert torch.equal(out[0], out[1])
+    assert compiled_layers()[0] is compiled._layers  # compiled once per process
