@@ -53,6 +53,7 @@ from agents.engine_forwards import ROOM, LeanForward, ModuleForward, left_pad
 from agents.errors import EngineClosedError, EngineError, RequestError, WeightUpdateError
 from agents.intra_op import use_intra_op_threads
 from agents.lean_decoder import lean_unsupported
+from agents.malloc_tuning import tune_malloc
 from agents.sampling import sample_rows
 
 logger = logging.getLogger(__name__)
@@ -145,6 +146,8 @@ class TransformersEngine:
             if tokenizer is None:
                 tokenizer = AutoTokenizer.from_pretrained(model)
         self.tokenizer = tokenizer
+        if self.device.type == "cpu":
+            tune_malloc()  # its buffers would be mapped and faulted afresh every step
         self.max_batch_size = max_batch_size
         self.eos_token_ids = self._find_eos_ids()
         self.max_context = int(getattr(self.model.config, "max_position_embeddings", 1 << 30))

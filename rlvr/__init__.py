@@ -11,8 +11,4 @@ import sys as _sys
 if "torch" not in _sys.modules:
     _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from rlvr.malloc_tuning import tune_malloc as _tune_malloc  # noqa: E402
-
-_tune_malloc()  # page-faulting on freed and re-allocated buffers (rlvr.malloc_tuning)
-
 __version__ = "0.1.0"

@@ -1,14 +1,18 @@
-"""glibc malloc settings for a process of many mid-sized, short-lived tensors (set at import).
+"""glibc malloc settings for a CPU rollout engine's many mid-sized, short-lived tensors.
 
 By default glibc serves every allocation above a (dynamic) threshold of 128 KiB-32 MiB with its
 own ``mmap`` and gives freed memory at the top of a heap back to the OS beyond 128 KiB. A rollout
 step allocates and frees hundreds of such buffers (activations, KV caches, logits) per forward:
-each one then comes back as fresh pages, and the kernel zero-fills them on first touch. On the
-quickstart's rollout that page-faulting cost 15% of the step (BENCHMARKS.md, session 11).
+each one then comes back as fresh pages, and the kernel zero-fills them on first touch: ~1,090
+minor page faults per quickstart rollout, 5 once tuned, and the rollout ~10% faster
+(BENCHMARKS.md, 2026-12-03).
 
 ``tune_malloc`` keeps such memory in the process: allocations up to 32 MiB come from the heap,
-and up to 256 MiB of free memory is kept at a heap's top (64 MiB of padding per growth). Peak
-memory is unchanged; memory freed after a peak is returned later (above 256 MiB free) or not.
+and up to 256 MiB of free memory is kept at a heap's top (64 MiB of padding per growth). The
+process's resident memory then stays near its peak instead of falling back after it (a rank
+loading a model shard by shard grew by 78% of the model's size instead of under 75%), so it is
+applied only where it pays: ``TransformersEngine`` calls it when it decodes on the CPU, once per
+process.
 It does nothing outside glibc, or when the user set malloc's tunables themselves
 (``MALLOC_*_`` or ``GLIBC_TUNABLES`` in the environment). ``RLVR_MALLOC_TUNING=0`` turns it off.
 """

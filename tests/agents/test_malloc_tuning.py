@@ -1,4 +1,4 @@
-"""glibc malloc tuning at ``import rlvr``: mid-sized buffers stay in the heap, free memory kept."""
+"""glibc malloc tuning by a CPU TransformersEngine: mid-sized buffers stay in the heap."""
 
 from __future__ import annotations
 
@@ -9,11 +9,17 @@ import sys
 
 import pytest
 
-from rlvr.malloc_tuning import tune_malloc
+from agents.malloc_tuning import tune_malloc
 
 PROBE = """
 import ctypes, json
-import rlvr
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+from agents.hf_engine import TransformersEngine
+
+TransformersEngine(Qwen2ForCausalLM(Qwen2Config(
+    vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+    num_attention_heads=2, num_key_value_heads=1))).close()  # on the CPU: tunes malloc
 
 class MallInfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in (
@@ -44,8 +50,8 @@ def _probe(**env: str) -> dict[str, int]:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
 def test_mid_sized_buffers_come_from_the_heap_and_stay_there_once_freed():
     """Untuned, each new 8 MiB buffer is its own mmap (unmapped on free: its pages are faulted
-    and zeroed afresh on the next allocation); tuned, they come from the heap and their 32 MiB
-    stay there, free, for the next ones."""
+    and zeroed afresh on the next allocation); once a CPU engine was made, they come from the
+    heap and their 32 MiB stay there, free, for the next ones."""
     untuned = _probe(RLVR_MALLOC_TUNING="0")
     assert untuned["mapped"] >= 1, untuned
     tuned = _probe()
