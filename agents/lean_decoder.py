@@ -184,6 +184,10 @@ class LeanDecoder:
         self.head_dim = int(getattr(attn, "head_dim", config.hidden_size // self.heads))
         self.scaling = float(getattr(attn, "scaling", self.head_dim**-0.5))
         self.layers = len(inner.layers)
+        self.eps = [float(norm.variance_epsilon) for layer in inner.layers
+                    for norm in (layer.input_layernorm, layer.post_attention_layernorm)]
+        """Each layer's input and post-attention norm epsilons (config, fixed)."""
+        self.final_eps = float(inner.norm.variance_epsilon)
         self._layers, self.compiled = compiled_layers()
         """The layers' forward (``agents.lean_layers``); ``compiled``: by TorchScript."""
 
@@ -234,22 +238,21 @@ class LeanDecoder:
                                                                                 float("-inf"))
         hidden = inner.embed_tokens(ids)
         cos, sin = inner.rotary_emb(hidden, positions)
-        weights, eps = self._weights()
+        weights = self._weights()
         head = self.model.lm_head
         logits = self._layers(
-            hidden, cos[:, None], sin[:, None], kv.keys, kv.values, weights, eps, kv.end, col,
-            bias, mask, self.heads, self.kv_heads, self.scaling, inner.norm.weight,
-            float(inner.norm.variance_epsilon), head.weight, getattr(head, "bias", None))
+            hidden, cos[:, None], sin[:, None], kv.keys, kv.values, weights, self.eps, kv.end,
+            col, bias, mask, self.heads, self.kv_heads, self.scaling, inner.norm.weight,
+            self.final_eps, head.weight, getattr(head, "bias", None))
         kv.end = end
         return logits
 
-    def _weights(self) -> tuple[list[list[torch.Tensor | None]], list[float]]:
-        """Every layer's tensors in ``agents.lean_layers.Weights`` order, and the norms' epsilons.
+    def _weights(self) -> list[list[torch.Tensor | None]]:
+        """Every layer's tensors in ``agents.lean_layers.Weights`` order.
 
         Read afresh at every call: a shared actor's parameters may have been replaced.
         """
         weights: list[list[torch.Tensor | None]] = []
-        eps: list[float] = []
         for layer in self.model.model.layers:
             attn, mlp = layer.self_attn, layer.mlp
             weights.append([
@@ -258,6 +261,4 @@ class LeanDecoder:
                 attn.o_proj.weight, attn.o_proj.bias, layer.post_attention_layernorm.weight,
                 mlp.gate_proj.weight, mlp.gate_proj.bias, mlp.up_proj.weight, mlp.up_proj.bias,
                 mlp.down_proj.weight, mlp.down_proj.bias])
-            eps += [float(layer.input_layernorm.variance_epsilon),
-                    float(layer.post_attention_layernorm.variance_epsilon)]
-        return weights, eps
+        return weights

@@ -29,13 +29,19 @@ M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3
 SETTINGS = ((M_MMAP_THRESHOLD, 32 << 20), (M_TRIM_THRESHOLD, 256 << 20), (M_TOP_PAD, 64 << 20))
 
 
+_applied = False
+
+
 def tune_malloc() -> bool:
-    """Apply ``SETTINGS`` with glibc's ``mallopt``; True when applied."""
+    """Apply ``SETTINGS`` with glibc's ``mallopt`` (once per process); True when applied."""
+    global _applied
     env = os.environ
     if not sys.platform.startswith("linux") or env.get("RLVR_MALLOC_TUNING", "1") == "0" or \
             "GLIBC_TUNABLES" in env or any(k.startswith("MALLOC_") and k.endswith("_")
                                            for k in env):
         return False
+    if _applied:
+        return True
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.gnu_get_libc_version.restype = ctypes.c_char_p  # glibc only
@@ -43,4 +49,5 @@ def tune_malloc() -> bool:
             return False
     except (OSError, AttributeError):
         return False
-    return all(libc.mallopt(param, value) == 1 for param, value in SETTINGS)
+    _applied = all(libc.mallopt(param, value) == 1 for param, value in SETTINGS)
+    return _applied
