@@ -176,8 +176,16 @@ def test_context_overflow_is_a_length_finish(server):
     ctx, max_input = server.context_length, server.max_input_len
     assert max_input is not None and max_input < ctx
     prompt = [7] * (max_input - 1)
-    out = asyncio.run(server.generate(prompt, SamplingParams(max_new_tokens=20)))
-    assert out.finish_reason == "length" and len(out.token_ids) <= ctx - len(prompt)
+    # The random tiny model may sample EOS inside the few tokens of room and finish "stop" (seen
+    # once in CI): every try must stay within the room, and one that used it up says "length".
+    finishes = []
+    for _ in range(5):
+        out = asyncio.run(server.generate(prompt, SamplingParams(max_new_tokens=20)))
+        assert len(out.token_ids) <= ctx - len(prompt)
+        finishes.append(out.finish_reason)
+        if out.finish_reason == "length":
+            break
+    assert finishes[-1] == "length" and set(finishes) <= {"length", "stop"}, finishes
     full = asyncio.run(server.generate([7] * max_input, SamplingParams(max_new_tokens=10)))
     assert (full.token_ids, full.finish_reason) == ([], "length")
     with pytest.raises(SGLangHTTPError) as err:  # what the clamp avoids: sglang's HTTP 400
