@@ -188,6 +188,12 @@ class LeanDecoder:
                     for norm in (layer.input_layernorm, layer.post_attention_layernorm)]
         """Each layer's input and post-attention norm epsilons (config, fixed)."""
         self.final_eps = float(inner.norm.variance_epsilon)
+        self._parts = [
+            (layer.input_layernorm, layer.self_attn.q_proj, layer.self_attn.k_proj,
+             layer.self_attn.v_proj, layer.self_attn.o_proj, layer.post_attention_layernorm,
+             layer.mlp.gate_proj, layer.mlp.up_proj, layer.mlp.down_proj)
+            for layer in inner.layers]
+        """Each layer's norms and projections (``_weights`` reads their tensors at every call)."""
         self._layers, self.compiled = compiled_layers()
         """The layers' forward (``agents.lean_layers``); ``compiled``: by TorchScript."""
 
@@ -250,15 +256,11 @@ class LeanDecoder:
     def _weights(self) -> list[list[torch.Tensor | None]]:
         """Every layer's tensors in ``agents.lean_layers.Weights`` order.
 
-        Read afresh at every call: a shared actor's parameters may have been replaced.
+        Read afresh at every call from the modules found at construction: a shared actor's
+        parameters may have been replaced. (Walking ``model.model.layers[i].self_attn...`` for
+        them every call cost ~60 us of attribute lookups per forward.)
         """
-        weights: list[list[torch.Tensor | None]] = []
-        for layer in self.model.model.layers:
-            attn, mlp = layer.self_attn, layer.mlp
-            weights.append([
-                layer.input_layernorm.weight, attn.q_proj.weight, attn.q_proj.bias,
-                attn.k_proj.weight, attn.k_proj.bias, attn.v_proj.weight, attn.v_proj.bias,
-                attn.o_proj.weight, attn.o_proj.bias, layer.post_attention_layernorm.weight,
-                mlp.gate_proj.weight, mlp.gate_proj.bias, mlp.up_proj.weight, mlp.up_proj.bias,
-                mlp.down_proj.weight, mlp.down_proj.bias])
-        return weights
+        return [[norm.weight, q.weight, q.bias, k.weight, k.bias, v.weight, v.bias, o.weight,
+                 o.bias, post.weight, gate.weight, gate.bias, up.weight, up.bias, down.weight,
+                 down.bias]
+                for norm, q, k, v, o, post, gate, up, down in self._parts]

@@ -91,6 +91,21 @@ def restrict_top_k_top_p(logprobs: torch.Tensor, top_k: int, top_p: float) -> to
     return out
 
 
+RowPlan = tuple[float, bool, bool, int | None]
+"""What ``sample_planned`` needs of a row's ``SamplingParams``: ``(temperature, greedy,
+restricted, seed)``: the temperature (1.0 for a greedy row), whether the row is greedy, whether
+top-k or top-p restricts it, and its seed as a signed 64-bit int (None: the global RNG)."""
+
+
+def row_plan(p: SamplingParams) -> RowPlan:
+    """``p`` as ``sample_planned`` reads it (computed once per request by an engine)."""
+    if p.temperature > 0:
+        plan = (float(p.temperature), False, p.top_k > 0 or p.top_p < 1.0)
+    else:
+        plan = (1.0, True, False)
+    return (*plan, None if p.seed is None else _signed(int(p.seed)))
+
+
 def sample_rows(
     logits: torch.Tensor,
     params: Sequence[SamplingParams],
@@ -107,35 +122,38 @@ def sample_rows(
         ``(tokens, logprobs)``, each of length ``B``: the sampled ids and
         ``log_softmax(logits / T)`` at them (``T = 1`` for greedy rows).
     """
+    return sample_planned(logits, params, [row_plan(p) for p in params], steps)
+
+
+def sample_planned(
+    logits: torch.Tensor,
+    params: Sequence[SamplingParams],
+    plans: Sequence[RowPlan],
+    steps: Sequence[int],
+) -> tuple[list[int], list[float]]:
+    """``sample_rows`` with each row's ``row_plan`` given (an engine keeps it per request).
+
+    A decode step then reads its rows' params in a few list passes instead of one Python
+    branch per row (~100 us per 128-row step on CPU).
+    """
     logits = logits.float()
-    temps: list[float] = []
-    greedy: list[int] = []
-    restricted: list[int] = []
-    seeded: list[int] = []
-    seeds: list[int] = []
-    for i, p in enumerate(params):  # one pass: this runs once per decode step
-        if p.temperature > 0:
-            temps.append(p.temperature)
-            if p.top_k > 0 or p.top_p < 1.0:
-                restricted.append(i)
-        else:
-            temps.append(1.0)
-            greedy.append(i)
-        if p.seed is not None:
-            seeded.append(i)
-            seeds.append(_signed(int(p.seed)))
+    temps, greedy_flags, restricted_flags, row_seeds = zip(*plans)
+    greedy = [i for i, g in enumerate(greedy_flags) if g]
+    restricted = [i for i, r in enumerate(restricted_flags) if r]
+    seeded = [i for i, s in enumerate(row_seeds) if s is not None]
+    seeds = [row_seeds[i] for i in seeded]
     if min(temps) == max(temps):
         scaled = logits if temps[0] == 1.0 else logits / temps[0]
     else:
         scaled = logits / torch.tensor(temps, dtype=logits.dtype, device=logits.device)[:, None]
     logp = torch.log_softmax(scaled, dim=-1)
-    if len(greedy) == len(params):
+    if len(greedy) == len(plans):
         tokens = logits.argmax(dim=-1)
     else:
         probs = logp.exp()
         for i in restricted:
             probs[i] = restrict_top_k_top_p(logp[i], params[i].top_k, params[i].top_p).exp()
-        u = _uniforms(params, steps, seeded, seeds, logits.device)
+        u = _uniforms(len(plans), steps, seeded, seeds, logits.device)
         cdf = probs.cumsum(dim=-1, dtype=torch.float64)
         tokens = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
         tokens.clamp_(max=logits.shape[-1] - 1)  # u * mass == mass: a 2**-53 rounding event
@@ -145,9 +163,9 @@ def sample_rows(
     return tokens.tolist(), chosen.tolist()
 
 
-def _uniforms(params: Sequence[SamplingParams], steps: Sequence[int], seeded: list[int],
-              seeds: list[int], device: torch.device) -> torch.Tensor:
-    """Each row's uniform, ``(B,)`` float64.
+def _uniforms(rows: int, steps: Sequence[int], seeded: list[int], seeds: list[int],
+              device: torch.device) -> torch.Tensor:
+    """Each row's uniform, ``(rows,)`` float64.
 
     Seeded rows' come from their seed and step, the others' from the global RNG.
     """
@@ -156,9 +174,9 @@ def _uniforms(params: Sequence[SamplingParams], steps: Sequence[int], seeded: li
         return seeded_uniform(torch.tensor(seeds, dtype=torch.int64, device=device),
                               torch.tensor([steps[i] for i in seeded], dtype=torch.int64,
                                            device=device))
-    if len(seeded) == len(params):
+    if len(seeded) == rows:
         return hashed()
-    u = torch.rand(len(params), dtype=torch.float64, device=device)
+    u = torch.rand(rows, dtype=torch.float64, device=device)
     if seeded:
         u[seeded] = hashed()
     return u

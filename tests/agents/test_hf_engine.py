@@ -171,16 +171,27 @@ def test_greedy_top_k_and_stop_conditions(engine, tiny_model, tiny_tokenizer):
     assert needle not in tiny_tokenizer.decode(by_str.token_ids[:-1])
 
 
-def test_shared_module_in_train_mode_is_restored(tiny_model_path, tiny_tokenizer):
+@pytest.mark.parametrize("lean", [True, False])
+def test_shared_module_in_train_mode_is_restored(tiny_model_path, tiny_tokenizer, lean):
+    """Dropout never reaches a completion, and the caller's train mode is back when idle.
+
+    The module's own forward switches the module to eval mode for the batch; the lean forward
+    has no dropout and leaves the mode alone (no ``eval()``/``train()`` walk per batch).
+    """
     from transformers import AutoModelForCausalLM
 
     actor = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32)
     actor.config.attention_dropout = 0.5  # would change outputs if eval mode were not used
     actor.train()
-    eng = TransformersEngine(actor, tiny_tokenizer)
+    modes: list[bool] = []
+    switch = actor.train
+    actor.train = lambda mode=True: (modes.append(mode), switch(mode))[1]  # type: ignore[method-assign]
+    eng = TransformersEngine(actor, tiny_tokenizer, lean=lean)
     try:
         out = _gather(eng, [PROMPTS[1]], [SamplingParams(max_new_tokens=5, seed=1)])[0]
         assert actor.training
+        assert modes == ([] if lean else [False, True])  # eval() calls train(False)
+        actor.train = switch  # type: ignore[method-assign]
         actor.eval()
         mine = _forward_logprobs(actor, PROMPTS[1], out)
         assert (mine - torch.tensor(out.logprobs)).abs().max().item() < 1e-4
