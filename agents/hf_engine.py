@@ -451,8 +451,7 @@ class TransformersEngine:
         """Sample one token per row, append it, and finish rows that are done."""
         rows = batch.rows
         tokens, logprobs = sample_planned(
-            logits, [r.sampling for r in rows], [r.plan for r in rows],
-            [len(r.token_ids) for r in rows])
+            logits, [r.plan for r in rows], [len(r.token_ids) for r in rows])
         for req, tok, lp in zip(rows, tokens, logprobs):
             req.token_ids.append(tok)
             req.logprobs.append(lp)
