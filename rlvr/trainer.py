@@ -31,10 +31,8 @@ Deviations and simplifications:
 from __future__ import annotations
 
 import contextlib
-import gc
 import random
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,6 +56,7 @@ from rlvr.learner import (
 from rlvr.metrics import MetricsLogger, rollout_metrics
 from rlvr.tool_metrics import tool_metrics
 from rlvr.training.env_tokens import EnvTokenGuard
+from rlvr.training.gc_control import collections_paused, frozen_setup
 from rlvr.training.heldout import heldout_evaluator
 from rlvr.training.snapshots import EpisodeSnapshots
 from rlvr.training.state import Checkpoints, StageTimer, TrainerState
@@ -227,7 +226,7 @@ class Trainer:
         (Ctrl-C): the engine and its threads stop, the metric files are flushed and closed.
         """
         try:
-            with _setup_frozen_for_gc():
+            with frozen_setup():
                 return self._train()
         finally:
             self.close()
@@ -247,7 +246,7 @@ class Trainer:
         rl_start = time.perf_counter()
         for step in range(self.state.step + 1, cfg.trainer.steps + 1):
             timer = StageTimer()
-            with timer("rollout"), self.engine_weights():          # stage A
+            with timer("rollout"), self.engine_weights(), collections_paused():  # stage A
                 trajs, metrics = self.stream.collect(step, self.state.tasks_drawn)
                 self.release_engine_memory()
             if cfg.rollout.open_ahead and step < cfg.trainer.steps:  # beside stages B and C
@@ -392,24 +391,6 @@ class Trainer:
             stack.callback(self.logger.close)
             if self.heldout is not None:
                 stack.callback(self.heldout.close)
-
-
-@contextlib.contextmanager
-def _setup_frozen_for_gc() -> Iterator[None]:
-    """Keep the objects built before the loop (modules, tokenizer, envs) out of full GCs.
-
-    They are ~400k objects on the quickstart, and every full collection walked them all: ~200 ms,
-    about once per 20 steps, landing in whichever stage allocated last (a rollout's median did
-    not show it, its mean and max did). ``gc.freeze`` moves them to the permanent generation,
-    after one collection so that no garbage is frozen; objects made later are collected as
-    before. ``gc.unfreeze`` when the loop ends.
-    """
-    gc.collect()
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def kl_notice(kl: Any) -> str:

@@ -298,23 +298,3 @@ def test_seeds_timer_and_summary():
                                final_accuracy=0.72, steps=5, sft_steps=10))
     assert "30.0% before RL -> 72.0% after RL (+42.0 points)" in text
     assert "metrics:     m.jsonl" in text
-
-
-def test_training_loop_freezes_the_setup_heap_after_collecting_its_garbage():
-    import gc
-    import weakref
-
-    from rlvr.trainer import _setup_frozen_for_gc
-
-    class Node:
-        pass
-
-    kept, cyclic = Node(), Node()
-    cyclic.self = cyclic  # garbage only a collection frees
-    dead = weakref.ref(cyclic)
-    del cyclic
-    with _setup_frozen_for_gc():
-        assert dead() is None  # collected before the freeze: no garbage is kept forever
-        assert gc.get_freeze_count() > 0
-        assert all(o is not kept for o in gc.get_objects())  # frozen: out of every collection
-    assert gc.get_freeze_count() == 0 and any(o is kept for o in gc.get_objects())
