@@ -57,6 +57,7 @@ from agents.env_calls import EnvCalls
 from agents.episode import EpisodeRecord
 from agents.episode_state import EpisodeState, close_quietly, raised_by_env, step_and_close
 from agents.errors import EngineAbortedError, EnvContractError, RunnerConfigError
+from agents.event_loop import KeptLoop
 from agents.opening import OpenAheadJob, Opening
 from agents.runner_config import EpisodeSpec, RunnerConfig, group_specs, turn_seed
 from envs.base import Message
@@ -66,21 +67,6 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 TOOL_CALL_END = "</tool_call>"
-
-
-def run_quietly(coro: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run(coro)`` with the result kept out of the finished task.
-
-    ``asyncio.run`` formats its main task (result and all) when it restores the SIGINT handler;
-    for a step's trajectories that costs milliseconds, so the result travels beside the task.
-    """
-    out: list[T] = []
-
-    async def main() -> None:
-        out.append(await coro)
-
-    asyncio.run(main())
-    return out[0]
 
 
 class EpisodeRunner:
@@ -112,19 +98,23 @@ class EpisodeRunner:
         self._sampling_memo: dict[tuple[int, bool], SamplingParams] = {}
         self._opener: concurrent.futures.ThreadPoolExecutor | None = None
         self._openings: list[Opening] = []
+        self._loop = KeptLoop()
 
     # ------------------------------------------------------------------ public API
     def run(
         self, specs: Sequence[EpisodeSpec], *, group_size: int = 1, seed: int | None = None
     ) -> list[Trajectory]:
         """Synchronous ``arun`` (works inside a running event loop too, via a helper thread)."""
-        coro = self.arun(specs, group_size=group_size, seed=seed)
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return run_quietly(coro)
-        with concurrent.futures.ThreadPoolExecutor(1) as helper:
-            return helper.submit(run_quietly, coro).result()
+        return self.run_coroutine(self.arun(specs, group_size=group_size, seed=seed))
+
+    def run_coroutine(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` (e.g. several ``arun`` calls gathered) to completion; its result.
+
+        On this runner's event loop, kept from one call to the next (``agents.event_loop``:
+        ~0.5 ms less per call than ``asyncio.run``); from a thread that already runs a loop,
+        on a fresh loop in a helper thread.
+        """
+        return self._loop.run(coro)
 
     async def arun(
         self, specs: Sequence[EpisodeSpec], *, group_size: int = 1, seed: int | None = None,
@@ -216,6 +206,7 @@ class EpisodeRunner:
         for env in (e for envs in idle.values() for e in envs):
             close_quietly(env)
         self._env_calls.close()
+        self._loop.close()
 
     # ------------------------------------------------------------------ openings
     def _plan(self, specs: Sequence[EpisodeSpec], group_size: int
@@ -527,5 +518,5 @@ def run_episodes(
 
 __all__ = [
     "TOOL_CALL_END", "EpisodeRunner", "EpisodeSpec", "RunnerConfig", "group_specs",
-    "run_episodes", "run_quietly", "turn_seed",
+    "run_episodes", "turn_seed",
 ]

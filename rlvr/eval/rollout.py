@@ -11,7 +11,6 @@ The final answer for maj@k is ``Trajectory.outcome.answer``, which the runner fi
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 from collections.abc import Sequence
 from typing import Any
 
@@ -52,16 +51,6 @@ async def _play_all(
     return list(await asyncio.gather(*(one(p) for p in planned)))
 
 
-def _run_coroutine(coro: Any) -> Any:
-    """``asyncio.run(coro)``, in a helper thread when this thread already runs a loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(1) as helper:
-        return helper.submit(asyncio.run, coro).result()
-
-
 def play(
     runner: Any,
     tokenizer: Any,
@@ -91,7 +80,7 @@ def play(
 
     with progress_bar(total=len(planned), desc=f"eval {label}", unit="ep",
                       disable=not progress) as bar:
-        trajectories = _run_coroutine(_play_all(runner, planned, bar, concurrency))
+        trajectories = runner.run_coroutine(_play_all(runner, planned, bar, concurrency))
     records = []
     for p, traj in zip(planned, trajectories, strict=True):
         traj.env_id = p.entry.env_id

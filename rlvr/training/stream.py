@@ -75,8 +75,6 @@ class EpisodeStream:
         specs = self._specs(keys, positions)
         ahead: list[Any] = list(openings) if openings is not None else [None] * len(keys)
 
-        from agents.runner import run_quietly
-
         async def play_all() -> list[list[Trajectory]]:
             return list(await asyncio.gather(*(
                 self.runner.arun([spec], group_size=size, seed=derived_seed(seed, "sample", *k),
@@ -84,7 +82,7 @@ class EpisodeStream:
                 for k, spec, o in zip(keys, specs, ahead)
             )))
 
-        return run_quietly(play_all())
+        return self.runner.run_coroutine(play_all())
 
     def _specs(self, keys: list[tuple[object, ...]], positions: list[int] | None) -> list[Any]:
         where: list[int | None] = list(positions) if positions is not None else [None] * len(keys)
