@@ -388,10 +388,11 @@ class TrainerConfig(Checked):
         progress: show progress bars.
         device: ``auto`` (CUDA when available), ``cpu`` or ``cuda``.
         threads: ``torch.set_num_threads`` for this process; null keeps torch's default (one per
-            core). On the 2-core quickstart two threads make the warm-up and the update
-            1.4-1.6x faster than one; importing rlvr before torch makes OpenMP's idle threads
-            sleep instead of spin (``OMP_WAIT_POLICY=PASSIVE`` unless set), which keeps 2
-            threads from collapsing next to another busy process.
+            core). Importing rlvr before torch makes OpenMP's idle threads sleep instead of
+            spin (``OMP_WAIT_POLICY=PASSIVE`` unless set), which keeps 2 threads from
+            collapsing next to another busy process but wakes the sleeping thread for every
+            op; whether two threads then beat one depends on the machine (the quickstart's
+            config says what was measured where).
     """
 
     steps: int = bounded(100, gt=0)
