@@ -8,7 +8,8 @@ bookkeeping (``TransformersEngine._prefill`` and ``_decode_step`` minus sampling
 sampling (``_append_sampled``), the gaps between the engine's calls, and after the last forward
 (env steps, trajectories), and counts the process's minor page faults per rollout (see
 ``rlvr.malloc_tuning``). Medians over the rollouts; as in training, each rollout's episodes are
-opened ahead (``rollout.open_ahead``) while the previous one would train, outside its time.
+opened ahead (``rollout.open_ahead``) while the previous one would train, outside its time, and
+the garbage collector is paused during the rollout (``rlvr.training.gc_control``).
 
     .venv/bin/python bench/bench_rollout_phases.py --sft runs/quickstart/sft_model [--forwards] \
         [config overrides, e.g. rollout.transformers.threads=2]
@@ -24,6 +25,7 @@ are noisy; compare the parts of one run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import platform
 import resource
@@ -77,6 +79,7 @@ def main() -> None:
     from agents.engine_forwards import ModuleForward
     from rlvr.config import load_config
     from rlvr.trainer import Trainer
+    from rlvr.training.gc_control import collections_paused, frozen_setup
 
     config = load_config(CONFIG, [
         f"model.path={args.sft}", "sft.enabled=false", "trainer.output_dir=/tmp/rollout_phases",
@@ -94,14 +97,16 @@ def main() -> None:
         forwards["module forward"] = ModuleForward(engine.model)
     rows: dict[str, list[dict[str, float]]] = {name: [] for name in forwards}
     names = list(forwards)
-    try:
+    with contextlib.ExitStack() as stack:
+        stack.callback(trainer.close)
+        stack.enter_context(frozen_setup())  # as in training: the setup heap frozen
         for step in range(1, len(names) * args.rollouts + 4):
             name = names[step % len(names)]
             engine._fwd = forwards[name]
             marks.clear()
             faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             t0 = time.perf_counter()
-            with trainer.engine_weights():
+            with trainer.engine_weights(), collections_paused():  # as in training
                 trainer.stream.collect(step, step * config.rollout.prompts_per_step)
             if step > 3:  # the first rollouts warm caches and allocators up
                 row = split(marks, t0, time.perf_counter())
@@ -111,8 +116,6 @@ def main() -> None:
                 trainer.stream.open_ahead(step + 1, (step + 1) * config.rollout.prompts_per_step)
                 for opening in trainer.stream._ahead[2] if trainer.stream._ahead else ():
                     opening.job.settled.result()
-    finally:
-        trainer.close()
     medians = {name: {part: statistics.median(r[part] for r in rs)
                       for part in (*PARTS, "page faults")} for name, rs in rows.items()}
     episodes = config.rollout.prompts_per_step * config.rollout.group_size
