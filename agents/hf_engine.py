@@ -421,12 +421,13 @@ class TransformersEngine:
         # Columns for the tokens the rows will feed back (a lean buffer grows past this if need be).
         room = min(max(r.max_new for r in reqs), ROOM)
         cache, logits = self._fwd.prefill(ids, mask, positions, room)
+        index = None
         if len(prompts) < len(reqs):
             index = torch.tensor(rows, device=self.device)
             cache = self._fwd.select(cache, index, 0)
-            logits, mask = logits.index_select(0, index), mask.index_select(0, index)
+            mask = mask.index_select(0, index)
         batch = _Batch(rows=list(reqs), cache=cache, attention_mask=mask)
-        self._append_sampled(batch, logits)
+        self._append_sampled(batch, logits, index)  # each prompt's softmax once
         return batch
 
     def _decode_step(self, batch: _Batch) -> _Batch | None:
@@ -447,18 +448,26 @@ class TransformersEngine:
         self._append_sampled(batch, logits)
         return self._compact(batch)
 
-    def _append_sampled(self, batch: _Batch, logits: torch.Tensor) -> None:
-        """Sample one token per row, append it, and finish rows that are done."""
+    def _append_sampled(self, batch: _Batch, logits: torch.Tensor,
+                        source: torch.Tensor | None = None) -> None:
+        """Sample one token per row, append it, and finish rows that are done.
+
+        ``source``: row ``b`` samples from ``logits[source[b]]`` (None: from ``logits[b]``).
+        """
         rows = batch.rows
         tokens, logprobs = sample_planned(
-            logits, [r.plan for r in rows], [len(r.token_ids) for r in rows])
+            logits, [r.plan for r in rows], [len(r.token_ids) for r in rows], source)
+        done = self._done  # (``_finish`` inlined: this loop runs per row and decode step)
         for req, tok, lp in zip(rows, tokens, logprobs):
-            req.token_ids.append(tok)
+            ids = req.token_ids
+            ids.append(tok)
             req.logprobs.append(lp)
-            if tok in req.stop_ids or self._hit_stop_string(req):
-                self._finish(req, "stop")
-            elif len(req.token_ids) >= req.max_new:
-                self._finish(req, "length")
+            if tok in req.stop_ids or (req.sampling.stop and self._hit_stop_string(req)):
+                req.finish_reason = "stop"
+                done.append(req)
+            elif len(ids) >= req.max_new:
+                req.finish_reason = "length"
+                done.append(req)
 
     def _hit_stop_string(self, req: _Request) -> bool:
         if not req.sampling.stop:

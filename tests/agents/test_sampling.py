@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 import torch
@@ -107,3 +108,35 @@ def test_an_all_greedy_batch_takes_the_argmax():
     tokens, logprobs = sample_rows(logits, [SamplingParams(temperature=0.0)] * 6, [0] * 6)
     assert tokens == logits.argmax(-1).tolist()
     assert logprobs == pytest.approx(torch.log_softmax(logits, -1).max(-1).values.tolist())
+
+
+def test_rows_that_share_logits_sample_exactly_as_if_each_had_its_own_copy():
+    """``sample_planned(..., rows)`` (a prefill's shared prompts) == sampling the expanded rows.
+
+    Random batches mixing seeded, unseeded, greedy and top-k/top-p rows, one or several
+    temperatures, as a prefill sends them (several requests per distinct prompt).
+    """
+    from agents.sampling import row_plan, sample_planned
+
+    rng = random.Random(0)
+    for trial in range(200):
+        distinct = rng.randint(1, 5)
+        batch = rng.randint(1, 12)
+        logits = torch.randn(distinct, 7, generator=torch.Generator().manual_seed(trial)) * 3
+        rows = torch.tensor([rng.randrange(distinct) for _ in range(batch)])
+        one_temperature = rng.random() < 0.6
+        temperature = rng.choice([0.0, 0.7, 1.0, 1.3])
+        plans, steps = [], []
+        for _ in range(batch):
+            kind = rng.random()
+            params = SamplingParams(
+                temperature=temperature if one_temperature else rng.choice([0.0, 0.7, 1.0]),
+                seed=rng.randrange(1 << 40) if kind < 0.6 else None,
+                top_k=3 if kind > 0.9 else -1, top_p=0.8 if 0.85 < kind <= 0.9 else 1.0)
+            plans.append(row_plan(params))
+            steps.append(rng.randrange(6))
+        torch.manual_seed(trial)
+        shared = sample_planned(logits, plans, steps, rows)
+        torch.manual_seed(trial)
+        expanded = sample_planned(logits.index_select(0, rows), plans, steps)
+        assert shared == expanded, trial
