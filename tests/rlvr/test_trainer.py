@@ -221,7 +221,9 @@ def test_quickstart_recipe_raises_held_out_accuracy(tmp_path):
     smallest value seen. (Session 7, before the engine's own thread count and opening ahead:
     gains +12.5 to +23.0, rises +0.085 to +0.203.) Rechecked on 2026-12-03 with the inverse-CDF
     sampler: on an Intel Xeon, gains +18.5 to +28.0, rises from +0.118; on an AMD EPYC, gains
-    +13.5, +10.0, +23.5, +24.0, +21.5 and rises +0.143, +0.104, +0.196, +0.141, +0.121.
+    +13.5, +10.0, +23.5, +24.0, +21.5 and rises +0.143, +0.104, +0.196, +0.141, +0.121; with one
+    torch thread (the config since 8e736c8), on the same kind of machine: gains +16.5, +17.0,
+    +23.0, +32.5, +23.5, rises +0.102, +0.115, +0.206, +0.173, +0.120.
     """
     run = run_quickstart(tmp_path, seed=0)
     assert 0 < run["sft_steps"] < run["sft_max_steps"], run
