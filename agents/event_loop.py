@@ -28,12 +28,13 @@ T = TypeVar("T")
 def run_fresh(coro: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run(coro)`` on a new loop (with the result kept out of the finished task)."""
     out: list[T] = []
-
-    async def main() -> None:
-        out.append(await coro)
-
-    asyncio.run(main())
+    asyncio.run(_result_beside(coro, out))
     return out[0]
+
+
+async def _result_beside(coro: Coroutine[Any, Any, T], out: list[T]) -> None:
+    """Await ``coro`` and put its result in ``out`` (not in this coroutine's task)."""
+    out.append(await coro)
 
 
 class KeptLoop:
@@ -75,13 +76,9 @@ class KeptLoop:
             self._loop = asyncio.new_event_loop()
         loop = self._loop
         out: list[T] = []
-
-        async def main() -> None:
-            out.append(await coro)
-
         asyncio.set_event_loop(loop)
         try:
-            loop.run_until_complete(main())
+            loop.run_until_complete(_result_beside(coro, out))
         except BaseException:
             self._loop = None
             _shut(loop)

@@ -470,8 +470,7 @@ class TransformersEngine:
                 done.append(req)
 
     def _hit_stop_string(self, req: _Request) -> bool:
-        if not req.sampling.stop:
-            return False
+        """Whether ``req``'s decoded completion contains one of its (non-empty) stop strings."""
         text = self.tokenizer.decode(req.token_ids, skip_special_tokens=False)
         return any(s in text for s in req.sampling.stop)
 
