@@ -80,7 +80,14 @@ def resolve_source(
             kwargs.setdefault("required", required)
             kwargs.setdefault("json_fields", json_fields)
             kwargs.setdefault("text_fields", text_fields)
-            return DatasetSource(spec, split=split, **kwargs)
+            try:
+                return DatasetSource(spec, split=split, **kwargs)
+            except TypeError as exc:
+                raise TaskSourceError(
+                    f"source {spec!r} (a data file or hub dataset): bad source_kwargs: {exc}; "
+                    "it accepts columns, id_column, split_column, json_fields, hub_split, "
+                    "hub_config"
+                ) from exc
         raise TaskSourceError(
             f"unknown task source {spec!r}; use one of {sorted(SOURCES)}, a .jsonl/.json/.parquet "
             "path, a hub dataset name ('org/name'), or a TaskSource object"

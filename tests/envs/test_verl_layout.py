@@ -186,3 +186,8 @@ def test_an_hf_chat_dataset_with_message_prompts(tmp_path):
     messages, _ = env.reset(options={"task_index": 0})
     assert messages == rows[0]["messages"]
     assert env.step("4")[1] == 1.0
+
+
+def test_generator_kwargs_given_to_a_file_source_are_named(gsm8k_file):
+    with pytest.raises(TaskSourceError, match="bad source_kwargs.*n_tasks"):
+        MathEnv(source=str(gsm8k_file), source_kwargs={"n_tasks": 50})
