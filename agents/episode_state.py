@@ -57,6 +57,7 @@ class EpisodeState:
     env: Any = None
     task_id: str = ""
     tools: list[dict[str, Any]] | None = None
+    task_metadata: dict[str, Any] | None = None
     messages: list[Message] = field(default_factory=list)
     record: EpisodeRecord | None = None
     finish_reason: str = "error"
@@ -119,6 +120,8 @@ class EpisodeState:
             "reset_seed": self.spec.seed,
             "messages": jsonable(self.messages),
         }
+        if self.task_metadata is not None:
+            metadata["task"] = self.task_metadata
         return record.to_trajectory(
             group_id=self.spec.group_id,
             env_id=self.env_id,

@@ -54,7 +54,7 @@ from typing import Any, TypeVar
 from agents.chat import ChatRenderer
 from agents.engine import Engine, SamplingParams
 from agents.env_calls import EnvCalls
-from agents.episode import EpisodeRecord
+from agents.episode import EpisodeRecord, jsonable
 from agents.episode_state import EpisodeState, close_quietly, raised_by_env, step_and_close
 from agents.errors import EngineAbortedError, EnvContractError, RunnerConfigError
 from agents.event_loop import KeptLoop
@@ -361,6 +361,8 @@ class EpisodeRunner:
             state.env_id = getattr(env_spec, "id", None) or type(state.env).__name__
         state.task_id = str(info.get("task_id", ""))
         state.tools = info.get("tools") or None
+        if isinstance(info.get("task_metadata"), dict):
+            state.task_metadata = jsonable(info["task_metadata"])
         state.messages = [dict(m) for m in messages]
         state.record = EpisodeRecord(self.renderer.prompt_ids(messages, state.tools),
                                      keep_contexts=self.config.check_token_exact)

@@ -17,6 +17,7 @@ from envs.base import Message, TextEnv
 from envs.errors import EnvArgumentError, EpisodeOverError, ResetNeededError, TaskSourceError
 from envs.spaces import DEFAULT_MAX_CHARS, ChatMessages, FreeText
 from envs.tasks import SourceSpec, Task, TaskSource, resolve_source
+from envs.tasks.verl_layout import check_messages, is_message_list
 
 RESET_OPTIONS = ("task_index", "task_id")
 """The keys ``reset(options=...)`` accepts."""
@@ -43,7 +44,11 @@ class TaskEnv(TextEnv):
         source_kwargs: extra arguments for the source built from a spec.
         system_prompt: the system message, or None for none.
         prompt_template: the user message; ``{field}`` is replaced by the task's field (write
-            literal braces as ``{{`` and ``}}``).
+            literal braces as ``{{`` and ``}}``). A template that is one field alone
+            (``"{question}"``) whose value is a list of chat messages opens the episode with
+            those messages as they are (system turns kept; ``system_prompt`` is not added):
+            how prompts in verl's data layout and HF chat datasets are used. Any other
+            non-string value in a template field is an error, never a stringified object.
         required_fields: task fields this env reads (checked when the source is built).
         max_action_chars: the action space's ``max_length``.
 
@@ -64,18 +69,19 @@ class TaskEnv(TextEnv):
         json_fields: Sequence[str] = (),
         max_action_chars: int = DEFAULT_MAX_CHARS,
     ) -> None:
+        self.prompt_template = _check_template(prompt_template)
         self.source: TaskSource = resolve_source(
             source,
             split=split,
             source_kwargs=source_kwargs,
             required=required_fields,
             json_fields=json_fields,
+            text_fields=_template_fields(self.prompt_template),
         )
         if len(self.source) == 0:
             raise TaskSourceError(f"task source {self.source!r} is empty")
         self.split = getattr(self.source, "split", split)
         self.system_prompt = system_prompt
-        self.prompt_template = _check_template(prompt_template)
         self.action_space = FreeText(max_action_chars)
         self.observation_space = ChatMessages()
         self._task: Task | None = None
@@ -108,8 +114,10 @@ class TaskEnv(TextEnv):
         Returns:
             messages: the opening chat messages: the system message (when configured) and the
                 user message rendered from ``prompt_template``.
-            info: ``task_id`` (str), ``task_index`` (int), plus what the subclass adds (e.g.
-                ``tools``). The gold answer is never in ``info``.
+            info: ``task_id`` (str), ``task_index`` (int), ``task_metadata`` (dict) when the
+                task carries one (e.g. verl's ``data_source``, ``ability``, ``extra_info``),
+                plus what the subclass adds (e.g. ``tools``). The gold answer is never in
+                ``info``.
         """
         super().reset(seed=seed)
         self._task_index = self._choose_task(options)
@@ -119,6 +127,8 @@ class TaskEnv(TextEnv):
         self._on_reset(self._task)
         messages = self._opening_messages(self._task)
         info = {"task_id": str(self._task["task_id"]), "task_index": self._task_index}
+        if isinstance(self._task.get("metadata"), Mapping):
+            info["task_metadata"] = copy.deepcopy(dict(self._task["metadata"]))
         info.update(self._reset_info())
         return messages, info
 
@@ -170,6 +180,20 @@ class TaskEnv(TextEnv):
         return {}
 
     def _opening_messages(self, task: Task) -> list[Message]:
+        fields = _template_fields(self.prompt_template)
+        whole = len(fields) == 1 and self.prompt_template == "{" + fields[0] + "}"
+        for name in fields:
+            value = task.get(name)
+            where = f"task {task.get('task_id')!r}: field {name!r}"
+            if whole and is_message_list(value):
+                return [dict(m) for m in check_messages(value, where=where)]
+            if value is not None and not isinstance(value, str):
+                kind = "a list of chat messages" if is_message_list(value) else type(value).__name__
+                raise EnvArgumentError(
+                    f"{where} holds {kind}, which cannot be written into prompt_template "
+                    f"{self.prompt_template!r}; a message list is used only when the template "
+                    f"is the field alone ('{{{name}}}')"
+                )
         messages: list[Message] = []
         if self.system_prompt:
             messages.append({"role": "system", "content": self.system_prompt})
@@ -208,6 +232,17 @@ class TaskEnv(TextEnv):
                 raise EnvArgumentError(f"options['task_id']={task_id!r} is not in {self.source!r}")
             return self._ids[task_id]
         return int(self.np_random.integers(len(self.source)))
+
+
+def _template_fields(template: str) -> tuple[str, ...]:
+    """The task fields a prompt template reads (``"{question} ({hint})"`` -> question, hint)."""
+    names = []
+    for _, name, _, _ in string.Formatter().parse(template):
+        if name:
+            field = name.split(".")[0].split("[")[0]
+            if field and field not in names:
+                names.append(field)
+    return tuple(names)
 
 
 def _check_template(template: str) -> str:

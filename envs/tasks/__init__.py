@@ -50,6 +50,7 @@ def resolve_source(
     source_kwargs: Mapping[str, Any] | None = None,
     required: Sequence[str] = (),
     json_fields: Sequence[str] = (),
+    text_fields: Sequence[str] = (),
 ) -> TaskSource:
     """Turn a source spec into a task source.
 
@@ -63,6 +64,7 @@ def resolve_source(
         source_kwargs: extra constructor arguments for the source.
         required: task fields the environment needs (checked for datasets and lists).
         json_fields: task fields a dataset may store as JSON strings.
+        text_fields: task fields that go into the prompt (a dataset checks their type per row).
 
     Raises:
         TaskSourceError: for an unknown name or a source that cannot be built.
@@ -77,7 +79,15 @@ def resolve_source(
         if _looks_like_path(spec) or "/" in spec:
             kwargs.setdefault("required", required)
             kwargs.setdefault("json_fields", json_fields)
-            return DatasetSource(spec, split=split, **kwargs)
+            kwargs.setdefault("text_fields", text_fields)
+            try:
+                return DatasetSource(spec, split=split, **kwargs)
+            except TypeError as exc:
+                raise TaskSourceError(
+                    f"source {spec!r} (a data file or hub dataset): bad source_kwargs: {exc}; "
+                    "it accepts columns, id_column, split_column, json_fields, hub_split, "
+                    "hub_config"
+                ) from exc
         raise TaskSourceError(
             f"unknown task source {spec!r}; use one of {sorted(SOURCES)}, a .jsonl/.json/.parquet "
             "path, a hub dataset name ('org/name'), or a TaskSource object"

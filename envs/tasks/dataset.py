@@ -10,6 +10,7 @@ from typing import Any
 
 from envs.errors import TaskSourceError
 from envs.tasks.base import DATA_DIR, Task, check_index, check_split
+from envs.tasks.verl_layout import check_messages, is_message_list, is_verl_layout, verl_task
 
 _LOCAL_FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
@@ -23,14 +24,21 @@ class DatasetSource:
         split: the split label; for a hub dataset also the split loaded unless ``hub_split``
             says otherwise.
         columns: task field -> dataset column, e.g. ``{"question": "problem", "answer":
-            "solution"}``. Fields not mapped keep their column name.
+            "solution"}``. Fields not mapped keep their column name. A nested column is named by
+            its dotted path: ``{"answer": "reward_model.ground_truth"}``.
         required: task fields every row must have, non-null (the env using the source sets it).
+        text_fields: task fields that go into a prompt: each must hold a string, or a list of
+            chat messages (then used as the opening messages); any other type is an error
+            naming the file, row and column, never a stringified object in a prompt.
         id_column: the column holding a task id; default ``"{stem}/{split}/{row}"``.
         json_fields: task fields whose value may be a JSON string to decode (e.g. ``tests``).
         split_column: keep only rows whose value in this column equals ``split`` (one file
             holding several splits).
         hub_split: the hub split to load when it differs from ``split``.
         hub_config: the hub configuration name, if any.
+
+    A file in verl's RL layout (columns ``prompt`` and ``reward_model``; see
+    :mod:`envs.tasks.verl_layout`) is read as such when no ``columns`` mapping is given.
 
     A row that lacks a required field (or whose JSON field does not decode) raises
     :class:`~envs.errors.TaskSourceError` naming the file and the row, when it is read.
@@ -43,6 +51,7 @@ class DatasetSource:
         split: str = "train",
         columns: Mapping[str, str] | None = None,
         required: Sequence[str] = (),
+        text_fields: Sequence[str] = (),
         id_column: str | None = None,
         json_fields: Sequence[str] = (),
         split_column: str | None = None,
@@ -53,13 +62,15 @@ class DatasetSource:
         self.split = split
         self.columns = dict(columns or {})
         self.required = tuple(required)
+        self.text_fields = tuple(text_fields)
         self.id_column = id_column
         self.json_fields = tuple(json_fields)
         self._rows = _load(self.path, hub_split or split, hub_config, _mtime(self.path))
         available = list(self._rows.column_names)
-        wanted = [self.columns.get(field, field) for field in self.required]
+        self.layout = "verl" if not self.columns and is_verl_layout(available) else "columns"
+        wanted = [] if self.layout == "verl" else [self._column(f) for f in self.required]
         wanted += [c for c in (id_column, split_column) if c is not None]
-        missing = [column for column in wanted if column not in available]
+        missing = [column for column in wanted if column.split(".")[0] not in available]
         if missing:
             raise TaskSourceError(
                 f"{self.path}: column(s) {missing} not found; the file has columns {available}. "
@@ -77,18 +88,44 @@ class DatasetSource:
     def __len__(self) -> int:
         return len(self._rows)
 
+    def _column(self, field: str) -> str:
+        return self.columns.get(field, field)
+
+    def _describe_column(self, field: str) -> str:
+        if self.layout == "verl":
+            origin = "reward_model.ground_truth" if field in ("answer", "tests") else "prompt"
+            return f"field {field!r} (verl layout, from column {origin!r})"
+        return f"field {field!r} (column {self._column(field)!r})"
+
     def __getitem__(self, index: int) -> Task:
         index = check_index(self, index)
         row: dict[str, Any] = dict(self._rows[index])
-        renamed = {column: field for field, column in self.columns.items()}
-        task: Task = {renamed.get(key, key): value for key, value in row.items()}
+        where = f"{self.path}: row {index}"
+        if self.layout == "verl":
+            task: Task = verl_task(row, where=where)
+        else:
+            renamed = {column: field for field, column in self.columns.items()}
+            task = {renamed.get(key, key): value for key, value in row.items()}
+            for field, column in self.columns.items():
+                if "." in column and column not in row:
+                    task[field] = _nested(row, column)
         for field in self.required:
             if task.get(field) is None:
-                column = self.columns.get(field, field)
                 raise TaskSourceError(
-                    f"{self.path}: row {index}: field {field!r} (column {column!r}) is missing "
-                    "or null"
+                    f"{where}: {self._describe_column(field)} is missing or null"
                 )
+        for field in self.text_fields:
+            value = task.get(field)
+            if value is None or isinstance(value, str):
+                continue
+            column = self._describe_column(field)
+            if is_message_list(value):
+                task[field] = check_messages(value, where=f"{where}: {column}")
+                continue
+            raise TaskSourceError(
+                f"{where}: {column} holds a {type(value).__name__}, not text or a list of chat "
+                f"messages ({repr(value)[:80]}); map the field to a text column"
+            )
         for field in self.json_fields:
             value = task.get(field)
             if isinstance(value, str):
@@ -106,6 +143,16 @@ class DatasetSource:
 
     def __repr__(self) -> str:
         return f"DatasetSource({self.path!r}, split={self.split!r}, n={len(self)})"
+
+
+def _nested(row: Mapping[str, Any], path: str) -> Any:
+    """The value at a dotted ``path`` inside nested dicts, or None when any step is missing."""
+    value: Any = row
+    for key in path.split("."):
+        if not isinstance(value, Mapping) or key not in value:
+            return None
+        value = value[key]
+    return value
 
 
 def _mtime(path: str) -> float | None:

@@ -13,6 +13,8 @@ recomputed from the file alone:
   the env does not check tool calls),
   ``model_tokens`` (tokens the model generated, i.e. the sum of ``response_mask``), ``error``
   (why an episode ended with finish reason "error", else None);
+- ``task_metadata``: what the task carried about itself (for data in verl's layout:
+  ``data_source``, ``ability``, ``reward_style``, ``extra_info``), or None;
 - content: ``messages`` (the chat as the env and agent saw it), ``prompt_ids``,
   ``response_ids``, ``response_mask``, ``token_level_scores``, ``turn_rewards`` (the sum of the
   scores of each contiguous run of model tokens) and ``segments``, the decoded text as
@@ -164,6 +166,7 @@ def episode_record(
             "error": outcome.error,
             "model_tokens": int(sum(traj.response_mask)),
             "messages": traj.metadata.get("messages", []),
+            "task_metadata": traj.metadata.get("task"),
             "prompt_ids": traj.prompt_ids,
             "response_ids": traj.response_ids,
             "response_mask": traj.response_mask,
