@@ -10,6 +10,7 @@ import socket
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from test_code_helpers import wait_no_strays
@@ -58,6 +59,16 @@ def test_non_finite_results_match_only_themselves(pool):
     assert values_equal(3.0, 3) and not values_equal(3.0000001, 3)
     assert values_equal(3.0000001, 3.0) and values_equal(3, 3.0)
     assert not values_equal(10 ** 400, 1.0)  # never raises OverflowError
+
+
+def test_inf_passes_none_of_the_shipped_call_tasks():
+    tasks = Path(__file__).parents[2] / "envs" / "tasks" / "data" / "code_tasks.jsonl"
+    rows = [json.loads(line) for line in tasks.read_text().splitlines() if line.strip()]
+    calls = [r["tests"]["cases"] for r in rows if r["tests"]["kind"] == "call"]
+    assert calls
+    for value in (float("inf"), float("-inf"), float("nan")):
+        fooled = [c for c in calls if all(values_equal(value, expected) for _, expected in c)]
+        assert fooled == [], (value, fooled[:1])
 
 
 # ------------------------------------------------------------------ 2. builtins shadowed

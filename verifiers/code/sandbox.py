@@ -199,11 +199,19 @@ class UidLease:
     """
 
     def __init__(self) -> None:
-        os.makedirs(UID_LOCK_DIR, mode=0o700, exist_ok=True)
+        try:
+            os.makedirs(UID_LOCK_DIR, mode=0o700, exist_ok=True)
+        except OSError as exc:
+            raise SandboxUnavailableError(
+                f"cannot create {UID_LOCK_DIR} for the sandbox uid leases: {exc}") from None
         start = (os.getpid() * 7919 + threading.get_ident()) % UID_SLOTS
         for i in range(UID_SLOTS):
             slot = (start + i) % UID_SLOTS
-            fd = os.open(f"{UID_LOCK_DIR}/{slot}", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+            try:
+                fd = os.open(f"{UID_LOCK_DIR}/{slot}", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC,
+                             0o600)
+            except OSError as exc:
+                raise SandboxUnavailableError(f"cannot lease a sandbox uid: {exc}") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
