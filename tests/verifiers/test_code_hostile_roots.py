@@ -128,8 +128,12 @@ def test_in_place_tests_are_refused():
     with pytest.raises(InvalidArgumentError, match="in-place"):
         AssertTests("def check(candidate):\n    g = candidate\n    xs = [3, 1]\n    g(xs)\n"
                     "    assert xs == [1, 3]\n", "f")
-    # a bare call whose argument is not read again is fine (it tests that nothing raises)
+    # a bare call whose argument is not read again is fine (it tests that nothing raises),
+    # and so is one that expects an exception
     AssertTests("def check(candidate):\n    candidate([1])\n    assert candidate([]) == 0\n", "f")
+    AssertTests("def check(candidate):\n    xs = [-1]\n    try:\n        candidate(xs)\n"
+                "        assert False\n    except ValueError:\n        pass\n"
+                "    assert candidate(xs[1:]) == 0\n", "f")
 
 
 # ------------------------------------------------------------------ 4. StopIteration

@@ -248,7 +248,7 @@ def in_place_test(test_code: str) -> str | None:
             if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)
                     and node.value.id in callers):
                 callers.update(t.id for t in node.targets if isinstance(t, ast.Name))
-        for node in ast.walk(stmt):
+        for node in _outside_try(stmt):  # in a try/with it tests that the call raises
             if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
                 continue
             call = node.value
@@ -259,6 +259,21 @@ def in_place_test(test_code: str) -> str | None:
             if args & later:
                 return ast.unparse(node)[:120]
     return None
+
+
+_TRY_NODES = tuple(getattr(ast, n) for n in ("Try", "TryStar", "With") if hasattr(ast, n))
+
+
+def _outside_try(node: ast.AST) -> list[ast.AST]:
+    """``node`` and its descendants, but not what is inside a ``try`` or ``with`` statement."""
+    out: list[ast.AST] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        out.append(current)
+        if not isinstance(current, _TRY_NODES):
+            stack.extend(ast.iter_child_nodes(current))
+    return out
 
 
 def _scope_of(stmt: ast.AST, target: ast.AST) -> ast.AST:
