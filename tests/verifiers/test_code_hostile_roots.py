@@ -424,3 +424,22 @@ def test_python_tool_has_a_pool_of_its_own():
     assert tools.tool_pool() is not default_pool()
     assert tools.tool_pool() is tools.tool_pool()
     assert tools.run_python("print(6 * 7)") == "42\n"
+
+
+# ------------------------------------------------------------------ the unshare fallback too
+
+
+def test_unshare_fallback_has_the_same_filter_and_uids():
+    from verifiers.code import SandboxConfig
+
+    with pytest.warns(RuntimeWarning, match="weaker `unshare`"):
+        fallback = SandboxPool(size=1, config=SandboxConfig(backend="unshare"))
+    with fallback:
+        assert run(fallback, IPC_PROBE, EMPTY).passed
+        tests = AssertTests("def check(candidate):\n    assert candidate() == []\n", "f")
+        others = p("""
+            import os
+            def f():
+                return [x for x in os.listdir("/proc") if x.isdigit() and int(x) != os.getpid()]
+            """)
+        assert run(fallback, others, tests).passed
