@@ -238,7 +238,7 @@ def _root_setup(backend: str, tmp_bytes: int) -> None:
             _mount(libc, b"tmpfs", path.encode(), b"tmpfs", remount | nosuid | nodev, opts)
         os.chmod(path, 0o1777)
     _mount(libc, b"proc", b"/proc", b"proc", remount | nosuid | nodev | noexec,
-           b"hidepid=invisible")
+           b"hidepid=2")  # = "invisible"; the number works on kernels before 5.8 too
     os.makedirs(WORK_DIR, exist_ok=True)
     os.chmod(WORK_DIR, 0o777)
     os.setgroups([])
