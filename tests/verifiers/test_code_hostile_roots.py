@@ -214,7 +214,7 @@ def test_zygote_and_tester_cannot_be_tampered_with(pool):
         def f():
             got = []
             me = os.getpid()
-            for pid in {1, os.getppid(), *(int(x) for x in os.listdir("/proc") if x.isdigit())}:
+            for pid in range(1, 400):  # /proc may hide them: try every low pid of the namespace
                 if pid == me:
                     continue
                 for name, act in (
