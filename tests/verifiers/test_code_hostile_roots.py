@@ -364,9 +364,10 @@ def test_strings_from_the_sandbox_are_clean(pool, tests):
 # ------------------------------------------------------------------ 13. posture
 
 
-def test_posture_namespaces_host_identity_and_other_processes(pool):
+def posture_probe() -> str:
+    """A program whose f() lists the posture checks it got through."""
     host_boot_id = open("/proc/sys/kernel/random/boot_id").read().strip()
-    program = p(f"""
+    return p(f"""
         import ctypes, os, socket
         libc = ctypes.CDLL(None, use_errno=True)
         def f():
@@ -390,8 +391,11 @@ def test_posture_namespaces_host_identity_and_other_processes(pool):
                     pass
             return got
         """)
+
+
+def test_posture_namespaces_host_identity_and_other_processes(pool):
     tests = AssertTests("def check(candidate):\n    assert candidate() == []\n", "f")
-    verdict = run(pool, program, tests)
+    verdict = run(pool, posture_probe(), tests)
     assert verdict.passed, verdict.details["tests"]
 
 
@@ -429,7 +433,7 @@ def test_python_tool_has_a_pool_of_its_own():
 # ------------------------------------------------------------------ the unshare fallback too
 
 
-def test_unshare_fallback_has_the_same_filter_and_uids():
+def test_unshare_fallback_has_the_same_filter_and_posture():
     from verifiers.code import SandboxConfig
 
     with pytest.warns(RuntimeWarning, match="weaker `unshare`"):
@@ -437,9 +441,5 @@ def test_unshare_fallback_has_the_same_filter_and_uids():
     with fallback:
         assert run(fallback, IPC_PROBE, EMPTY).passed
         tests = AssertTests("def check(candidate):\n    assert candidate() == []\n", "f")
-        others = p("""
-            import os
-            def f():
-                return [x for x in os.listdir("/proc") if x.isdigit() and int(x) != os.getpid()]
-            """)
-        assert run(fallback, others, tests).passed
+        verdict = run(fallback, posture_probe(), tests)
+        assert verdict.passed, verdict.details["tests"]

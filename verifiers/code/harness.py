@@ -239,6 +239,9 @@ def _root_setup(backend: str, tmp_bytes: int) -> None:
         os.chmod(path, 0o1777)
     _mount(libc, b"proc", b"/proc", b"proc", remount | nosuid | nodev | noexec,
            b"hidepid=2")  # = "invisible"; the number works on kernels before 5.8 too
+    if backend == "unshare":  # what bwrap's --hostname and the /dev/null bind do there
+        socket.sethostname("sandbox")
+        _mount(libc, b"/dev/null", b"/proc/sys/kernel/random/boot_id", b"", 0x1000, b"")
     os.makedirs(WORK_DIR, exist_ok=True)
     os.chmod(WORK_DIR, 0o777)
     os.setgroups([])
