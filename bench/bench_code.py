@@ -11,15 +11,26 @@ this bench re-enables it IN THIS PROCESS ONLY by re-compiling ``unsafe_execute``
 with the line uncommented; the result records whether that patch was applied.
 
 Usage: .venv/bin/python bench/bench_code.py [--n 400] [--pool 4] [--quick]
+       .venv/bin/python bench/bench_code.py --ab REF [--rounds 3] [--pool 2]
+
+``--ab REF`` times sandboxed HumanEval (164 canonical solutions) with the ``verifiers`` package of
+git revision REF ("before") and of this tree ("after"), alternating, each round in a fresh
+process, and prints both side by side (median of the rounds).
 """
 
 from __future__ import annotations
 
 import argparse
 import inspect
+import io
 import json
 import os
 import platform
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
 import textwrap
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -110,12 +121,59 @@ def humaneval_reference(threads: int, n_trivial: int) -> dict:
     }
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def humaneval_once(pool_size: int) -> dict:
+    """One sandboxed HumanEval pass in this process: warm the pool, then time the 164 problems."""
+    with SandboxPool(size=pool_size) as pool:
+        for _ in range(pool_size * 2):
+            pool.run_tests(TRIVIAL, SPECS["call"])
+        return humaneval_ours(pool, pool_size)
+
+
+def ab(ref: str, rounds: int, pool_size: int) -> None:
+    """HumanEval before (``verifiers`` of git ``ref``) and after (this tree), side by side."""
+    with tempfile.TemporaryDirectory() as old:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "verifiers"],
+                                 check=True, capture_output=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(old, filter="data")
+        trees = {"before": old, "after": str(ROOT)}
+        runs: dict[str, list[dict]] = {"before": [], "after": []}
+        for _ in range(rounds):
+            for label, tree in trees.items():
+                env = dict(os.environ, PYTHONPATH=tree)
+                out = subprocess.run(
+                    [sys.executable, str(Path(__file__).resolve()), "--humaneval-once",
+                     "--pool", str(pool_size)],
+                    check=True, capture_output=True, text=True, env=env, cwd=tree).stdout
+                runs[label].append(json.loads(out.strip().splitlines()[-1]))
+    med = {k: statistics.median(r["seconds"] for r in v) for k, v in runs.items()}
+    print(f"sandboxed HumanEval, 164 canonical solutions, pool={pool_size}, {rounds} rounds "
+          f"alternating, cpus={os.cpu_count()}, load={os.getloadavg()[0]:.1f}")
+    print(f"{'':<8} {'median s':>9} {'passed':>7}  rounds (s)")
+    for label in ("before", "after"):
+        secs = " ".join(f"{r['seconds']:.2f}" for r in runs[label])
+        print(f"{label:<8} {med[label]:>9.2f} {runs[label][0]['passed']:>7}  {secs}")
+    print(f"after / before = {med['after'] / med['before']:.2f}x  (before = {ref})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=400, help="trivial programs per mode")
     parser.add_argument("--pool", type=int, default=4, help="sandboxes (and caller threads)")
     parser.add_argument("--quick", action="store_true", help="n=100")
+    parser.add_argument("--ab", metavar="REF", help="HumanEval before (git REF) vs after")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --ab")
+    parser.add_argument("--humaneval-once", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.humaneval_once:
+        print(json.dumps(humaneval_once(args.pool)))
+        return
+    if args.ab:
+        ab(args.ab, args.rounds, args.pool)
+        return
     n = 100 if args.quick else args.n
     results: dict = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),

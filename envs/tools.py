@@ -13,8 +13,10 @@ collection (JSON lines with ``id``, ``title``, ``text``).
 
 from __future__ import annotations
 
+import atexit
 import inspect
 import re
+import threading
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -26,7 +28,7 @@ from envs.calculator import CalculatorError, evaluate, format_number
 from envs.errors import EnvArgumentError, ToolSchemaError
 from envs.tasks.tool_tasks import FACTS_FILE, load_facts
 from verifiers import Verdict
-from verifiers.code import StdioTests, run_tests
+from verifiers.code import SandboxPool, StdioTests
 from verifiers.tools import ToolCall
 
 _JSON_TYPES: dict[Any, str] = {
@@ -236,6 +238,24 @@ def calculator(expression: str) -> str:
         return f"Error: {exc}"
 
 
+_tool_pool: SandboxPool | None = None
+_tool_pool_lock = threading.Lock()
+
+
+def tool_pool() -> SandboxPool:
+    """The sandboxes of the ``python`` tool: a pool of their own, never the grading pool.
+
+    A tool call runs model-written code before the graded answer; sharing the graders' warm
+    sandboxes would let it leave state where the graded program runs next.
+    """
+    global _tool_pool
+    with _tool_pool_lock:
+        if _tool_pool is None:
+            _tool_pool = SandboxPool()
+            atexit.register(_tool_pool.close)
+        return _tool_pool
+
+
 def make_python_tool(*, timeout_s: float = 5.0, memory_mb: int = 256) -> Tool:
     """The ``python`` tool: run a program in the ``verifiers.code`` sandbox, return its stdout."""
 
@@ -251,8 +271,8 @@ def make_python_tool(*, timeout_s: float = 5.0, memory_mb: int = 256) -> Tool:
 
 
 def run_python(code: str, *, timeout_s: float = 5.0, memory_mb: int = 256) -> str:
-    """Run ``code`` in the ``verifiers.code`` sandbox; return its stdout, and stderr on failure."""
-    verdict: Verdict = run_tests(
+    """Run ``code`` in the tools' sandbox pool; return its stdout, and stderr on failure."""
+    verdict: Verdict = tool_pool().run_tests(
         code, StdioTests(cases=(("", "\x00"),)), timeout_s=timeout_s, memory_mb=memory_mb
     )
     stdout = str(verdict.details.get("stdout") or "")

@@ -87,10 +87,11 @@ CASES: dict[str, tuple[str, object, str]] = {
         def f(x):
             return x
         """), A, "wrong_answer"),
+    # kill(-1) reaches only the program's own processes: the tester runs as another uid
     "kill_everything_in_call": ("import os\ndef f(x):\n    os.kill(-1, 9)\n", A,
-                                "runtime_error"),
+                                "wrong_answer"),
     "stop_everything_in_call": ("import os, signal\ndef f(x):\n    os.kill(-1, signal.SIGSTOP)\n",
-                                A, "timeout"),
+                                A, "wrong_answer"),
     "fake_success_markers": (p("""
         import os, json, struct
         for text in ("passed", "OK", "All tests passed", '{"done": true}', "correct"):

@@ -95,3 +95,20 @@ def test_plausible_wrong_completions_fail_with_partial_credit(pool):
         assert not verdict.passed, problem["task_id"]
         assert verdict.reason in ("wrong_answer", "runtime_error"), verdict.details["tests"]
     assert any(0 < v.score < 1 for v in verdicts)
+
+
+SHADOW = "".join(f"def {name}(*a, **k):\n    return {value}\n" for name, value in (
+    ("abs", "0"), ("len", "0"), ("all", "True"), ("any", "True"), ("sorted", "[]"),
+    ("tuple", "()"), ("range", "[]"), ("round", "0"), ("isinstance", "True"), ("float", "0.0"),
+    ("int", "0"), ("str", "''"), ("list", "[]"), ("set", "0"), ("sum", "0"), ("max", "0"),
+    ("min", "0"), ("print", "None"),
+))
+
+
+def test_programs_that_shadow_builtins_and_solve_nothing_fail(pool):
+    # These five passed when every top-level name of the program reached the tests' globals.
+    ids = ("HumanEval/32", "HumanEval/33", "HumanEval/37", "HumanEval/38", "HumanEval/50")
+    problems = [p for p in PROBLEMS if p["task_id"] in ids]
+    programs = [(p, p["prompt"] + "    pass\n" + SHADOW) for p in problems]
+    verdicts = run_all(pool, programs)
+    assert not any(v.passed for v in verdicts), [v.details["tests"][:1] for v in verdicts]

@@ -5,8 +5,8 @@ r"""Run untrusted Python programs against tests in a sandbox that cannot be fool
 True
 
 See :mod:`verifiers.code.harness` for why results cannot be forged, :mod:`verifiers.code.protocol`
-for the plain-data codec, and
-:mod:`verifiers.code.sandbox` for the isolation.
+for the plain-data codec, :mod:`verifiers.code.sandbox` for the isolation, and ``docs/sandbox.md``
+for the threat model.
 """
 
 from verifiers.code.pool import SandboxPool, default_pool, run_tests

@@ -6,12 +6,18 @@ check-body splitter that the host uses too, so both sides share one definition).
 
 Processes inside one sandbox (one PID namespace, one private ``/tmp``)::
 
-    bwrap (pid 1, root, reaps)
-      zygote (uid 65534 after start-up, non-dumpable, child subreaper, NO_NEW_PRIVS)
-        U  the untrusted program: its own session, rlimits, stdin/stdout/stderr pipes to the host
-        T  the tester (AssertTests only): runs the trusted test code; every call of the program's
-           functions is a round trip to U over a socket, with arguments and results converted to
-           plain data by :func:`encode` / :func:`decode`
+    zygote (pid 1, uid 0 with only CAP_SETUID/SETGID/KILL left, non-dumpable, child subreaper)
+      U  the untrusted program, as the sandbox's program uid: its own session, rlimits, a seccomp
+         filter, stdin/stdout/stderr pipes to the host
+      T  the tester (AssertTests only), as the sandbox's tester uid (another uid, same filter):
+         runs the trusted test code; every call of the program's functions is a round trip to U
+         over a socket, with arguments and results converted to plain data by :func:`encode` /
+         :func:`decode`
+
+Each sandbox gets its own pair of uids from the host (see ``sandbox.UidLease``), so
+``RLIMIT_NPROC`` counts one sandbox's processes only, and U can signal, renice, ``prlimit`` or
+``ptrace`` neither T nor the zygote (other uids, and the zygote is root). ``/proc`` is mounted
+with ``hidepid=invisible``: a process sees only its own uid's processes.
 
 Why this cannot be fooled:
 
@@ -19,18 +25,25 @@ Why this cannot be fooled:
   over sockets whose host ends the zygote hands over by ``SCM_RIGHTS`` and closes. U is forked
   from the zygote, so U's memory holds no earlier program's tests.
 * Results come only from T (or, for call and stdio tests, are judged by the host itself). U never
-  holds T's socket, and T is non-dumpable, so U cannot read T's memory or file descriptors
-  through ``/proc`` or ``ptrace``. Test code never shares an interpreter with the program, so
-  exiting early, patching builtins, deleting ``check`` or printing markers in U changes nothing
-  T reports; killing T only loses the "done" record, which counts as a failure.
+  holds T's socket, runs as another uid, and cannot see T in ``/proc``. Test code never shares an
+  interpreter with the program, so exiting early, patching builtins, deleting ``check`` or
+  printing markers in U changes nothing T reports; killing T is not possible (another uid).
+* T takes from the program only the names its test code reads and does not define itself, and
+  never one that is a builtin: a program's ``abs`` or ``range`` cannot change what a test computes.
 * Values cross from U as tagged JSON of exact builtin types, so an object with a rigged
-  ``__eq__`` never reaches the comparison.
+  ``__eq__`` never reaches the comparison; the program's exceptions reach the test code as the
+  builtin class of the same name, except the iteration-protocol ones (``StopIteration``,
+  ``StopAsyncIteration``), which become ``RuntimeError`` (as PEP 479 does for generators) so that
+  they cannot end a test's ``all(map(candidate, xs))`` early.
+* Nothing survives a run: the seccomp filter refuses SysV IPC, POSIX message queues and kernel
+  keyrings (objects that outlive processes), new namespaces, ``io_uring``, ``bpf``,
+  ``perf_event_open``, ``userfaultfd``, ``ptrace`` and mounts; between programs the zygote
+  SIGKILLs every other process in the namespace (``kill(-1)``), reaps them, and empties ``/tmp``
+  and ``/dev/shm`` (in a child that runs as the files' owner, without recursion, so no directory
+  tree can crash it).
 * No nonce is needed: a forged record could only come from a process that holds T's or the
   zygote's descriptors, and U holds neither (what U itself sends is treated as data, never as a
   verdict).
-
-Between programs the zygote SIGKILLs every other process of its uid in the namespace
-(``kill(-1)``), reaps them, and empties ``/tmp``.
 """
 
 from __future__ import annotations
@@ -44,19 +57,30 @@ import sys
 from typing import Any
 
 if "rlvr_protocol" in sys.modules:  # inside the sandbox (see sandbox.BOOTSTRAP)
-    from rlvr_protocol import EncodeError, decode, encode, recv_msg, send_msg, split_check
-else:
-    from verifiers.code.protocol import (
+    from rlvr_protocol import (
+        MAX_REPLY_BYTES,
         EncodeError,
         decode,
         encode,
+        free_names,
+        recv_msg,
+        send_msg,
+        split_check,
+    )
+else:
+    from verifiers.code.protocol import (
+        MAX_REPLY_BYTES,
+        EncodeError,
+        decode,
+        encode,
+        free_names,
         recv_msg,
         send_msg,
         split_check,
     )
 
-SANDBOX_UID = 65534
 MAX_PROGRAM_BYTES = 4 * 1024 * 1024
+TESTER_MIN_MEMORY = 256 << 20
 ZYGOTE_MARKER = "rlvr-sandbox-zygote"
 _exit = os._exit  # saved: a program may patch os._exit in its own process
 _PRELOAD = (
@@ -75,46 +99,278 @@ def _libc() -> Any:
     return ctypes.CDLL(None, use_errno=True)
 
 
+# ---------------------------------------------------------------------------- seccomp
+
+# Refused with EPERM (numbers: x86_64, aarch64). Objects that outlive a process (SysV IPC, POSIX
+# message queues, kernel keyrings: cross-run channels), new namespaces (a full capability set
+# inside a user namespace is kernel attack surface), and interfaces a Python program never needs.
+_DENIED = {
+    "shmget": (29, 194), "shmat": (30, 196), "shmctl": (31, 195),
+    "semget": (64, 190), "semop": (65, 193), "semctl": (66, 191), "semtimedop": (220, 192),
+    "msgget": (68, 186), "msgsnd": (69, 189), "msgrcv": (70, 188), "msgctl": (71, 187),
+    "mq_open": (240, 180), "mq_unlink": (241, 181), "mq_timedsend": (242, 182),
+    "mq_timedreceive": (243, 183), "mq_notify": (244, 184), "mq_getsetattr": (245, 185),
+    "add_key": (248, 217), "request_key": (249, 218), "keyctl": (250, 219),
+    "unshare": (272, 97), "setns": (308, 268), "mount": (165, 40), "umount2": (166, 39),
+    "pivot_root": (155, 41), "chroot": (161, 51), "fsopen": (430, 430), "fsmount": (432, 432),
+    "fspick": (433, 433), "open_tree": (428, 428), "move_mount": (429, 429),
+    "open_by_handle_at": (304, 265), "name_to_handle_at": (303, 264),
+    "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
+    "bpf": (321, 280), "perf_event_open": (298, 241), "userfaultfd": (323, 282),
+    "io_uring_setup": (425, 425), "io_uring_enter": (426, 426), "io_uring_register": (427, 427),
+    "kexec_load": (246, 104), "syslog": (103, 116), "acct": (163, 89), "quotactl": (179, 60),
+    "swapon": (167, 224),
+}
+_CLONE, _CLONE3 = (56, 220), (435, 435)
+_CLONE_NEW_FLAGS = 0x7E020080  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET|NEWTIME
+_ARCHES = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}  # column, AUDIT_ARCH_*
+
+
+def seccomp_filter(machine: str) -> bytes | None:
+    """The classic-BPF program of the sandbox's seccomp filter, or None on another architecture.
+
+    Allows everything but :data:`_DENIED` (EPERM), ``clone`` with a namespace flag (EPERM) and
+    ``clone3`` (ENOSYS, whose flags BPF cannot read: libc falls back to ``clone``); on x86_64 the
+    x32 ABI is refused too; a foreign architecture's syscall kills the process.
+    """
+    import struct
+
+    if machine not in _ARCHES:
+        return None
+    col, audit_arch = _ARCHES[machine]
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, JMP|J*|K, RET|K
+    allow, kill = 0x7FFF0000, 0x80000000
+    eperm, enosys = 0x00050000 | 1, 0x00050000 | 38
+    # Instructions (code, k, jump-if-true label, jump-if-false label) and labels (str).
+    prog: list[str | tuple[int, int, str | None, str | None]] = [
+        (ld, 4, None, None), (jeq, audit_arch, "nr", "kill"),
+        "nr", (ld, 0, None, None),
+    ]
+    if machine == "x86_64":
+        prog.append((jge, 0x40000000, "deny", None))
+    prog += [(jeq, _CLONE3[col], "nosys", None), (jeq, _CLONE[col], "clone", None)]
+    prog += [(jeq, nrs[col], "deny", None) for nrs in _DENIED.values()]
+    prog += [(ret, allow, None, None),
+             "clone", (ld, 16, None, None), (jset, _CLONE_NEW_FLAGS, "deny", None),
+             (ret, allow, None, None),
+             "deny", (ret, eperm, None, None),
+             "nosys", (ret, enosys, None, None),
+             "kill", (ret, kill, None, None)]
+    labels: dict[str, int] = {}
+    code: list[tuple[int, int, str | None, str | None]] = []
+    for op in prog:
+        if isinstance(op, str):
+            labels[op] = len(code)
+        else:
+            code.append(op)
+    out = []
+    for i, (opcode, k, jt, jf) in enumerate(code):
+        t = labels[jt] - i - 1 if jt else 0
+        f = labels[jf] - i - 1 if jf else 0
+        out.append(struct.pack("=HBBI", opcode, t, f, k))
+    return b"".join(out)
+
+
+class _Seccomp:
+    """The filter, built once in the zygote and installed in each child before its own code."""
+
+    def __init__(self) -> None:
+        import ctypes
+
+        blob = seccomp_filter(os.uname().machine)
+        self.active = blob is not None
+        if blob is None:
+            return
+
+        class SockFprog(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+        self._buf = ctypes.create_string_buffer(blob, len(blob))
+        self._prog = SockFprog(len(blob) // 8, ctypes.cast(self._buf, ctypes.c_void_p))
+        self._ref = ctypes.byref(self._prog)
+        self._libc = _libc()
+
+    def install(self) -> None:
+        """Applies the filter to this process (after NO_NEW_PRIVS); raises if the kernel refuses."""
+        if self.active and self._libc.prctl(22, 2, self._ref, 0, 0) != 0:  # PR_SET_SECCOMP
+            raise OSError("seccomp filter refused")
+
+
+_SECCOMP: _Seccomp | None = None
+
+
+# ---------------------------------------------------------------------------- zygote
+
+_KEEP_CAPS = (1 << 5) | (1 << 6) | (1 << 7)  # CAP_KILL, CAP_SETGID, CAP_SETUID
+WIPE_DIRS = ("/tmp", "/dev/shm", "/var/tmp")
+WORK_DIR = "/tmp/work"
+MAX_TMP_INODES = 16384
+
+
+def _mount(libc: Any, source: bytes, target: bytes, fstype: bytes, flags: int,
+           opts: bytes) -> None:
+    import ctypes
+
+    if libc.mount(source, target, fstype, flags, opts) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {target.decode()}: {os.strerror(err)}")
+
+
 def _root_setup(backend: str, tmp_bytes: int) -> None:
-    """Runs as root inside the namespaces: private tmpfs mounts (unshare backend), then drop."""
-    if backend == "unshare":
-        libc = _libc()
-        opts = f"size={tmp_bytes},mode=0777".encode()
-        for path in (b"/tmp", b"/var/tmp", b"/dev/shm"):
-            if os.path.isdir(path):
-                libc.mount(b"tmpfs", path, b"tmpfs", 0x2 | 0x4 | 0x8, opts)  # nosuid,nodev,noexec
-    os.setgroups([])
-    os.setresgid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
-    os.setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
+    """Runs as root inside the namespaces: mounts, then keeps only the capabilities it needs.
+
+    ``/proc`` is remounted with ``hidepid=invisible`` (a process sees only its own uid's
+    processes), the private tmpfs mounts get an inode cap and the sticky bit, and the zygote keeps
+    CAP_SETUID/SETGID (to run U and T as their uids) and CAP_KILL (to kill them between programs);
+    it never runs untrusted code itself.
+    """
+    import ctypes
+
     libc = _libc()
+    nosuid, nodev, noexec, remount = 0x2, 0x4, 0x8, 0x20
+    opts = f"size={tmp_bytes},nr_inodes={MAX_TMP_INODES},mode=1777".encode()
+    for path in WIPE_DIRS:
+        if not os.path.isdir(path):
+            continue
+        if backend == "unshare" or path == "/var/tmp":
+            _mount(libc, b"tmpfs", path.encode(), b"tmpfs", nosuid | nodev | noexec, opts)
+        else:
+            _mount(libc, b"tmpfs", path.encode(), b"tmpfs", remount | nosuid | nodev, opts)
+        os.chmod(path, 0o1777)
+    _mount(libc, b"proc", b"/proc", b"proc", remount | nosuid | nodev | noexec,
+           b"hidepid=2")  # = "invisible"; the number works on kernels before 5.8 too
+    if backend == "unshare":  # what bwrap's --hostname and the /dev/null bind do there
+        socket.sethostname("sandbox")
+        _mount(libc, b"/dev/null", b"/proc/sys/kernel/random/boot_id", b"", 0x1000, b"")
+    os.makedirs(WORK_DIR, exist_ok=True)
+    os.chmod(WORK_DIR, 0o777)
+    os.setgroups([])
     libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
     libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no ptrace, /proc/<pid>/{mem,fd,environ}
     libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come back to us to be reaped
-    if os.getuid() != SANDBOX_UID or os.geteuid() != SANDBOX_UID:
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)(_KEEP_CAPS, _KEEP_CAPS, 0, 0, 0, 0)  # effective, permitted
+    if libc.capset(header, data) != 0:
+        raise OSError(ctypes.get_errno(), "could not drop capabilities")
+
+
+def _drop_to(uid: int) -> None:
+    """In a fresh child of the zygote: become ``uid`` (no capabilities left), then seccomp."""
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    if os.getuid() != uid or os.geteuid() != uid:
         raise RuntimeError("could not drop to the sandbox uid")
+    libc = _libc()
+    libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS (inherited, but make sure)
+    libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+    if _SECCOMP is not None:
+        _SECCOMP.install()
 
 
-def _wipe(path: str) -> None:
-    """Removes everything under ``path`` (not ``path`` itself), whatever its permissions."""
+def _dirty() -> bool:
+    """Whether anything but an empty, root-owned /tmp/work is left in the writable dirs."""
     try:
-        entries = list(os.scandir(path))
+        for path in WIPE_DIRS:
+            if not os.path.isdir(path):
+                continue
+            names = os.listdir(path)
+            if path == "/tmp":
+                st = os.lstat(WORK_DIR)
+                if names != ["work"] or st.st_uid != 0 or os.listdir(WORK_DIR):
+                    return True
+            elif names:
+                return True
     except OSError:
-        return
-    for entry in entries:
-        full = entry.path
+        return True
+    return False
+
+
+def wipe_tree(top: str, keep: tuple[str, ...] = ()) -> bool:
+    """Empties directory ``top`` (but the entries named in ``keep``) without recursion.
+
+    Each pass deletes files and empty directories and moves the children of non-empty directories
+    up into ``top``, so paths never get deeper than two levels and no tree depth can exhaust the
+    stack or ``PATH_MAX``. Runs as the owner of the files (chmod where needed). Returns whether
+    ``top`` ended up empty.
+    """
+    counter = 0
+    while True:
         try:
-            if entry.is_dir(follow_symlinks=False):
-                os.chmod(full, 0o700)
-                _wipe(full)
-                os.rmdir(full)
-            else:
-                os.unlink(full)
+            entries = [e for e in os.scandir(top) if e.name not in keep]
         except OSError:
-            pass
+            return False
+        if not entries:
+            return True
+        progress = False
+        for entry in entries:
+            try:
+                if not entry.is_dir(follow_symlinks=False):
+                    os.unlink(entry.path)
+                    progress = True
+                    continue
+                os.chmod(entry.path, 0o700)
+                try:
+                    os.rmdir(entry.path)
+                    progress = True
+                    continue
+                except OSError:
+                    pass
+                for child in os.scandir(entry.path):
+                    counter += 1
+                    try:
+                        if child.is_dir(follow_symlinks=False):
+                            os.chmod(child.path, 0o700)
+                        os.rename(child.path, f"{top}/.rlvr-wipe-{counter}")
+                        progress = True
+                    except OSError:
+                        pass
+            except OSError:
+                pass
+        if not progress:
+            return False
+
+
+def _wipe_as(uid: int) -> None:
+    """Forks a child that empties the writable dirs as ``uid`` and waits for it."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            _drop_to(uid)
+            wipe_tree(WORK_DIR)
+            ok = [wipe_tree(p, ("work",) if p == "/tmp" else ()) for p in WIPE_DIRS
+                  if os.path.isdir(p)]
+            code = 0 if all(ok) else 1
+        finally:
+            _exit(code)
+    while True:
+        try:
+            os.waitpid(pid, 0)
+            return
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
+
+
+def _reset(roles: dict[int, str], ctl: socket.socket, uids: tuple[int, int]) -> bool:
+    """Kills and reaps the last program's processes and empties the writable dirs."""
+    _kill_all_and_reap(roles, ctl)
+    for uid in uids:
+        if _dirty():
+            _wipe_as(uid)
+    try:
+        if not os.path.isdir(WORK_DIR):
+            os.makedirs(WORK_DIR, exist_ok=True)
+            os.chmod(WORK_DIR, 0o777)
+    except OSError:
+        return False
+    return not _dirty()
 
 
 def _kill_all_and_reap(roles: dict[int, str], ctl: socket.socket) -> None:
-    """SIGKILLs every other process of our uid in this PID namespace and reaps them all."""
+    """SIGKILLs every other process in this PID namespace and reaps them all."""
     for _ in range(1000):
         try:
             os.kill(-1, signal.SIGKILL)
@@ -147,7 +403,8 @@ def _ctl_send(ctl: socket.socket, obj: Any, fds: list[int] | None = None) -> Non
         ctl.send(data)
 
 
-def _spawn(mode: str, limits: dict[str, Any], ctl: socket.socket, roles: dict[int, str]) -> None:
+def _spawn(mode: str, limits: dict[str, Any], ctl: socket.socket, roles: dict[int, str],
+           uids: tuple[int, int]) -> None:
     """Forks U (and T in assert mode) and hands the host ends of their channels to the host."""
     host_fds: dict[str, int] = {}
     child_fds: list[int] = []
@@ -182,7 +439,7 @@ def _spawn(mode: str, limits: dict[str, Any], ctl: socket.socket, roles: dict[in
     pids: dict[str, int] = {}
     pid = os.fork()
     if pid == 0:
-        _in_child([in_r, out_w, err_w, setup_u, rpc_u], _run_user, mode, limits)
+        _in_child([in_r, out_w, err_w, setup_u, rpc_u], uids[0], _run_user, mode, limits)
     roles[pid] = "user"
     pids["user"] = pid
     if mode == "assert":
@@ -190,7 +447,7 @@ def _spawn(mode: str, limits: dict[str, Any], ctl: socket.socket, roles: dict[in
         child_fds.append(null)
         pid = os.fork()
         if pid == 0:
-            _in_child([null, null, null, spec_t, rpc_other], _run_tester, mode, limits)
+            _in_child([null, null, null, spec_t, rpc_other], uids[1], _run_tester, mode, limits)
         roles[pid] = "tester"
         pids["tester"] = pid
     for fd in child_fds:
@@ -201,8 +458,8 @@ def _spawn(mode: str, limits: dict[str, Any], ctl: socket.socket, roles: dict[in
         os.close(fd)
 
 
-def _in_child(fds: list[int], target: Any, mode: str, limits: dict[str, Any]) -> None:
-    """In a fresh fork: puts ``fds`` at 0..4, closes everything else, runs ``target``, exits."""
+def _in_child(fds: list[int], uid: int, target: Any, mode: str, limits: dict[str, Any]) -> None:
+    """In a fresh fork: puts ``fds`` at 0..4, closes the rest, becomes ``uid``, runs ``target``."""
     code = 70
     try:
         signal.set_wakeup_fd(-1)
@@ -218,6 +475,7 @@ def _in_child(fds: list[int], target: Any, mode: str, limits: dict[str, Any]) ->
                 os.dup2(fd, target_fd)
         os.closerange(len(fds), 65536)
         os.setsid()
+        _drop_to(uid)
         code = target(mode, limits)
     except BaseException:  # noqa: BLE001 - nothing may escape a forked child
         code = 71
@@ -225,14 +483,13 @@ def _in_child(fds: list[int], target: Any, mode: str, limits: dict[str, Any]) ->
         _exit(code)
 
 
-def _set_limits(limits: dict[str, Any], memory: bool = True) -> None:
+def _set_limits(limits: dict[str, Any], memory_bytes: int | None = None) -> None:
     import resource
 
     cpu = int(limits["cpu_s"])
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    if memory:
-        mem = int(limits["memory_bytes"])
-        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+    mem = int(limits["memory_bytes"]) if memory_bytes is None else memory_bytes
+    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
     resource.setrlimit(resource.RLIMIT_NPROC, (int(limits["nproc"]),) * 2)
     resource.setrlimit(resource.RLIMIT_FSIZE, (int(limits["fsize_bytes"]),) * 2)
     resource.setrlimit(resource.RLIMIT_NOFILE, (int(limits["nofile"]),) * 2)
@@ -353,7 +610,7 @@ class _Remote:
         payload = {"name": self._name, "args": encode(list(args)), "kwargs": encode(kwargs)}
         try:
             send_msg(self._rpc, payload)
-            reply = recv_msg(self._rpc)
+            reply = recv_msg(self._rpc, MAX_REPLY_BYTES)
         except OSError:
             reply = None
         except EncodeError as exc:
@@ -370,7 +627,10 @@ class _Remote:
         cls = self._builtins.get(name)
         err: BaseException | None = None
         try:
-            if isinstance(cls, type) and issubclass(cls, Exception):
+            # StopIteration would end the test's own iteration (all(map(candidate, xs)) is then
+            # true): iteration-protocol exceptions become RuntimeError, as PEP 479 does.
+            if (isinstance(cls, type) and issubclass(cls, Exception)
+                    and not issubclass(cls, (StopIteration, StopAsyncIteration))):
                 err = cls(msg)
         except Exception:  # noqa: BLE001
             err = None
@@ -403,12 +663,14 @@ def _run_tester(mode: str, limits: dict[str, Any]) -> int:
     host = socket.socket(fileno=3)
     rpc = socket.socket(fileno=4)
     spec = recv_msg(host)
-    _set_limits(limits, memory=False)
+    # The tester decodes what the program returns: it gets the program's memory limit (but at
+    # least TESTER_MIN_MEMORY, for the interpreter and the test code).
+    _set_limits(limits, max(int(limits["memory_bytes"]), TESTER_MIN_MEMORY))
     test_code, entry_point = spec["test_code"], spec["entry_point"]
     plan = split_check(test_code)
     n_tests = 1 if plan is None else sum(1 for t, _ in plan[1] if t)
     try:
-        ready = recv_msg(rpc)
+        ready = recv_msg(rpc, MAX_REPLY_BYTES)
     except (EncodeError, OSError):
         ready = {"exc": "ProtocolError", "msg": "the program garbled its channel"}
     if not isinstance(ready, dict):
@@ -425,8 +687,12 @@ def _run_tester(mode: str, limits: dict[str, Any]) -> int:
         return 0
     bdict = dict(vars(builtins))
     ns: dict[str, Any] = {"__builtins__": bdict, "__name__": "__test__"}
-    for name in ready.get("names", []):
-        if isinstance(name, str):
+    # Only names the test code reads and does not define, and never a builtin: a program's own
+    # abs/range/sorted must not change what the tests compute.
+    wanted = free_names(test_code) - set(bdict)
+    names = ready.get("names")
+    for name in names if isinstance(names, list) else []:
+        if isinstance(name, str) and name in wanted:
             ns[name] = _Remote(rpc, name, bdict)
     candidate = _Remote(rpc, entry_point, bdict)
     try:
@@ -467,7 +733,7 @@ def _run_tester(mode: str, limits: dict[str, Any]) -> int:
     return 0
 
 
-def _zygote_loop(ctl: socket.socket) -> None:
+def _zygote_loop(ctl: socket.socket, uids: tuple[int, int]) -> None:
     roles: dict[int, str] = {}
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -490,32 +756,32 @@ def _zygote_loop(ctl: socket.socket) -> None:
             return
         msg = json.loads(data)
         if msg["op"] == "spawn":
-            _spawn(msg["mode"], msg["limits"], ctl, roles)
+            _spawn(msg["mode"], msg["limits"], ctl, roles, uids)
         elif msg["op"] == "reset":
-            _kill_all_and_reap(roles, ctl)
-            for path in ("/tmp", "/dev/shm", "/var/tmp"):
-                _wipe(path)
-            _ctl_send(ctl, {"op": "clean"})
+            _ctl_send(ctl, {"op": "clean", "ok": _reset(roles, ctl, uids)})
         elif msg["op"] == "ping":
             _ctl_send(ctl, {"op": "pong"})
 
 
 def main(argv: list[str]) -> None:
-    """Zygote entry point: ``--ctl-fd N --backend bwrap|unshare --tmp-bytes B``."""
+    """Zygote entry point: ``--ctl-fd N --backend bwrap|unshare --tmp-bytes B --uids U,T``."""
+    global _SECCOMP
     args = dict(zip(argv[0::2], argv[1::2], strict=False))
     ctl = socket.socket(fileno=int(args["--ctl-fd"]))
+    user_uid, tester_uid = (int(x) for x in args["--uids"].split(","))
     _root_setup(args["--backend"], int(args["--tmp-bytes"]))
+    _SECCOMP = _Seccomp()
     for name in _PRELOAD:
         try:
             __import__(name)
         except ImportError:
             pass
-    _ctl_send(ctl, {"op": "hello", "pid": os.getpid(), "uid": os.getuid()})
+    _ctl_send(ctl, {"op": "hello", "pid": os.getpid(), "uid": os.getuid(),
+                    "seccomp": _SECCOMP.active})
     null = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
-    _zygote_loop(ctl)
-
+    _zygote_loop(ctl, (user_uid, tester_uid))
 
 if __name__ == "__main__" and ZYGOTE_MARKER in sys.argv:
     main(sys.argv[sys.argv.index(ZYGOTE_MARKER) + 1 :])

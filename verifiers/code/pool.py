@@ -102,14 +102,17 @@ def run_tests(program: str, tests: TestSpec, *, timeout_s: float = 5.0,
         program: Python source from the model (run by the system ``/usr/bin/python3``).
         tests: :class:`AssertTests`, :class:`StdioTests` or :class:`CallTests`.
         timeout_s: wall-clock limit for the whole call (all tests); CPU rlimit ceil(t) + 1 s.
-        memory_mb: address-space limit (RLIMIT_AS) of the program's process.
+        memory_mb: address-space limit (RLIMIT_AS) of each of the program's processes, and of
+            the tester (AssertTests; at least 256 MB there).
 
     Returns:
         A Verdict: ``score`` = fraction of tests passed, ``passed`` = all passed, ``reason`` =
         "correct" or the first failing test's status ("wrong_answer", "runtime_error",
         "timeout", "memory_limit", "syntax_error", "output_limit", "sandbox_error");
         ``details["tests"]`` lists ``{"index", "name", "status", "message"}`` per test, plus
-        ``stdout``/``stderr`` tails, ``elapsed_s`` and ``backend``. Never raises on bad programs.
+        ``stdout``/``stderr`` tails, ``elapsed_s`` and ``backend``; every string in it is
+        clean UTF-8 text (see ``protocol.clean_text``). Never raises on bad programs. What the
+        sandbox promises and what it does not cover: ``docs/sandbox.md``.
 
     Raises:
         InvalidArgumentError: bad arguments (not a bad program).

@@ -15,6 +15,9 @@ import threading
 from typing import Any, Literal, overload
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+# A reply of the program (one call's result or exception) is at most this long: decoding JSON
+# costs ~50x its size in memory and holds the GIL, so a program must not choose how much.
+MAX_REPLY_BYTES = 1 << 20
 MAX_DEPTH = 64
 
 # ---------------------------------------------------------------------------- value codec
@@ -108,17 +111,17 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
     return bytes(buf)
 
 
-def recv_msg(sock: socket.socket) -> Any:
+def recv_msg(sock: socket.socket, limit: int = MAX_MESSAGE_BYTES) -> Any:
     """Receives one message sent by :func:`send_msg`; returns None at end of stream.
 
     Raises:
-        EncodeError: the message is larger than ``MAX_MESSAGE_BYTES`` or is not JSON.
+        EncodeError: the message is larger than ``limit`` bytes or is not JSON.
     """
     head = _recv_exact(sock, 4)
     if head is None:
         return None
     (size,) = struct.unpack("!I", head)
-    if size > MAX_MESSAGE_BYTES:
+    if size > limit:
         raise EncodeError(f"message of {size} bytes is over the limit")
     body = _recv_exact(sock, size)
     if body is None:
@@ -153,21 +156,20 @@ def parse_source(source: str, mode: str = "exec") -> ast.AST:
 
 
 def split_check(test_code: str) -> tuple[str, list[tuple[bool, str]]] | None:
-    """Splits the body of ``def check(param)`` into statements, marking which ones are tests.
+    """Splits the body of ``def check(param)`` into set-up and tests.
 
-    A statement is a test when it mentions the parameter (the candidate); other statements are
-    set-up. Returns ``(param, [(is_test, source), ...])``, or None when the body cannot run as
-    separate statements (no one-parameter ``check``, a ``return``/``yield``/``nonlocal`` at its top
-    level, or no statement mentions the candidate); then the whole call is one test.
+    A statement that mentions the parameter (the candidate) starts a test; every statement after
+    it up to the next such statement belongs to the same test (``r = candidate(x)`` then
+    ``assert r == y`` is one test, and so is ``f = candidate`` with the asserts that use ``f``),
+    so a statement that fails after the first test always fails a test. Statements before the
+    first test are set-up: if one fails, every test fails. Returns ``(param, [(is_test, source),
+    ...])`` with set-up first, or None when the body cannot run as separate statements (no
+    one-parameter ``check``, a ``return``/``yield``/``nonlocal``/``global`` at its top level, or
+    no statement mentions the candidate); then the whole call is one test.
     """
-    try:
-        tree = parse_source(test_code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    fn = _check_function(test_code)
+    if fn is None:
         return None
-    checks = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
-    if len(checks) != 1 or len(checks[0].args.args) != 1:
-        return None
-    fn = checks[0]
     param = fn.args.args[0].arg
     out: list[tuple[bool, str]] = []
     for stmt in fn.body:
@@ -176,10 +178,102 @@ def split_check(test_code: str) -> tuple[str, list[tuple[bool, str]]] | None:
                 if _scope_of(stmt, node) is stmt:
                     return None
         mentions = any(isinstance(n, ast.Name) and n.id == param for n in ast.walk(stmt))
-        out.append((mentions, ast.unparse(stmt)))
+        source = ast.unparse(stmt)
+        if out and out[-1][0] and not mentions:
+            out[-1] = (True, out[-1][1] + "\n" + source)
+        else:
+            out.append((mentions, source))
     if not any(is_test for is_test, _ in out):
         return None
     return param, out
+
+
+def _check_function(test_code: str) -> ast.FunctionDef | None:
+    """The one ``def check(param)`` at the top level of ``test_code``, if there is exactly one."""
+    try:
+        tree = parse_source(test_code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    checks = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
+    if len(checks) != 1 or len(checks[0].args.args) != 1:
+        return None
+    return checks[0]
+
+
+def free_names(test_code: str) -> set[str]:
+    """Names the test code reads but never binds itself (the program may provide these).
+
+    A name that the test code assigns, imports, defines or uses as a parameter anywhere is the
+    test code's own; so is ``check``. Returns an empty set when the code does not parse.
+    """
+    try:
+        tree = parse_source(test_code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    loaded: set[str] = set()
+    bound: set[str] = {"check"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            bound.update(node.names)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            bound.add(node.rest)
+    return loaded - bound
+
+
+def in_place_test(test_code: str) -> str | None:
+    """The first test of ``check`` that relies on the candidate mutating its argument, if any.
+
+    Such a test (``candidate(xs)`` as a statement, then a later statement reads ``xs``) cannot
+    hold across the process boundary: the program works on a copy of ``xs``, so the test would
+    fail every program, the right one included. Returns that call's source, or None.
+    """
+    fn = _check_function(test_code)
+    if fn is None:
+        return None
+    callers = {fn.args.args[0].arg}
+    for i, stmt in enumerate(fn.body):
+        for node in ast.walk(stmt):
+            if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)
+                    and node.value.id in callers):
+                callers.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        for node in _outside_try(stmt):  # in a try/with it tests that the call raises
+            if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+                continue
+            call = node.value
+            if not (isinstance(call.func, ast.Name) and call.func.id in callers):
+                continue
+            args = {a.id for a in ast.walk(call) if isinstance(a, ast.Name)} - callers
+            later = {n.id for s in fn.body[i + 1:] for n in ast.walk(s) if isinstance(n, ast.Name)}
+            if args & later:
+                return ast.unparse(node)[:120]
+    return None
+
+
+_TRY_NODES = tuple(getattr(ast, n) for n in ("Try", "TryStar", "With") if hasattr(ast, n))
+
+
+def _outside_try(node: ast.AST) -> list[ast.AST]:
+    """``node`` and its descendants, but not what is inside a ``try`` or ``with`` statement."""
+    out: list[ast.AST] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        out.append(current)
+        if not isinstance(current, _TRY_NODES):
+            stack.extend(ast.iter_child_nodes(current))
+    return out
 
 
 def _scope_of(stmt: ast.AST, target: ast.AST) -> ast.AST:
@@ -198,3 +292,21 @@ def test_labels(test_code: str) -> list[str]:
     if plan is None:
         return ["check"]
     return [src.splitlines()[0][:120] for is_test, src in plan[1] if is_test]
+
+
+# ---------------------------------------------------------------------------- text from the sandbox
+
+# C0 controls (but tab, newline, carriage return) and DEL become U+FFFD.
+_CONTROLS = {c: 0xFFFD for c in (*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F)}
+
+
+def clean_text(text: object, limit: int | None = None) -> str:
+    """Program-controlled text made safe to store, log and tokenize.
+
+    Lone surrogates (which no UTF-8 encoder accepts) become ``?``, control characters other than
+    tab, newline and carriage return become U+FFFD; ``limit`` truncates to that many characters.
+    """
+    s = text if type(text) is str else str(text)
+    if limit is not None:
+        s = s[:limit]
+    return s.encode("utf-8", "replace").decode("utf-8").translate(_CONTROLS)

@@ -6,6 +6,11 @@ sandbox's zygote kills everything the program started (or, if the zygote does no
 returns. Reasons, in ``Verdict.reason`` (first failing test) and per test in
 ``details["tests"]``: "correct"/"passed", "wrong_answer", "runtime_error", "timeout",
 "memory_limit", "syntax_error", "output_limit", "sandbox_error".
+
+Everything that comes out of the sandbox is untrusted data: replies are capped
+(``protocol.MAX_REPLY_BYTES``), decoding never raises out of :func:`run_spec`, a result that
+arrives after the deadline is not judged, and every string in the verdict passes
+:func:`~verifiers.code.protocol.clean_text`.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from verifiers.verdict import Verdict
 
 TAIL_CHARS = 2000
 _FRAMED = ("setup", "tester", "rpc")
+STATUSES = frozenset({"passed", "wrong_answer", "runtime_error", "timeout", "memory_limit",
+                      "syntax_error", "output_limit", "sandbox_error"})
 
 
 @dataclass
@@ -55,10 +62,12 @@ class TestOutcome:
 class _Channels:
     """Non-blocking I/O with one spawn's processes until a condition, the deadline or a cap."""
 
-    def __init__(self, worker: Worker, spawned: Spawned, output_cap: int) -> None:
+    def __init__(self, worker: Worker, spawned: Spawned, output_cap: int,
+                 opened: list[_Channels]) -> None:
         self.worker, self.pids, self.cap = worker, spawned.pids, output_cap
         self.socks: dict[str, socket.socket] = {}
         self.fds: dict[str, int] = {}
+        opened.append(self)  # closed by run_spec whatever happens
         for name, fd in spawned.fds.items():
             if name in _FRAMED:
                 self.socks[name] = socket.socket(fileno=fd)
@@ -182,9 +191,10 @@ class _Channels:
 
         buf = self.inbuf[name]
         buf.extend(data)
+        limit = protocol.MAX_REPLY_BYTES if name == "rpc" else protocol.MAX_MESSAGE_BYTES
         while len(buf) >= 4:
             (size,) = struct.unpack("!I", buf[:4])
-            if size > protocol.MAX_MESSAGE_BYTES:
+            if size > limit:
                 self.eof.add(name)
                 buf.clear()
                 return
@@ -194,7 +204,7 @@ class _Channels:
             del buf[: 4 + size]
             try:
                 self.frames[name].append(json.loads(body))
-            except (ValueError, RecursionError):
+            except (ValueError, RecursionError, MemoryError):
                 self.eof.add(name)
                 return
 
@@ -209,7 +219,7 @@ class _Channels:
         return self.out[name].decode("utf-8", errors="replace")
 
     def close(self) -> None:
-        """Closes the host ends of every channel."""
+        """Closes the host ends of every channel (again: a no-op)."""
         for sock in self.socks.values():
             sock.close()
         for fd in self.fds.values():
@@ -217,6 +227,7 @@ class _Channels:
                 os.close(fd)
             except OSError:
                 pass
+        self.fds.clear()
 
 
 def describe_exit(status: int | None) -> str:
@@ -255,7 +266,7 @@ def _compile_error(ch: _Channels) -> str | None:
     """The syntax error reported by the program's process, if any."""
     for frame in ch.frames.get("setup", ()):
         if isinstance(frame, dict) and frame.get("compiled") is False:
-            return str(frame.get("error"))[:500]
+            return protocol.clean_text(frame.get("error"), 500)
     return None
 
 
@@ -271,11 +282,11 @@ def limits_for(timeout_s: float, memory_mb: int, config: Any) -> dict[str, Any]:
 
 
 def run_assert(worker: Worker, program: str, spec: AssertTests, deadline: float,
-               limits: dict[str, Any]) -> tuple[list[TestOutcome], _Channels]:
+               limits: dict[str, Any], opened: list[_Channels]) -> list[TestOutcome]:
     """AssertTests: U runs the program, T runs the test code and reports each test."""
     labels = protocol.test_labels(spec.test_code)
     ch = _Channels(worker, worker.spawn("assert", limits, deadline - time.monotonic()),
-                   worker.config.output_limit_bytes)
+                   worker.config.output_limit_bytes, opened)
     ch.queue("setup", program.encode("utf-8", errors="replace"), close=True)
     ch.queue_frame("tester", {"test_code": spec.test_code, "entry_point": spec.entry_point})
 
@@ -291,9 +302,9 @@ def run_assert(worker: Worker, program: str, spec: AssertTests, deadline: float,
     for i, label in enumerate(labels):
         if error is not None:
             outcomes.append(TestOutcome(i, label, "syntax_error", error))
-        elif i < len(records) and records[i].get("i") == i:
+        elif i < len(records) and records[i].get("i") == i and records[i].get("status") in STATUSES:
             rec = records[i]
-            outcomes.append(TestOutcome(i, label, str(rec["status"]), str(rec.get("msg", ""))))
+            outcomes.append(TestOutcome(i, label, rec["status"], str(rec.get("msg", ""))))
         else:
             outcomes.append(TestOutcome(i, label, *_unfinished(ch)))
     if any("program exited" in o.message for o in outcomes):
@@ -303,23 +314,23 @@ def run_assert(worker: Worker, program: str, spec: AssertTests, deadline: float,
         for o in outcomes:
             if "program exited" in o.message and status is not None:
                 o.status, o.message = refined, f"{o.message} ({describe_exit(status)})"
-    return outcomes, ch
+    return outcomes
 
 
 def run_call(worker: Worker, program: str, spec: CallTests, deadline: float,
-             limits: dict[str, Any]) -> tuple[list[TestOutcome], _Channels]:
+             limits: dict[str, Any], opened: list[_Channels]) -> list[TestOutcome]:
     """CallTests: the parent calls the function case by case and compares results itself."""
     requests = [{"name": spec.function, "args": protocol.encode(list(args)), "kwargs": {"d": []}}
                 for args, _ in spec.cases]  # plain data: CallTests checked it
     ch = _Channels(worker, worker.spawn("call", limits, deadline - time.monotonic()),
-                   worker.config.output_limit_bytes)
+                   worker.config.output_limit_bytes, opened)
     ch.queue("setup", program.encode("utf-8", errors="replace"), close=True)
     rpc = ch.frames["rpc"]
     ch.pump(lambda: bool(rpc) or "rpc" in ch.eof or _compile_error(ch) is not None, deadline)
     names = [f"{spec.function}{tuple(args)!r}"[:120] for args, _ in spec.cases]
     error = _compile_error(ch)
     if error is not None:
-        return [TestOutcome(i, n, "syntax_error", error) for i, n in enumerate(names)], ch
+        return [TestOutcome(i, n, "syntax_error", error) for i, n in enumerate(names)]
     ready = rpc.popleft() if rpc else None
     if not isinstance(ready, dict) or not ready.get("ready"):
         status, msg = _unfinished(ch)
@@ -329,7 +340,7 @@ def run_call(worker: Worker, program: str, spec: CallTests, deadline: float,
             msg = f"the program raised {exc_name}: {ready.get('msg')}"[:300]
         elif status == "runtime_error":
             msg = "the program exited before its function could be called"
-        return [TestOutcome(i, n, status, msg) for i, n in enumerate(names)], ch
+        return [TestOutcome(i, n, status, msg) for i, n in enumerate(names)]
     outcomes = []
     for i, (request, (_, expected)) in enumerate(zip(requests, spec.cases)):
         if ch.timed_out or ch.overflow or "rpc" in ch.eof:
@@ -337,14 +348,24 @@ def run_call(worker: Worker, program: str, spec: CallTests, deadline: float,
             continue
         ch.queue_frame("rpc", request)
         ch.pump(lambda: bool(rpc) or "rpc" in ch.eof, deadline)
-        if not rpc:
+        if time.monotonic() >= deadline:  # a late answer is not judged
+            ch.timed_out = True
+        if not rpc or ch.timed_out:
             outcomes.append(TestOutcome(i, names[i], *_unfinished(ch)))
             continue
         outcomes.append(TestOutcome(i, names[i], *_judge_reply(rpc.popleft(), expected)))
-    return outcomes, ch
+    return outcomes
 
 
 def _judge_reply(reply: Any, expected: Any) -> tuple[str, str]:
+    """Status and message for one reply of the program; never raises, whatever the reply."""
+    try:
+        return _judge(reply, expected)
+    except Exception as exc:  # noqa: BLE001 - a reply is untrusted data
+        return "wrong_answer", f"malformed reply ({type(exc).__name__})"
+
+
+def _judge(reply: Any, expected: Any) -> tuple[str, str]:
     if not isinstance(reply, dict):
         return "wrong_answer", "malformed reply"
     if "ok" in reply:
@@ -363,7 +384,7 @@ def _judge_reply(reply: Any, expected: Any) -> tuple[str, str]:
 
 
 def run_stdio(worker: Worker, program: str, spec: StdioTests, deadline: float,
-              limits: dict[str, Any]) -> tuple[list[TestOutcome], _Channels | None]:
+              limits: dict[str, Any], opened: list[_Channels]) -> list[TestOutcome]:
     """StdioTests: one fresh process per case (the sandbox is reset between cases)."""
     outcomes: list[TestOutcome] = []
     ch: _Channels | None = None
@@ -378,7 +399,7 @@ def run_stdio(worker: Worker, program: str, spec: StdioTests, deadline: float,
                              for j in range(i, len(spec.cases))]
                 break
         ch = _Channels(worker, worker.spawn("stdio", limits, deadline - time.monotonic()),
-                       worker.config.output_limit_bytes)
+                       worker.config.output_limit_bytes, opened)
         ch.queue("setup", program.encode("utf-8", errors="replace"), close=True)
         ch.queue("stdin", stdin.encode("utf-8", errors="replace"), close=True)
         exited = ch.pump(lambda c=ch: "user" in c.exits, deadline)
@@ -391,7 +412,7 @@ def run_stdio(worker: Worker, program: str, spec: StdioTests, deadline: float,
                          for j in range(i, len(spec.cases))]
             break
         outcomes.append(TestOutcome(i, name, *_judge_stdio(ch, exited, expected)))
-    return outcomes, ch
+    return outcomes
 
 
 def _judge_stdio(ch: _Channels, exited: bool, expected: str) -> tuple[str, str]:
@@ -408,33 +429,41 @@ def _judge_stdio(ch: _Channels, exited: bool, expected: str) -> tuple[str, str]:
 
 def run_spec(worker: Worker, program: str, tests: TestSpec, timeout_s: float,
              memory_mb: int) -> tuple[Verdict, bool]:
-    """Runs ``program`` against ``tests`` on ``worker``; returns the verdict and worker health."""
+    """Runs ``program`` against ``tests`` on ``worker``; returns the verdict and worker health.
+
+    Never raises because of what the program did: anything unexpected on the host side ends the
+    run with "sandbox_error" (and the worker is replaced), and every channel is closed.
+    """
     start = time.monotonic()
     deadline = start + timeout_s
     limits = limits_for(timeout_s, memory_mb, worker.config)
-    ch: _Channels | None = None
+    opened: list[_Channels] = []
+    healthy = False
     try:
         if isinstance(tests, AssertTests):
-            outcomes, ch = run_assert(worker, program, tests, deadline, limits)
+            outcomes = run_assert(worker, program, tests, deadline, limits, opened)
         elif isinstance(tests, CallTests):
-            outcomes, ch = run_call(worker, program, tests, deadline, limits)
+            outcomes = run_call(worker, program, tests, deadline, limits, opened)
         else:
-            outcomes, ch = run_stdio(worker, program, tests, deadline, limits)
+            outcomes = run_stdio(worker, program, tests, deadline, limits, opened)
+        healthy = True
     except (WorkerDied, OSError) as exc:
-        n = _count(tests)
         status = "timeout" if time.monotonic() >= deadline else "runtime_error"
         outcomes = [TestOutcome(i, f"test {i}", status, f"the sandbox was disrupted: {exc}")
-                    for i in range(n)]
-        healthy = False
-    else:
-        healthy = True
-    if ch is not None:
-        ch.close()
+                    for i in range(_count(tests))]
+    except Exception as exc:  # noqa: BLE001 - "never raises on bad programs"
+        outcomes = [TestOutcome(i, f"test {i}", "sandbox_error",
+                                f"the sandbox run failed: {type(exc).__name__}: {exc}")
+                    for i in range(_count(tests))]
+    finally:
+        for ch in opened:
+            ch.close()
     healthy = healthy and worker.reset(0.5)
+    last = opened[-1] if opened else None
     details = {
         "tests": [o.as_dict() for o in outcomes],
-        "stdout": ch.text("stdout")[-TAIL_CHARS:] if ch else "",
-        "stderr": ch.text("stderr")[-TAIL_CHARS:] if ch else "",
+        "stdout": last.text("stdout")[-TAIL_CHARS:] if last else "",
+        "stderr": last.text("stderr")[-TAIL_CHARS:] if last else "",
         "elapsed_s": round(time.monotonic() - start, 4),
         "backend": worker.backend,
     }
@@ -448,7 +477,18 @@ def _count(tests: TestSpec) -> int:
 
 
 def make_verdict(outcomes: list[TestOutcome], details: dict[str, Any]) -> Verdict:
-    """Builds the Verdict: score = fraction passed, passed = all, reason = first failure."""
+    """Builds the Verdict: score = fraction passed, passed = all, reason = first failure.
+
+    Every string that came out of the sandbox is cleaned first (see ``protocol.clean_text``).
+    """
+    for o in outcomes:
+        o.name, o.message = protocol.clean_text(o.name), protocol.clean_text(o.message)
+        if o.status not in STATUSES:
+            o.status = "sandbox_error"
+    details["tests"] = [o.as_dict() for o in outcomes]
+    for key in ("stdout", "stderr"):
+        if key in details:
+            details[key] = protocol.clean_text(details[key])
     n_pass = sum(o.status == "passed" for o in outcomes)
     failed = [o for o in outcomes if o.status != "passed"]
     reason = "correct" if not failed else failed[0].status

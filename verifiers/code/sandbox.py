@@ -3,26 +3,35 @@
 A :class:`SandboxPool` keeps up to ``size`` workers. Each worker is one sandbox, started once:
 
 * bubblewrap (``--unshare-pid --unshare-net --unshare-ipc --unshare-uts``, ``--die-with-parent``,
-  ``--new-session``, all capabilities dropped but SETUID/SETGID for the drop to uid 65534),
-  read-only binds of ``/usr`` (and ``/lib``, ``/lib64``, ``/bin`` as on the host) plus
-  ``/etc/ld.so.cache`` and nothing else of the host, a fresh ``/proc``, a minimal ``/dev``, a
-  size-limited private tmpfs on ``/tmp``, and an empty environment (bwrap itself is started with
-  an empty environment too, since ``/proc/1/environ`` is readable inside);
-* inside it, the zygote of :mod:`verifiers.code.harness` drops to uid 65534 (so
-  ``RLIMIT_NPROC`` applies), sets NO_NEW_PRIVS, becomes non-dumpable and a child subreaper, and
-  forks a fresh process per program.
+  ``--new-session``, all capabilities dropped but SETUID/SETGID/KILL and, for its start-up mounts
+  only, SYS_ADMIN), read-only binds of ``/usr`` (and ``/lib``, ``/lib64``, ``/bin`` as on the
+  host) plus ``/etc/ld.so.cache`` and nothing else of the host, a fresh ``/proc`` (remounted with
+  ``hidepid=invisible``; the host's boot id hidden), its own hostname, a minimal ``/dev``,
+  size- and inode-limited private tmpfs mounts on ``/tmp`` and ``/dev/shm``, and an empty
+  environment (bwrap itself is started with an empty environment too, since ``/proc/1/environ``
+  is readable inside);
+* inside it, the zygote of :mod:`verifiers.code.harness` (root, but with only CAP_SETUID/SETGID/
+  KILL left, NO_NEW_PRIVS, non-dumpable, a child subreaper) forks a fresh process per program and
+  runs it as the sandbox's *program uid*, and the tests as its *tester uid*, both under a seccomp
+  filter (see :func:`~verifiers.code.harness.seccomp_filter`).
+
+Every sandbox on the host holds its own pair of uids (a :class:`UidLease`, from
+``UID_BASE``), so ``RLIMIT_NPROC`` is a per-sandbox process limit, and no sandbox can signal,
+renice or inspect another's processes, its own zygote, or its own tester.
 
 Without bubblewrap the fallback is ``unshare --net --pid --ipc --uts --mount`` with private
 tmpfs mounts on ``/tmp``, ``/var/tmp`` and ``/dev/shm``; the rest of the host filesystem is then
-visible read-only *by permission only* (uid 65534), which is weaker. It warns loudly.
+visible read-only *by permission only* (an unprivileged uid), which is weaker. It warns loudly.
 
 A worker is thrown away (its whole PID namespace dies with bwrap) whenever a job overran its
 deadline or anything looked wrong, and after ``recycle_after`` jobs; otherwise the zygote kills
-and reaps everything the program left and wipes ``/tmp`` between jobs.
+and reaps everything the program left and empties ``/tmp`` and ``/dev/shm`` between jobs.
+The threat model is in ``docs/sandbox.md``.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -45,6 +54,10 @@ from verifiers.errors import InvalidArgumentError, SandboxUnavailableError
 logger = logging.getLogger(__name__)
 
 BACKENDS = ("auto", "bwrap", "unshare")
+# Sandbox uids: slot k owns UID_BASE + 2k (its programs) and UID_BASE + 2k + 1 (its tester).
+UID_BASE = 1_700_000_000
+UID_SLOTS = 32768
+UID_LOCK_DIR = "/run/rlvr-sandbox-uids"
 _HARNESS_SOURCE = Path(harness.__file__).read_text()
 _PROTOCOL_SOURCE = Path(protocol.__file__).read_text()
 # Runs inside the sandbox: installs protocol.py as module `rlvr_protocol`, then runs harness.py.
@@ -66,11 +79,11 @@ class SandboxConfig:
 
     Attributes:
         backend: "bwrap", "unshare" (weaker fallback, warns) or "auto" (bwrap when installed).
-        python: interpreter run inside; it must be readable by uid 65534 (not under /root).
+        python: interpreter run inside; it must be readable by any uid (not under /root).
         tmp_mb: size of each private writable tmpfs (``/tmp``, where the program's cwd is
             /tmp/work, and ``/dev/shm``); both are emptied between programs.
-        nproc: RLIMIT_NPROC of the program. It counts every process and thread of uid 65534 on
-            the host, so it also bounds a fork bomb across all sandboxes.
+        nproc: RLIMIT_NPROC of the program: processes and threads of its sandbox (each sandbox
+            runs its programs under a uid of its own).
         max_file_mb: RLIMIT_FSIZE of the program.
         max_open_files: RLIMIT_NOFILE of the program.
         output_limit_bytes: stdout (and, separately, stderr) a program may write per run; more
@@ -114,8 +127,8 @@ def resolve_backend(requested: str) -> str:
     """
     if os.geteuid() != 0:
         raise SandboxUnavailableError(
-            "verifiers.code needs to run as root (it drops the program to uid 65534 so that "
-            f"RLIMIT_NPROC applies); running as uid {os.geteuid()}"
+            "verifiers.code needs to run as root (it runs each sandbox's programs under uids of "
+            f"their own so that RLIMIT_NPROC applies); running as uid {os.geteuid()}"
         )
     if requested in ("auto", "bwrap") and shutil.which("bwrap"):
         return "bwrap"
@@ -126,18 +139,19 @@ def resolve_backend(requested: str) -> str:
     why = "bubblewrap is not installed" if requested == "auto" else "backend 'unshare' requested"
     message = (
         f"verifiers.code: {why}; using the weaker `unshare` + rlimits sandbox: the host "
-        "filesystem is visible to programs (limited only by uid 65534 file permissions)"
+        "filesystem is visible to programs (limited only by an unprivileged uid's permissions)"
     )
     warnings.warn(message, RuntimeWarning, stacklevel=3)
     logger.warning(message)
     return "unshare"
 
 
-def _bwrap_argv(config: SandboxConfig, ctl_fd: int) -> list[str]:
+def _bwrap_argv(config: SandboxConfig, ctl_fd: int, uids: tuple[int, int]) -> list[str]:
     argv = [
         "bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
         "--unshare-cgroup-try", "--as-pid-1", "--die-with-parent", "--new-session",
-        "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+        "--hostname", "sandbox", "--cap-drop", "ALL", "--cap-add", "CAP_SETUID",
+        "--cap-add", "CAP_SETGID", "--cap-add", "CAP_KILL", "--cap-add", "CAP_SYS_ADMIN",
         "--ro-bind", "/usr", "/usr",
     ]
     for path in ("/lib", "/lib64", "/bin", "/sbin"):
@@ -147,28 +161,72 @@ def _bwrap_argv(config: SandboxConfig, ctl_fd: int) -> list[str]:
             argv += ["--ro-bind", path, path]
     argv += [
         "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
-        "--proc", "/proc", "--dev", "/dev",
+        "--proc", "/proc", "--ro-bind", "/dev/null", "/proc/sys/kernel/random/boot_id",
+        "--dev", "/dev",
         "--perms", "01777", "--size", str(config.tmp_mb << 20), "--tmpfs", "/dev/shm",
-        "--perms", "0777", "--size", str(config.tmp_mb << 20), "--tmpfs", "/tmp",
+        "--perms", "01777", "--size", str(config.tmp_mb << 20), "--tmpfs", "/tmp",
         "--remount-ro", "/", "--chdir", "/tmp", "--clearenv",
         "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8",
     ]
-    return argv + _python_argv(config, ctl_fd, "bwrap")
+    return argv + _python_argv(config, ctl_fd, "bwrap", uids)
 
 
-def _python_argv(config: SandboxConfig, ctl_fd: int, backend: str) -> list[str]:
+def _python_argv(config: SandboxConfig, ctl_fd: int, backend: str,
+                 uids: tuple[int, int]) -> list[str]:
     return [
         config.python, "-I", "-B", "-c", BOOTSTRAP, _PROTOCOL_SOURCE, _HARNESS_SOURCE,
         harness.ZYGOTE_MARKER,
         "--ctl-fd", str(ctl_fd), "--backend", backend, "--tmp-bytes", str(config.tmp_mb << 20),
+        "--uids", f"{uids[0]},{uids[1]}",
     ]
 
 
-def _unshare_argv(config: SandboxConfig, ctl_fd: int) -> list[str]:
+def _unshare_argv(config: SandboxConfig, ctl_fd: int, uids: tuple[int, int]) -> list[str]:
     return [
         "unshare", "--net", "--pid", "--ipc", "--uts", "--mount", "--fork", "--mount-proc",
         "--kill-child",
-    ] + _python_argv(config, ctl_fd, "unshare")
+    ] + _python_argv(config, ctl_fd, "unshare", uids)
+
+
+class UidLease:
+    """A pair of uids no other sandbox on this host holds: (program uid, tester uid).
+
+    Slots are ``flock``-ed files in ``UID_LOCK_DIR``; the kernel drops the lock when the holder
+    closes it or dies, so a crashed process never leaks its slot.
+
+    Raises:
+        SandboxUnavailableError: every slot is taken.
+    """
+
+    def __init__(self) -> None:
+        try:
+            os.makedirs(UID_LOCK_DIR, mode=0o700, exist_ok=True)
+        except OSError as exc:
+            raise SandboxUnavailableError(
+                f"cannot create {UID_LOCK_DIR} for the sandbox uid leases: {exc}") from None
+        start = (os.getpid() * 7919 + threading.get_ident()) % UID_SLOTS
+        for i in range(UID_SLOTS):
+            slot = (start + i) % UID_SLOTS
+            try:
+                fd = os.open(f"{UID_LOCK_DIR}/{slot}", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC,
+                             0o600)
+            except OSError as exc:
+                raise SandboxUnavailableError(f"cannot lease a sandbox uid: {exc}") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            self._fd: int | None = fd
+            self.uids = (UID_BASE + 2 * slot, UID_BASE + 2 * slot + 1)
+            return
+        raise SandboxUnavailableError(f"all {UID_SLOTS} sandbox uid slots are in use")
+
+    def release(self) -> None:
+        """Gives the slot back (call only once the sandbox's processes are gone)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 class WorkerDied(Exception):
@@ -191,12 +249,16 @@ class Worker:
         self.backend = backend
         self.jobs = 0
         self.events: deque[dict[str, Any]] = deque()
+        self.lease = UidLease()
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.ctl = parent
         build = _bwrap_argv if backend == "bwrap" else _unshare_argv
-        argv = build(config, child.fileno())
+        argv = build(config, child.fileno(), self.lease.uids)
         try:
             self.proc = _launcher.submit(_popen, argv, child.fileno()).result()
+        except BaseException:
+            self.lease.release()
+            raise
         finally:
             child.close()
         try:
@@ -207,6 +269,9 @@ class Worker:
             err = self._stderr_text()
             self.close()
             raise SandboxUnavailableError(f"sandbox ({backend}) failed to start: {err.strip()}")
+        if not hello[0].get("seccomp"):
+            _warn_once(f"verifiers.code: no seccomp filter for {os.uname().machine}; programs "
+                       "can use SysV IPC, keyrings and user namespaces (cross-run channels)")
         if self.proc.stderr is not None:
             self.proc.stderr.close()
 
@@ -274,7 +339,7 @@ class Worker:
                     os.close(fd)
                 if got[0].get("op") == "clean":
                     self.events.clear()
-                    return True
+                    return got[0].get("ok") is True
         except (OSError, WorkerDied):
             return False
 
@@ -288,7 +353,19 @@ class Worker:
             self.proc.wait(timeout=5)
         except (subprocess.TimeoutExpired, AttributeError):
             pass
+        else:  # the namespace is gone with bwrap: its uids are free again
+            self.lease.release()
         self.ctl.close()
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+        logger.warning(message)
 
 
 def _popen(argv: list[str], ctl_fd: int) -> subprocess.Popen[bytes]:

@@ -6,10 +6,11 @@ Lists are accepted wherever tuples are documented; they are normalised to tuples
 from __future__ import annotations
 
 import ast
+import math
 from dataclasses import dataclass
 from typing import Any
 
-from verifiers.code.protocol import EncodeError, encode, parse_source
+from verifiers.code.protocol import EncodeError, encode, in_place_test, parse_source
 from verifiers.errors import InvalidArgumentError
 
 
@@ -23,6 +24,14 @@ class AssertTests:
     process; every call of the program's functions (``candidate`` and any other top-level
     function of the program the test code uses, such as HumanEval's ``poly``) is a round trip
     whose arguments and result must be plain data (see :func:`~verifiers.code.protocol.encode`).
+    The test code sees only the program's names it reads and does not define itself, and never
+    one that shadows a builtin.
+
+    Raises:
+        InvalidArgumentError: the test code does not parse, defines no ``check``, or has a test
+            that relies on the candidate mutating its argument in place (``candidate(xs)`` as a
+            statement, then ``xs`` read again): the program works on a copy, so no program could
+            pass it.
     """
 
     test_code: str
@@ -43,6 +52,12 @@ class AssertTests:
             raise InvalidArgumentError(f"AssertTests.test_code does not parse: {exc}") from None
         if not any(isinstance(n, ast.FunctionDef) and n.name == "check" for n in tree.body):
             raise InvalidArgumentError("AssertTests.test_code must define check(candidate)")
+        in_place = in_place_test(self.test_code)
+        if in_place is not None:
+            raise InvalidArgumentError(
+                f"AssertTests.test_code tests an in-place change ({in_place!r}): arguments cross "
+                "to the program as copies, so test the return value instead"
+            )
 
 
 @dataclass(frozen=True)
@@ -121,20 +136,29 @@ def normalize_output(text: str) -> str:
 def values_equal(got: Any, expected: Any, rel_tol: float = 1e-6, abs_tol: float = 1e-9) -> bool:
     """Compares a decoded result with an expected value (both plain data), in the parent.
 
-    Lists and tuples are interchangeable; bools only equal bools; floats (and ints compared with
-    floats) are equal within ``rel_tol``/``abs_tol``; NaN equals NaN; dicts and sets are
-    compared by their elements.
+    * Lists and tuples are interchangeable; dicts and sets are compared by their elements.
+    * Bools only equal bools.
+    * An int expected value is exact: ``got`` must equal it exactly (an int, or a float with
+      exactly that value), never a float approximation. To accept approximations of an integer
+      answer, write the expected value as a float (``3.0``): the task says so.
+    * A float expected value accepts ints and floats within ``rel_tol``/``abs_tol``.
+    * Non-finite values match only themselves: ``inf`` only ``inf`` (same sign), NaN only NaN;
+      a finite expected value is never matched by ``inf`` or NaN, whatever the tolerance.
+    * Complex numbers compare their real and imaginary parts like floats.
     """
     if isinstance(got, bool) or isinstance(expected, bool):
         return type(got) is type(expected) and got == expected
     num = (int, float)
     if isinstance(got, num) and isinstance(expected, num):
-        if isinstance(got, int) and isinstance(expected, int):
-            return got == expected
-        g, e = float(got), float(expected)
-        if g != g or e != e:
-            return g != g and e != e
-        return abs(g - e) <= max(abs_tol, rel_tol * max(abs(g), abs(e)))
+        if isinstance(expected, int):
+            return got == expected and (isinstance(got, int) or math.isfinite(got))
+        try:
+            return _floats_close(float(got), expected, rel_tol, abs_tol)
+        except OverflowError:  # an int beyond float range is near no finite float
+            return False
+    if isinstance(got, complex) and isinstance(expected, complex):
+        return (_floats_close(got.real, expected.real, rel_tol, abs_tol)
+                and _floats_close(got.imag, expected.imag, rel_tol, abs_tol))
     seq = (list, tuple)
     if isinstance(got, seq) and isinstance(expected, seq):
         return len(got) == len(expected) and all(
@@ -147,3 +171,11 @@ def values_equal(got: Any, expected: Any, rel_tol: float = 1e-6, abs_tol: float 
     if type(got) is not type(expected):
         return False
     return bool(got == expected)
+
+
+def _floats_close(g: float, e: float, rel_tol: float, abs_tol: float) -> bool:
+    if math.isnan(g) or math.isnan(e):
+        return math.isnan(g) and math.isnan(e)
+    if math.isinf(g) or math.isinf(e):
+        return g == e
+    return abs(g - e) <= max(abs_tol, rel_tol * max(abs(g), abs(e)))
