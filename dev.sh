@@ -61,7 +61,7 @@ setup() {
 # --- real SGLang server for the tests (issue 11) -------------------------------------------------
 # The server gets its own venv (sglang 0.5.23 pins transformers==5.19.0), cached under
 # ~/.cache/rlvr/ keyed by a hash of what goes into it (tools/sglang_cpu/). Facts behind each step:
-# shared/reference/sglang-cpu.md. PyPI only; torch stays the pinned CPU build.
+# docs/engines.md, "SGLang on CPU". PyPI only; torch stays the pinned CPU build.
 SGLANG_VERSION="0.5.23"
 sglang_venv_path() {
   local key
