@@ -51,13 +51,20 @@ def plotted_panels(records: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
 
     A panel is drawn when its metric was logged at more than one step (a single point is no
     curve). A tool panel also needs a nonzero value: a run on an env without tools logs its
-    held-out tool-call share as 0 at every evaluation, which says nothing.
+    held-out tool-call share as 0 at every evaluation, which says nothing. Where the mean reward
+    equals the accuracy at every step (a 0/1 reward), one panel shows both.
     """
     panels = []
     for key, title, ylabel, tool in PLOT_PANELS:
         values = [r[key] for r in records if r.get(key) is not None]
         if len(values) > 1 and (not tool or any(values)):
             panels.append((key, title, ylabel))
+    keys = [key for key, _, _ in panels]
+    if "reward/mean" in keys and "reward/accuracy" in keys and all(
+            r.get("reward/mean") == r.get("reward/accuracy") for r in records):
+        panels = [p for p in panels if p[0] != "reward/mean"]
+        panels = [(k, "train accuracy (= mean reward)", y) if k == "reward/accuracy" else (k, t, y)
+                  for k, t, y in panels]
     return panels
 
 

@@ -15,6 +15,14 @@ def _math_run() -> list[dict]:
 
 def test_a_run_without_tools_draws_no_tool_panel():
     keys = [key for key, _, _ in plotted_panels(_math_run())]
+    assert keys == ["reward/accuracy", "eval/accuracy"]
+
+
+def test_a_reward_equal_to_accuracy_gets_one_panel_and_a_different_one_its_own():
+    titles = [title for _, title, _ in plotted_panels(_math_run())]
+    assert titles[0] == "train accuracy (= mean reward)"
+    shaped = [{**r, "reward/mean": 0.5} if "reward/mean" in r else r for r in _math_run()]
+    keys = [key for key, _, _ in plotted_panels(shaped)]
     assert keys == ["reward/mean", "reward/accuracy", "eval/accuracy"]
 
 
