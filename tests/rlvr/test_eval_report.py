@@ -272,3 +272,17 @@ def test_training_accuracy_and_eval_pass1_agree_on_the_same_episodes() -> None:
     pass1 = summarize(records, samples=1)["pass@1"]
     accuracy = rollout_metrics(trajs, torch.device("cpu"))["reward/accuracy"]
     assert pass1 == pytest.approx(accuracy) == pytest.approx(2 / 5)
+
+
+def test_the_report_shows_what_was_measured() -> None:
+    """One env: no overall section or row repeating it; an all-n/a metric is named, not a row."""
+    one = results_for({"base": records_for("base", BASE)})
+    for model in one["models"]:
+        model["metrics"]["math"]["tool_call_validity"] = None  # as in a run without tool calls
+    text = render_report(one)
+    assert "## overall" not in text and "| overall |" not in summary_table(one)
+    assert "| tool_call_validity |" not in text
+    assert "Not measured here (n/a for every checkpoint): tool_call_validity." in text
+    assert "Checkpoint:" in text and "Δ columns" not in text
+    two = results_for({"base": records_for("base", BASE), "better": records_for("better", BETTER)})
+    assert "Δ columns are each checkpoint minus the first" in render_report(two)
