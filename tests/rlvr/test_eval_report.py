@@ -286,3 +286,11 @@ def test_the_report_shows_what_was_measured() -> None:
     assert "Checkpoint:" in text and "Δ columns" not in text
     two = results_for({"base": records_for("base", BASE), "better": records_for("better", BETTER)})
     assert "Δ columns are each checkpoint minus the first" in render_report(two)
+
+
+def test_an_episode_shows_its_tool_calls_only_when_it_made_some() -> None:
+    recs = records_for("base", BASE)[:2]
+    recs[0]["tool_calls"], recs[0]["tool_call_errors"] = 2, 1
+    recs[1]["tool_calls"], recs[1]["tool_call_errors"] = 0, None
+    text = render_html(recs)
+    assert text.count("tool calls (errors)") == 1 and "<td>2 (1)</td>" in text
