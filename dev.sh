@@ -61,7 +61,7 @@ setup() {
 # --- real SGLang server for the tests (issue 11) -------------------------------------------------
 # The server gets its own venv (sglang 0.5.23 pins transformers==5.19.0), cached under
 # ~/.cache/rlvr/ keyed by a hash of what goes into it (tools/sglang_cpu/). Facts behind each step:
-# shared/reference/sglang-cpu.md. PyPI only; torch stays the pinned CPU build.
+# docs/engines.md, "SGLang on CPU". PyPI only; torch stays the pinned CPU build.
 SGLANG_VERSION="0.5.23"
 sglang_venv_path() {
   local key
@@ -145,7 +145,8 @@ run_tests() {
 # pyproject admits and with the one sglang pins. Each is an overlay: `pip install --target` of
 # that transformers and its own dependencies, put first on PYTHONPATH over the main venv (torch is
 # not installed twice). Overlays are cached in ~/.cache/rlvr/compat/, keyed by a hash of what they
-# install; tiny models are built per overlay (a 5.x tokenizer file does not load on 4.x).
+# install. The tiny-model cache is shared: rlvr/tiny.py keys each build by the transformers and
+# tokenizers versions that wrote it (a 5.x tokenizer file does not load on 4.x).
 COMPAT_SGLANG_TRANSFORMERS="5.19.0"   # what sglang 0.5.23 pins
 COMPAT_TESTS=(tests/rlvr/learner tests/agents/test_hf_engine.py tests/agents/test_lean_decoder.py
               tests/rlvr/test_tiny.py)
@@ -177,7 +178,7 @@ test_compat() {
   for version in $(compat_versions); do
     dir="$(setup_compat "$version")"
     echo "[dev.sh] pytest with transformers==$version: ${COMPAT_TESTS[*]}"
-    PYTHONPATH="$dir/site${PYTHONPATH:+:$PYTHONPATH}" RLVR_CACHE="$dir/rlvr-cache" \
+    PYTHONPATH="$dir/site${PYTHONPATH:+:$PYTHONPATH}" \
       "$VENV/bin/python" - "$version" <<'PY' || exit 1
 import sys, transformers
 from packaging.version import Version
@@ -185,7 +186,7 @@ if Version(transformers.__version__) != Version(sys.argv[1]):
     sys.exit(f"[dev.sh] expected transformers {sys.argv[1]}, imported {transformers.__version__}")
 PY
     set +e
-    PYTHONPATH="$dir/site${PYTHONPATH:+:$PYTHONPATH}" RLVR_CACHE="$dir/rlvr-cache" \
+    PYTHONPATH="$dir/site${PYTHONPATH:+:$PYTHONPATH}" \
       "$VENV/bin/python" -m pytest -q "${COMPAT_TESTS[@]}" "$@"
     local one=$?
     set -e

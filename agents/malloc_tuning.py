@@ -5,7 +5,7 @@ own ``mmap`` and gives freed memory at the top of a heap back to the OS beyond 1
 step allocates and frees hundreds of such buffers (activations, KV caches, logits) per forward:
 each one then comes back as fresh pages, and the kernel zero-fills them on first touch: ~1,090
 minor page faults per quickstart rollout, 5 once tuned, and the rollout ~10% faster
-(BENCHMARKS.md, 2026-12-03).
+(BENCHMARKS.md, "Where a rollout's time goes").
 
 ``tune_malloc`` keeps such memory in the process: allocations up to 32 MiB come from the heap,
 and up to 256 MiB of free memory is kept at a heap's top (64 MiB of padding per growth). The

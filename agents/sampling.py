@@ -11,7 +11,8 @@ SGLang's seeded sampling, so the token a row draws never depends on the other ro
 request samples the same tokens whatever it is batched with) and a whole batch's draws are a
 handful of vectorised integer ops on ``B`` numbers. Unseeded rows draw ``u`` from torch's global
 RNG. One uniform per row instead of one per vocabulary entry (an exponential race) made a
-128-row sampling step of the quickstart ~2x cheaper on CPU (BENCHMARKS.md, 2026-12-03).
+128-row sampling step of the quickstart ~2x cheaper on CPU (BENCHMARKS.md, "Where a rollout's
+time goes").
 
 Seeded uniform: ``u = (top 53 bits of h) / 2**53`` with ``h`` the splitmix64 finaliser (Steele,
 Lea & Flood 2014) of ``seed * G + (token_index + 1) * C``, in wrapping 64-bit integer arithmetic

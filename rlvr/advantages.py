@@ -2,7 +2,7 @@
 
 Every per-token tensor is ``(batch, response_len)`` and ``response_mask`` is 1 on tokens the
 model generated (trained on), 0 on env/tool tokens and padding. The numbers follow verl 0.9.1
-``core_algos`` (the project's reference/algorithms.md) to 1e-5 in float32; on 300 random batches
+``core_algos`` (docs/algorithms.md) to 1e-5 in float32; on 300 random batches
 the largest difference from verl 0.9.1 itself was 3.3e-6 (grpo), 0 for gae and reinforce_pp:
 
 - ``gae``: Generalized Advantage Estimation, https://arxiv.org/abs/1506.02438 (needs a critic).

@@ -481,6 +481,33 @@ class TrainConfig:
             )
 
     @classmethod
+    def import_plugins_from(cls, data: Mapping[str, Any]) -> None:
+        """Import the modules in the raw mapping's ``env.imports`` before anything is checked.
+
+        A plugin may register an env, an advantage estimator or a policy loss that the config
+        names; importing it first lets ``algorithm.estimator: my_estimator`` validate, whatever
+        the path that loads the config (``load_config``, ``from_dict``, the CLI).
+
+        Raises:
+            ConfigError: ``env.imports`` is not a list of module names, or one fails to import
+                (the message names the module and the error).
+        """
+        env = data.get("env")
+        modules = env.get("imports") if isinstance(env, Mapping) else None
+        if modules is None:
+            return
+        if not isinstance(modules, (list, tuple)) or not all(isinstance(m, str) for m in modules):
+            raise ConfigError(f"env.imports: expected a list of module names; got {modules!r}",
+                              key="env.imports")
+        from envs.errors import PluginImportError
+        from envs.registration import import_plugins
+
+        try:
+            import_plugins(modules)
+        except PluginImportError as err:
+            raise ConfigError(f"env.imports: {err}", key="env.imports") from err
+
+    @classmethod
     def defaults_from(cls, data: Mapping[str, Any]) -> Mapping[str, Any]:
         """The raw mapping being loaded, with the run length filled in where it is meant.
 

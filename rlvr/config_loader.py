@@ -5,8 +5,10 @@ nested mapping; an unknown key fails with the keys allowed at that level and clo
 suggestions (and, for a key in the class's ``MOVED_KEYS``, where it lives now); a value of the
 wrong type names the key and the expected type; an error a component raises about one of its
 fields (``rlvr.errors.ConfigError`` with a ``key``) is re-raised under the dotted path the user
-typed (``actor.optim.lr``). A class may define ``defaults_from(data)``, a classmethod that
-returns its raw mapping with defaults that depend on other keys filled in, before it is built.
+typed (``actor.optim.lr``). A class may define two classmethods that see its raw mapping before
+any field is built: ``import_plugins_from(data)`` imports the modules the mapping names, so that
+what they register (an env, an advantage estimator, a loss) is known when the fields are checked;
+``defaults_from(data)`` returns the mapping with defaults that depend on other keys filled in.
 
 Example::
 
@@ -121,6 +123,9 @@ def from_dict(cls: type[Any], data: Mapping[str, Any], *, prefix: str = "") -> A
     """
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls) if f.init]
+    plugins = getattr(cls, "import_plugins_from", None)
+    if plugins is not None:
+        plugins(data)  # before any field is checked: plugins may register the names it allows
     hook = getattr(cls, "defaults_from", None)
     if hook is not None:
         data = hook(data)

@@ -8,7 +8,7 @@
   ``build_controller``.
 
 Numerics follow verl 0.9.1 ``core_algos.kl_penalty`` and ``apply_kl_penalty``
-(reference/algorithms.md); where they deviate, the function says so.
+(docs/algorithms.md); where they deviate, the function says so.
 """
 
 from __future__ import annotations

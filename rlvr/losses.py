@@ -4,7 +4,7 @@ Every per-token tensor is ``(batch, response_len)``; ``response_mask`` is 1 on t
 generated. Values at masked positions (env tokens, padding) never change a loss, a metric or a
 gradient, whatever they hold (even inf or NaN: inputs are selected away with ``torch.where``
 before any arithmetic, not multiplied by 0, and masked tokens get gradient 0).
-Numerics follow verl 0.9.1 ``core_algos`` (reference/algorithms.md):
+Numerics follow verl 0.9.1 ``core_algos`` (docs/algorithms.md):
 
 - ``vanilla`` policy loss: the PPO clipped surrogate, https://arxiv.org/abs/1707.06347, with
   clip-higher (``clip_high > clip_low``, DAPO https://arxiv.org/abs/2503.14476) and dual clip

@@ -4,7 +4,7 @@ Every per-token tensor is ``(batch, response_len)`` and ``mask`` is 1 on tokens 
 generated (counted), 0 on env/tool tokens and padding. Values at masked positions never reach a
 result, whatever they hold (even inf or NaN): they are selected away with ``torch.where``
 before any arithmetic, not multiplied by 0. The statistics follow verl 0.9.1 ``core_algos``
-(``masked_mean``, ``masked_var``, ``masked_whiten``; reference/algorithms.md), except that an
+(``masked_mean``, ``masked_var``, ``masked_whiten``; docs/algorithms.md), except that an
 all-zero mask gives a mean of 0, not NaN.
 """
 

@@ -6,8 +6,9 @@ Only rank 0 writes. Files under ``output_dir``:
   of steps after the checkpoint are dropped first, so a run killed mid-way and resumed has each
   step exactly once.
 - ``tensorboard/``: the same scalars as TensorBoard events (``tensorboard --logdir``).
-- ``curves.png``: reward, accuracy and (in tool runs) tool-call validity against step, drawn
-  by ``close()``.
+- ``curves.png``: reward, accuracy and (in runs that call tools) the tool-call share and
+  validity against step, drawn by ``close()``: only metrics logged at more than one step, with
+  held-out accuracy before and after RL in the title.
 """
 
 from __future__ import annotations
@@ -31,16 +32,51 @@ PROGRESS_KEYS = {
     "eval/accuracy": "eval_acc",
     "time/step": "s/step",
 }
-#: Curves drawn in curves.png: (metric, label), one panel each.
+#: Curves drawn in curves.png, one panel each: (metric, title, y-axis label, tool panel).
 PLOT_PANELS = (
-    ("reward/mean", "train reward (mean)"),
-    ("reward/accuracy", "train accuracy"),
-    ("eval/accuracy", "held-out greedy accuracy"),
-    ("tool/episodes_with_call", "train tool-call share"),
-    ("eval/heldout/episodes_with_tool_call", "held-out greedy tool-call share"),
-    ("tool/valid_call_rate", "train tool-call validity"),
-    ("eval/heldout/tool_call_validity", "held-out tool-call validity"),
+    ("reward/mean", "train reward (mean)", "mean reward per episode", False),
+    ("reward/accuracy", "train accuracy", "share of episodes passed", False),
+    ("eval/accuracy", "held-out greedy accuracy", "share of tasks passed", False),
+    ("tool/episodes_with_call", "train tool-call share", "share of episodes with a call", True),
+    ("eval/heldout/episodes_with_tool_call", "held-out greedy tool-call share",
+     "share of episodes with a call", True),
+    ("tool/valid_call_rate", "train tool-call validity", "share of calls well-formed", True),
+    ("eval/heldout/tool_call_validity", "held-out tool-call validity",
+     "share of calls well-formed", True),
 )
+
+
+def plotted_panels(records: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """The panels of ``PLOT_PANELS`` that fit this run: (metric, title, y-axis label).
+
+    A panel is drawn when its metric was logged at more than one step (a single point is no
+    curve). A tool panel also needs a nonzero value: a run on an env without tools logs its
+    held-out tool-call share as 0 at every evaluation, which says nothing. Where the mean reward
+    equals the accuracy at every step (a 0/1 reward), one panel shows both.
+    """
+    panels = []
+    for key, title, ylabel, tool in PLOT_PANELS:
+        values = [r[key] for r in records if r.get(key) is not None]
+        if len(values) > 1 and (not tool or any(values)):
+            panels.append((key, title, ylabel))
+    keys = [key for key, _, _ in panels]
+    if "reward/mean" in keys and "reward/accuracy" in keys and all(
+            r.get("reward/mean") == r.get("reward/accuracy") for r in records):
+        panels = [p for p in panels if p[0] != "reward/mean"]
+        panels = [(k, "train accuracy (= mean reward)", y) if k == "reward/accuracy" else (k, t, y)
+                  for k, t, y in panels]
+    return panels
+
+
+def heldout_summary(records: list[dict[str, Any]]) -> str | None:
+    """``held-out greedy accuracy 25.0% -> 41.5% (+16.5 points)``: first and last evaluation."""
+    points = [(r["step"], r["eval/accuracy"]) for r in records
+              if r.get("eval/accuracy") is not None]
+    if len(points) < 2:
+        return None
+    (first_step, first), (last_step, last) = points[0], points[-1]
+    return (f"held-out greedy accuracy {100 * first:.1f}% at step {first_step} -> "
+            f"{100 * last:.1f}% at step {last_step} ({100 * (last - first):+.1f} points)")
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
@@ -61,17 +97,19 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
 
 
 def plot_curves(records: list[dict[str, Any]], path: str | Path) -> Path | None:
-    """Draw reward/accuracy curves against step into a PNG (matplotlib Agg backend).
+    """Draw the run's curves against step into a PNG (matplotlib Agg backend).
+
+    Only the panels that fit the run are drawn (``plotted_panels``); the figure's title gives
+    held-out accuracy before and after RL when it was measured twice or more.
 
     Args:
         records: metric records, each with a ``step``.
         path: the PNG to write.
 
     Returns:
-        ``path``, or None when no record carries any plotted metric.
+        ``path``, or None when no plotted metric was logged at more than one step.
     """
-    panels = [(k, label) for k, label in PLOT_PANELS
-              if any(r.get(k) is not None for r in records)]
+    panels = plotted_panels(records)
     if not panels:
         return None
     import matplotlib
@@ -79,16 +117,20 @@ def plot_curves(records: list[dict[str, Any]], path: str | Path) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.4), squeeze=False)
-    for ax, (key, label) in zip(axes[0], panels):
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.7), squeeze=False)
+    for ax, (key, title, ylabel) in zip(axes[0], panels):
         points = [(r["step"], r[key]) for r in records if key in r and r[key] is not None]
         xs, ys = zip(*points)
         ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, markersize=3)
         if 0.0 <= min(ys) and max(ys) <= 1.0:  # a rate: on its whole scale, not zoomed in
             ax.set_ylim(-0.03, 1.03)
-        ax.set_title(label)
-        ax.set_xlabel("step")
+        ax.set_title(title)
+        ax.set_xlabel("RL step (0 = before RL)" if key.startswith("eval/") else "RL step")
+        ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
+    summary = heldout_summary(records)
+    if summary:
+        fig.suptitle(summary)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -6,6 +6,12 @@ weights, ``tokenizer.json`` and a chat template) that ``AutoModelForCausalLM`` a
 ``AutoTokenizer`` load like any other; it is built once per spec and cached under
 ``$RLVR_CACHE`` (default ``~/.cache/rlvr``).
 
+The cache is keyed by the spec and by the library versions the files depend on
+(``format_key``): transformers 5.x writes ``"tokenizer_class": "TokenizersBackend"``, which 4.x
+cannot load, and the seeded weight initialisation and the trained BPE are code of transformers
+and tokenizers. So one cache serves several transformers versions side by side, and a cached
+directory is always what a fresh build in the running environment would write.
+
 The tokenizer is a byte-level BPE whose pre-tokenizer splits every digit on its own (so numbers
 are spelled digit by digit, which makes arithmetic learnable for a tiny model), trained on a small
 seeded synthetic corpus. The chat template follows Qwen2.5's ChatML layout, with tool schemas in
@@ -107,6 +113,18 @@ class TinyModelSpec:
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
+def format_key() -> str:
+    """The library versions a built directory's files depend on, as a directory-name suffix.
+
+    transformers decides the tokenizer config's format and the weights' initialisation;
+    tokenizers trains the BPE and writes ``tokenizer.json``.
+    """
+    import tokenizers
+    import transformers
+
+    return f"tf{transformers.__version__}-tok{tokenizers.__version__}"
+
+
 def cache_root() -> Path:
     """Where built tiny models live: ``$RLVR_CACHE`` or ``~/.cache/rlvr``."""
     return Path(os.environ.get("RLVR_CACHE", Path.home() / ".cache" / "rlvr"))
@@ -190,7 +208,7 @@ def tiny_model_dir(spec: TinyModelSpec | None = None, cache_dir: str | Path | No
     """
     spec = spec or TinyModelSpec()
     root = Path(cache_dir) if cache_dir is not None else cache_root()
-    target = root / "tiny" / spec.key()
+    target = root / "tiny" / f"{spec.key()}-{format_key()}"
     if (target / "config.json").exists() and (target / "tokenizer.json").exists():
         return target
     root.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """The RL training loop: rollout (A), scoring and advantages (B), policy/critic update (C).
 
-``Trainer.train`` reads like the data flow in ARCHITECTURE.md; everything else (the episode
+``Trainer.train`` reads like the data flow in docs/concepts.md; everything else (the episode
 stream, metrics, checkpoints, held-out evaluation, the warm-up) lives in ``rlvr.training`` as
 objects with a ``maybe_*`` or ``collect`` method.
 

@@ -1,6 +1,6 @@
 """Starting ``python -m sglang.launch_server``: the command line and environment, by device.
 
-Defaults that work on the server's device (``reference/sglang-cpu.md`` for the CPU facts):
+Defaults that work on the server's device (``docs/engines.md``, "SGLang on CPU", for the CPU facts):
 
 * CUDA: ``--enable-memory-saver`` (release/resume GPU memory around training) with
   ``--enable-weights-cpu-backup`` (so weights survive a release; the trainer re-pushes them

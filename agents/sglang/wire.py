@@ -1,6 +1,6 @@
 """SGLang's ``/generate`` wire format: the request's ``sampling_params`` and the response parser.
 
-Facts (sglang 0.5.5 to 0.5.23, ``reference/sglang-http-api.md``):
+Facts (sglang 0.5.5 to 0.5.23, ``docs/engines.md``, "The SGLang HTTP API rlvr relies on"):
 
 * ``sampling_params`` rejects unknown keys with HTTP 400: the seed is ``sampling_seed``.
 * ``output_ids`` are never trimmed: they include the matched stop token whatever ``no_stop_trim``

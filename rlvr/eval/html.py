@@ -64,8 +64,10 @@ def _episode(record: Record, expanded: bool = False) -> str:
         ("score", record.get("score")),
         ("rewards per turn", f"[{rewards}]"),
         ("model tokens", record.get("model_tokens")),
-        ("tool calls (errors)", f"{record.get('tool_calls')} ({record.get('tool_call_errors')})"),
     ]
+    if record.get("tool_calls"):  # an episode without a tool call has nothing to say here
+        errors = record.get("tool_call_errors") or 0
+        meta_rows.append(("tool calls (errors)", f"{record.get('tool_calls')} ({errors})"))
     meta = "".join(
         f"<tr><td>{escape(name)}</td><td>{_text(value)}</td></tr>" for name, value in meta_rows
     )

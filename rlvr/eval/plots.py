@@ -1,7 +1,8 @@
 """PNG bar charts comparing checkpoints: one chart per env (and one for overall).
 
 Each chart groups the rate metrics (mean reward, pass@1, pass@k, mean@k, maj@k) along the x axis
-with one bar per checkpoint. Drawn with matplotlib's Agg backend (no display needed).
+with one bar per checkpoint. A suite of one env gets no ``overall`` chart (it would repeat the
+env's). Drawn with matplotlib's Agg backend (no display needed).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def _draw(
         ax.set_xticklabels(names)
         top = max([1.0] + [float(m.get(n) or 0.0) for m in series for n in names])
         ax.set_ylim(0.0, top * 1.15)
+        ax.set_ylabel("share of tasks, or mean score")
         ax.set_title(title)
         ax.legend(
             fontsize=8,
@@ -73,7 +75,7 @@ def _draw(
 
 
 def write_plots(results: Mapping[str, Any], out_dir: str | Path) -> dict[str, str]:
-    """Write one PNG per env plus ``overall`` under ``out_dir/plots``.
+    """Write one PNG per env plus ``overall`` (with two envs or more) under ``out_dir/plots``.
 
     Args:
         results: the results dict (``config.samples``, ``envs``, ``models`` with ``label`` and
@@ -89,7 +91,8 @@ def write_plots(results: Mapping[str, Any], out_dir: str | Path) -> dict[str, st
     names = plot_metrics(samples)
     labels = [m["label"] for m in results["models"]]
     written: dict[str, str] = {}
-    for env in list(results["envs"]) + [OVERALL]:
+    envs = list(results["envs"])
+    for env in envs + ([OVERALL] if len(envs) > 1 else []):
         series = [m["metrics"][env] for m in results["models"]]
         relative = f"plots/{slug(env)}.png"
         _draw(Path(out_dir) / relative, env, labels, series, names)

@@ -4,6 +4,11 @@ Input is the ``results`` dict that ``rlvr.evaluate`` writes to results.json: ``c
 ``envs`` (env keys in suite order) and ``models``, a list of ``{"label", "path", "metrics"}``
 where ``metrics`` maps each env key and ``"overall"`` to the dict of
 ``rlvr.eval.metrics.summarize``. Every delta is "this checkpoint minus the first one".
+
+The report shows what the run measured: a metric that is n/a for every checkpoint (maj@k without
+comparable answers, tool-call validity without tool calls) is named once under its env's table
+instead of filling a row, and a suite of one env gets no ``overall`` section or row (it would
+repeat the env's).
 """
 
 from __future__ import annotations
@@ -64,6 +69,12 @@ def _samples(results: Results) -> int:
     return int(results["config"]["samples"])
 
 
+def _env_keys(results: Results) -> list[str]:
+    """The envs that get a row and a section: ``overall`` only when the suite has several."""
+    envs = list(results["envs"])
+    return envs + [OVERALL] if len(envs) > 1 else envs
+
+
 def summary_table(results: Results) -> str:
     """One row per env (then overall): pass@1 and pass@k of each checkpoint, with deltas.
 
@@ -81,7 +92,7 @@ def summary_table(results: Results) -> str:
     for key in keys:
         header += [f"{key} {c}" for c in _columns(labels)]
     rows = []
-    for env in list(results["envs"]) + [OVERALL]:
+    for env in _env_keys(results):
         row = [env]
         for key in keys:
             row += _cells([m["metrics"][env].get(key) for m in models])
@@ -92,16 +103,23 @@ def summary_table(results: Results) -> str:
 def _env_section(results: Results, env: str) -> str:
     models = results["models"]
     labels = [m["label"] for m in models]
-    rows = []
+    rows, unmeasured = [], []
     for name in metric_names(_samples(results)):
-        rows.append([name] + _cells([m["metrics"][env].get(name) for m in models]))
+        values = [m["metrics"][env].get(name) for m in models]
+        if all(v is None for v in values):
+            unmeasured.append(name)
+            continue
+        rows.append([name] + _cells(values))
     reasons = sorted({r for m in models for r in m["metrics"][env]["finish_reasons"]})
     for reason in reasons:
         counts = [m["metrics"][env]["finish_reasons"].get(reason, 0) for m in models]
         rows.append([f"finish: {reason}"] + _cells(counts))
     tasks = models[0]["metrics"][env]["tasks"]
     title = f"## {env}" + (f" ({tasks} tasks)" if env != OVERALL else "")
-    return title + "\n\n" + _table(["metric"] + _columns(labels), rows)
+    text = title + "\n\n" + _table(["metric"] + _columns(labels), rows)
+    if unmeasured:
+        text += f"\n\nNot measured here (n/a for every checkpoint): {', '.join(unmeasured)}."
+    return text
 
 
 def render_report(results: Results) -> str:
@@ -114,16 +132,19 @@ def render_report(results: Results) -> str:
         Markdown text.
     """
     config = results["config"]
+    turns = config["max_turns"] if config["max_turns"] is not None else "the runner's default"
     lines = [
         f"# rlvr eval: suite `{config['suite']}`",
         "",
         (
             f"samples per task: {config['samples']} · temperature: {config['temperature']} · "
-            f"max turns: {config['max_turns']} · seed: {config['seed']} · "
+            f"max turns: {turns} · "
+            f"seed: {config['seed']} · "
             f"engine: {config['engine']}"
         ),
         "",
-        "Checkpoints (Δ columns are each checkpoint minus the first):",
+        "Checkpoints (Δ columns are each checkpoint minus the first):"
+        if len(results["models"]) > 1 else "Checkpoint:",
         "",
     ]
     lines += [f"- **{m['label']}**: `{m['path']}`" for m in results["models"]]
@@ -137,7 +158,7 @@ def render_report(results: Results) -> str:
         "",
         summary_table(results),
     ]
-    for env in list(results["envs"]) + [OVERALL]:
+    for env in _env_keys(results):
         lines += ["", _env_section(results, env)]
     plots = results.get("plots") or {}
     if plots:

@@ -115,7 +115,7 @@ class LearnerConfig(Checked):
             quickstart ~18% less time per update, ~10% per rollout). ``always`` shards a single
             fp32 rank too.
         loss_agg: how per-token losses (policy or value) become a scalar (see
-            reference/algorithms.md).
+            docs/algorithms.md).
         loss_scale_factor: the constant divisor of ``seq-mean-token-sum-norm`` (Dr. GRPO;
             verl's ``loss_scale_factor``), > 0. It must not depend on a batch's padded width,
             which changes from step to step and rank to rank. None: ``rlvr train`` sets it to

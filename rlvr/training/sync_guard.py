@@ -8,7 +8,7 @@ mismatch shows up there, long before the run merely looks "stale". ``SyncGuard.c
 run with ``WeightSyncError`` naming the likely causes and the step's numbers.
 
 Default thresholds per rollout dtype (``rollout.max_logprob_diff: null``), from gaps measured on
-this CPU (BENCHMARKS.md, "SGLang engine"):
+this CPU (BENCHMARKS.md, "SGLang on CPU and the sync guard"):
 
 * float32: 2e-7 per token (transformers engine, and the stand-in server), 5e-7 (real sglang
   0.5.23 on CPU, float32); an engine kept one step behind (lr 3e-3) gave 0.22. Default 1e-3.

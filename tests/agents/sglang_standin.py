@@ -3,8 +3,8 @@
 Used only for what CPU sglang cannot do or cannot show (tests/agents/test_sglang_real.py runs the
 real server): NCCL-sized memory limits, the memory saver, deterministic seeds, old versions,
 dp > 1, an ``SGLANG_RETURN_ORIGINAL_LOGPROB`` server, API keys. Each behaviour below is the
-released server's (``reference/sglang-http-api.md``, the 0.5.23 wheel's ``http_server.py``,
-``tokenizer_manager.py`` and weight updater):
+released server's (``docs/engines.md``, "The SGLang HTTP API rlvr relies on"; the 0.5.23
+wheel's ``http_server.py``, ``tokenizer_manager.py`` and weight updater):
 
 * unknown keys inside ``sampling_params`` and in admin bodies: HTTP 400;
 * ``sampling_seed`` is ignored unless ``deterministic`` (``--enable-deterministic-inference``);

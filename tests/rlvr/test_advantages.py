@@ -32,7 +32,7 @@ ATOL = 1e-5
 
 
 # ----------------------------------------------------------------------------- naive references
-# Loop-by-loop transcriptions of reference/algorithms.md (verl 0.9.1 semantics), float32.
+# Loop-by-loop transcriptions of docs/algorithms.md (verl 0.9.1 semantics), float32.
 def ref_whiten(x, m):
     n = m.sum()
     mean = (x * m).sum() / (n + 1e-8)

@@ -169,7 +169,7 @@ def test_report_side_by_side_with_deltas(tmp_path: Path) -> None:
     assert format_delta(3, 5) == "-2" and format_delta(None, 1.0) == "n/a"
 
     plots = write_plots(results, tmp_path)
-    assert set(plots) == {"math", "overall"}
+    assert set(plots) == {"math"}  # one env: an overall chart would repeat it
     for rel in plots.values():
         data = (tmp_path / rel).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000
@@ -272,3 +272,25 @@ def test_training_accuracy_and_eval_pass1_agree_on_the_same_episodes() -> None:
     pass1 = summarize(records, samples=1)["pass@1"]
     accuracy = rollout_metrics(trajs, torch.device("cpu"))["reward/accuracy"]
     assert pass1 == pytest.approx(accuracy) == pytest.approx(2 / 5)
+
+
+def test_the_report_shows_what_was_measured() -> None:
+    """One env: no overall section or row repeating it; an all-n/a metric is named, not a row."""
+    one = results_for({"base": records_for("base", BASE)})
+    for model in one["models"]:
+        model["metrics"]["math"]["tool_call_validity"] = None  # as in a run without tool calls
+    text = render_report(one)
+    assert "## overall" not in text and "| overall |" not in summary_table(one)
+    assert "| tool_call_validity |" not in text
+    assert "Not measured here (n/a for every checkpoint): tool_call_validity." in text
+    assert "Checkpoint:" in text and "Δ columns" not in text
+    two = results_for({"base": records_for("base", BASE), "better": records_for("better", BETTER)})
+    assert "Δ columns are each checkpoint minus the first" in render_report(two)
+
+
+def test_an_episode_shows_its_tool_calls_only_when_it_made_some() -> None:
+    recs = records_for("base", BASE)[:2]
+    recs[0]["tool_calls"], recs[0]["tool_call_errors"] = 2, 1
+    recs[1]["tool_calls"], recs[1]["tool_call_errors"] = 0, None
+    text = render_html(recs)
+    assert text.count("tool calls (errors)") == 1 and "<td>2 (1)</td>" in text

@@ -59,3 +59,80 @@ def test_bad_spec_names_the_field():
         TinyModelSpec(hidden_size=30, num_attention_heads=4)
     with pytest.raises(ValueError, match="num_hidden_layers must be > 0; got 0"):
         TinyModelSpec(num_hidden_layers=0)
+
+
+_BUILD_AND_LOAD = """
+import sys
+from transformers import AutoModelForCausalLM, AutoTokenizer, __version__
+from rlvr.tiny import TinyModelSpec, tiny_model_dir
+spec = TinyModelSpec(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                     num_key_value_heads=1, intermediate_size=64, vocab_size=320, seed=5)
+path = tiny_model_dir(spec, cache_dir=sys.argv[1])
+AutoTokenizer.from_pretrained(path)
+AutoModelForCausalLM.from_pretrained(path)
+print(__version__, path)
+"""
+
+
+def _other_transformers() -> tuple[dict[str, str], str]:
+    """Environment variables running this interpreter on another transformers release, and why.
+
+    Under one of ``bash dev.sh compat``'s overlays (a ``pip --target`` directory first on
+    PYTHONPATH) the other release is the main environment's; in the main environment it is an
+    overlay of another major version from the compat cache (``$RLVR_COMPAT_CACHE`` or
+    ``~/.cache/rlvr/compat``). Skips when neither is here.
+    """
+    import os
+    from pathlib import Path
+
+    import transformers
+
+    here = Path(transformers.__file__).resolve().parent.parent
+    path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if any(Path(p).resolve() == here for p in path):  # we run on an overlay: the other is main
+        rest = [p for p in path if Path(p).resolve() != here]
+        return {"PYTHONPATH": os.pathsep.join(rest)}, "main"
+    cache = Path(os.environ.get("RLVR_COMPAT_CACHE", Path.home() / ".cache" / "rlvr" / "compat"))
+    major = transformers.__version__.split(".")[0]
+    for overlay in sorted(cache.glob("tf-*/site")):
+        version = overlay.parent.name.split("-")[1]
+        if (overlay.parent / ".complete").exists() and version.split(".")[0] != major:
+            root = str(Path(__file__).resolve().parents[2])
+            return {"PYTHONPATH": os.pathsep.join([str(overlay), root, *path])}, version
+    pytest.skip(f"no transformers release of another major version than {transformers.__version__}"
+                f" here: `bash dev.sh compat` installs them under {cache}")
+
+
+def test_one_cache_serves_two_transformers_versions(tmp_path):
+    """A tiny model cached by transformers 5.x must not be handed to 4.x (it cannot load it)."""
+    import os
+    import subprocess
+    import sys
+
+    import transformers
+
+    from rlvr.tiny import TinyModelSpec, tiny_model_dir
+
+    env, other = _other_transformers()
+    cache = tmp_path / "cache"
+
+    def other_builds_and_loads() -> str:
+        done = subprocess.run([sys.executable, "-c", _BUILD_AND_LOAD, str(cache)],
+                              env={**os.environ, **env}, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, f"transformers {other}: {done.stderr[-3000:]}"
+        return done.stdout.split()[-1]
+
+    spec = TinyModelSpec(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                         num_key_value_heads=1, intermediate_size=64, vocab_size=320, seed=5)
+
+    def we_build_and_load() -> str:
+        path = tiny_model_dir(spec, cache_dir=cache)
+        AutoTokenizer.from_pretrained(path)
+        AutoModelForCausalLM.from_pretrained(path)
+        return str(path)
+
+    ours = we_build_and_load()
+    theirs = other_builds_and_loads()  # 4.x over a 5.x build: "TokenizersBackend" unless keyed
+    assert ours != theirs, f"transformers {transformers.__version__} and {other} share {ours}"
+    assert we_build_and_load() == ours  # each finds its own build again

@@ -23,7 +23,7 @@ def test_rl_teaches_the_warmed_up_model_to_call_the_calculator(tmp_path):
 
     Learning curves differ across CPUs, so this asserts only what held with margin for every
     seed measured, never one run's point values. Where the thresholds come from
-    (``bench/tool_learning_seeds.py``, BENCHMARKS.md, the tool section): seeds 0-4 on this
+    (``bench/tool_learning_seeds.py``, BENCHMARKS.md, "The tool quickstart"): seeds 0-4 on this
     project's 2-core machine. Warm-up 290-390 steps in all; the call share rose by +0.36, +0.31,
     +0.31, +0.46, +0.47 (from 0.38-0.53 to 0.74-0.91; 160 episodes per window, a standard error
     of about 0.05 on the difference), so the share threshold, +0.15, is half the smallest rise,

@@ -213,7 +213,8 @@ def test_quickstart_recipe_raises_held_out_accuracy(tmp_path):
     200 held-out tasks gained at least 6 points (that difference's standard error is about 4.5
     points, so this is the weaker check; the reward rise carries the test).
 
-    Where the thresholds come from (``bench/quickstart_seeds.py``, BENCHMARKS.md, session 9):
+    Where the thresholds come from (``bench/quickstart_seeds.py``; the current run is in
+    BENCHMARKS.md, "The CPU quickstart over seeds"):
     seeds 0-4 of the shipped recipe (two layers, the engine on one thread, episodes opened
     ahead) on this project's 2-core machine. Warm-up 550, 420, 650, 530, 480 steps; held-out
     25.0-32.0% before RL, 37.5-60.0% after (gains +12.5, +13.0, +28.0, +30.0, +19.5 points);

@@ -1,7 +1,7 @@
 """The small-budget tool-learning run: shared by its test and by its seed sweep.
 
 ``tests/rlvr/test_tool_learning.py`` runs it once; ``bench/tool_learning_seeds.py`` runs it over
-seeds to choose the test's thresholds (BENCHMARKS.md, the tool section).
+seeds to choose the test's thresholds (BENCHMARKS.md, "The tool quickstart").
 """
 
 from __future__ import annotations
