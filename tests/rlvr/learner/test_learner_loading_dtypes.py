@@ -34,5 +34,5 @@ def test_two_gloo_ranks_build_bf16_actor_and_reference_alike(tiny_model_path, tm
     assert proc.returncode == 0, proc.stderr[-4000:]
     r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
     assert r0["actor"] == r1["actor"] and r0["reference"] == r1["reference"]
-    assert "torch.float32" in r0["reference"].values()  # rotary frequencies stay fp32 in a bf16 model
+    assert "torch.float32" in r0["reference"].values()  # rotary inv_freq stays fp32 in bf16
     assert r0["ref_logp_sum"] == pytest.approx(r1["ref_logp_sum"], rel=1e-6)
