@@ -178,3 +178,16 @@ def test_tied_embedding_is_sent_once(make_fake, tiny_model_path, dist_info):
     assert "model.embed_tokens.weight" in names and "lm_head.weight" not in names
     assert len(names) == len(set(names))
     sg.close()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA torch reports its NCCL")
+def test_server_nccl_is_reported_probed_or_pinned(tmp_path):
+    import sys
+
+    from agents.sglang.placement import probe_nccl, server_nccl
+
+    assert probe_nccl(sys.executable) is None  # a CPU torch: no NCCL to report
+    assert probe_nccl(str(tmp_path / "no-python")) is None
+    assert server_nccl(ServerInfo(version="0.5.23", nccl_version="2.27.3"), None) == "2.27.3"
+    assert server_nccl(ServerInfo(version="0.5.23"), sys.executable) == "2.30.7"  # pinned torch
+    assert server_nccl(ServerInfo(version="0.5.10"), None) is None  # unknown: not checked
