@@ -197,10 +197,25 @@ PY
 
 # ---------------------------------------------------------------- one-shot GPU check
 gpu_check() {
-  # bf16 GRPO step on a 0.5B-shaped model over NCCL, engine/learner logprob parity, checkpoint +
-  # resume, tokens/s and MFU; one table. Uses the torch/transformers found; downloads nothing.
-  # Without CUDA it says so and exits 0.
-  "$VENV/bin/python" bench/gpu_check.py "$@"
+  # bf16 FSDP2 GRPO step on a 0.5B-shaped model, engine/learner logprob parity, a resume that can
+  # fail, peak memory, tokens/s and MFU, a 7B-shaped actor at 2 and 4 layers, the NCCL placement
+  # rule; one table. Never creates a venv, never installs: it runs from the checkout on $PYTHON
+  # when set (exported), else on the first python3 on PATH that imports torch; it needs torch and
+  # transformers only. Without CUDA it says so and exits 0; --device cpu runs it on the CPU.
+  local py=""
+  if printenv PYTHON >/dev/null; then
+    py="$PYTHON"
+  else
+    local cand
+    while IFS= read -r cand; do
+      if "$cand" -c "import torch" >/dev/null 2>&1; then py="$cand"; break; fi
+    done < <(type -ap python3)
+  fi
+  if [[ -z "$py" ]] || ! "$py" -c "import torch, transformers" >/dev/null 2>&1; then
+    echo "[dev.sh] gpu-check needs a Python with torch and transformers: none found (PYTHON=${py:-unset}); set PYTHON=/path/to/python" >&2
+    exit 1
+  fi
+  PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$py" bench/gpu_check.py "$@"
 }
 
 cmd="${1:-}"; shift || true
@@ -209,7 +224,7 @@ case "$cmd" in
   setup-sglang) setup_sglang ;;
   test) sglang_setup_start; setup; sglang_setup_wait; run_tests "$@" ;;
   compat) setup; test_compat "$@" ;;
-  gpu-check) setup; gpu_check "$@" ;;
+  gpu-check) gpu_check "$@" ;;
   quickstart) setup
     if [[ "${1:-}" == tool ]]; then shift; exec "$VENV/bin/rlvr" train configs/tool_quickstart.yaml "$@"; fi
     exec "$VENV/bin/rlvr" train configs/quickstart.yaml "$@" ;;

@@ -8,25 +8,46 @@ Typical use (one process, CPU)::
                        group_size=4, seed=step)
     batch = RolloutBatch.from_trajectories(trajs, tokenizer.pad_token_id)
 
-``SGLangEngine`` (``agents.sglang_engine``) is the GPU engine; it is imported lazily here so that
-importing ``agents`` never needs sglang.
+``SGLangEngine`` (``agents.sglang``) is the GPU engine. Every name here is imported lazily, on
+first use, so importing ``agents`` (or one engine module) never needs sglang, gymnasium or
+jsonschema.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from agents.chat import ChatRenderer
-from agents.engine import Completion, Engine, SamplingParams
-from agents.hf_engine import TransformersEngine
-from agents.runner import (
-    EpisodeRunner,
-    EpisodeSpec,
-    RunnerConfig,
-    group_specs,
-    run_episodes,
-    turn_seed,
-)
+if TYPE_CHECKING:
+    from agents.chat import ChatRenderer
+    from agents.engine import Completion, Engine, SamplingParams
+    from agents.hf_engine import TransformersEngine
+    from agents.runner import (
+        EpisodeRunner,
+        EpisodeSpec,
+        RunnerConfig,
+        group_specs,
+        run_episodes,
+        turn_seed,
+    )
+    from agents.sglang import SGLangEngine
+
+_WHERE = {
+    "ChatRenderer": "agents.chat",
+    "Completion": "agents.engine",
+    "Engine": "agents.engine",
+    "SamplingParams": "agents.engine",
+    "TransformersEngine": "agents.hf_engine",
+    "EpisodeRunner": "agents.runner",
+    "EpisodeSpec": "agents.runner",
+    "RunnerConfig": "agents.runner",
+    "group_specs": "agents.runner",
+    "run_episodes": "agents.runner",
+    "turn_seed": "agents.runner",
+    "SGLangEngine": "agents.sglang",
+}
+"""Where each name lives: imported on first use, so that importing one engine (e.g. the GPU
+check's ``agents.hf_engine``) needs neither gymnasium, jsonschema nor sglang."""
 
 __all__ = [
     "ChatRenderer",
@@ -45,8 +66,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name == "SGLangEngine":
-        from agents.sglang_engine import SGLangEngine
-
-        return SGLangEngine
-    raise AttributeError(f"module 'agents' has no attribute {name!r}")
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agents' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -19,7 +19,7 @@ The learner therefore recomputes ``log_softmax(logits / T)`` at the sampled toke
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from os import PathLike
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -170,8 +170,12 @@ class Engine(Protocol):
         """Free accelerator memory before training (a no-op where nothing is held)."""
         ...
 
-    def resume_memory(self) -> None:
-        """Take the memory back after training (a no-op where nothing was released)."""
+    def resume_memory(self, tags: Sequence[str] | None = None) -> None:
+        """Take the memory back after training (a no-op where nothing was released).
+
+        ``tags`` resumes only those kinds of memory (``"weights"``, ``"kv_cache"``,
+        ``"cuda_graph"``); None resumes everything still released.
+        """
         ...
 
     def close(self) -> None:

@@ -39,7 +39,7 @@ import json
 import logging
 import threading
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
@@ -259,7 +259,7 @@ class TransformersEngine:
     def release_memory(self) -> None:
         """No-op: the transformers engine holds no memory between batches."""
 
-    def resume_memory(self) -> None:
+    def resume_memory(self, tags: Sequence[str] | None = None) -> None:
         """No-op (see ``release_memory``)."""
 
     def close(self) -> None:

@@ -51,6 +51,7 @@ from rlvr.learner import (
     Critic,
     Reference,
     export_hf,
+    free_cached_memory,
     init_distributed,
 )
 from rlvr.metrics import MetricsLogger, rollout_metrics
@@ -322,13 +323,17 @@ class Trainer:
     def sync_weights(self) -> None:
         """Give the rollout engine the actor's new weights (collective).
 
-        The engine takes its memory back first, then the full tensors one at a time (it casts,
-        buckets and sends them; engines on other ranks than the leader drain them).
+        Colocated order: the learner frees its cached memory, the engine takes back its
+        weights' memory only, receives the full tensors one at a time (it casts, buckets and
+        sends them; engines on other ranks than the leader drain them), and only then its KV
+        cache and CUDA graphs.
         """
         if self.shares_weights:
             return
-        self.engine.resume_memory()
+        free_cached_memory(self.dist.device)
+        self.engine.resume_memory(("weights",))
         self.engine.update_weights(self.actor.named_full_tensors())
+        self.engine.resume_memory()
         barrier()  # no rank generates before the new weights are in
 
     def release_engine_memory(self) -> None:

@@ -15,13 +15,18 @@ sessions, broadcasts): ``agents.sglang.dist_sync``.
   to the context length left after the prompt (an over-long request is an HTTP 400 on sglang, a
   "length" finish here).
 * Weights: a HF directory goes to ``/update_weights_from_disk``; ``(name, tensor)`` pairs are cast
-  to the server's dtype and sent in buckets of ``bucket_bytes``, either broadcast over the
-  weight-update group (``weight_sync="distributed"``: NCCL on GPU servers, gloo on CPU ones) or
-  written as safetensors shards to ``sync_dir`` and reloaded from disk (``"disk"``).
+  to the server's dtype (``--dtype auto`` resolved as sglang does) and sent in buckets of
+  ``bucket_bytes``, either broadcast over the weight-update group (``"distributed"``: NCCL on GPU
+  servers, gloo on CPU ones) or written as safetensors shards to ``sync_dir`` and reloaded from
+  disk (``"disk"``). ``weight_sync="auto"`` picks one on attach from where the servers are and
+  their NCCL version (``agents.sglang.placement``).
 * Memory: ``release_memory`` pauses generation, then releases the servers' memory (only servers
   with ``--enable-memory-saver``: elsewhere it frees nothing and is skipped); ``resume_memory``
-  resumes exactly the tags released, continues generation, and marks the weights stale when they
-  did not survive (no ``--enable-weights-cpu-backup``) until the next ``update_weights``.
+  resumes the tags asked (default: all released), continues generation once nothing is left
+  released, and marks the weights stale when they did not survive (no
+  ``--enable-weights-cpu-backup``) until the next ``update_weights``. The colocated order is the
+  caller's: free its own cached memory, ``resume_memory(("weights",))``, ``update_weights``,
+  ``resume_memory()`` (KV cache and CUDA graphs come back after the update, not before).
 * Only the ``leader`` (trainer rank 0) sends weight and memory calls; other ranks' engines drain
   the (collective) weight iterator and return.
 """
@@ -54,10 +59,18 @@ from agents.errors import EngineClosedError, MissingDependencyError, RequestErro
 from agents.sglang.client import ServerClient, SGLangHTTPError, check_success
 from agents.sglang.dist_sync import DistributedWeights
 from agents.sglang.launch import default_device, launch_command, launch_env, server_python
+from agents.sglang.placement import (
+    SyncFacts,
+    choose_weight_sync,
+    colocated_servers,
+    server_nccl,
+    trainer_nccl,
+)
 from agents.sglang.server_info import (
     ServerInfo,
     check_server,
     context_length_from,
+    resolved_dtype,
 )
 from agents.sglang.weights import (
     DEFAULT_BUCKET_BYTES,
@@ -88,13 +101,15 @@ class SGLangEngine:
         max_concurrency: requests in flight at once (threads of the HTTP pool).
         process: a server process this engine owns (``launch`` sets it); ``close`` stops it.
         allow_unseeded: send seeded requests to servers that ignore seeds instead of refusing.
-        weight_sync: how ``(name, tensor)`` pairs reach the servers: "distributed" or "disk".
+        weight_sync: how ``(name, tensor)`` pairs reach the servers: "auto" (chosen on attach,
+            ``agents.sglang.placement``), "distributed" or "disk".
         bucket_bytes: the most bytes per weight-update request.
         sync_dir: where "disk" sync writes its shards (default: a temporary directory).
         master_address: this host as the servers reach it (default: found per connection).
         leader: whether this engine sends weight/memory calls (trainer rank 0).
         group_factory: makes this end of the weight-update group (default
             ``sglang_layout_group``; see ``agents.sglang.weights`` for what one must do).
+        server_python: the servers' interpreter when known (probed for its NCCL version).
     """
 
     def __init__(
@@ -107,18 +122,20 @@ class SGLangEngine:
         max_concurrency: int = 256,
         process: subprocess.Popen[bytes] | None = None,
         allow_unseeded: bool = False,
-        weight_sync: str = "distributed",
+        weight_sync: str = "auto",
         bucket_bytes: int = DEFAULT_BUCKET_BYTES,
         sync_dir: str | PathLike[str] | None = None,
         master_address: str | None = None,
         leader: bool = True,
         group_factory: GroupFactory | None = None,
+        server_python: str | None = None,
     ) -> None:
         self.urls = [urls] if isinstance(urls, str) else list(urls)
         if not self.urls:
             raise RequestError("SGLangEngine needs at least one URL in urls")
-        if weight_sync not in ("distributed", "disk"):
-            raise RequestError(f"weight_sync must be 'distributed' or 'disk'; got {weight_sync!r}")
+        if weight_sync not in ("auto", "distributed", "disk"):
+            raise RequestError("weight_sync must be 'auto', 'distributed' or 'disk'; got "
+                               f"{weight_sync!r}")
         self.server_urls = list(server_urls) if server_urls else list(self.urls)
         every = dict.fromkeys(self.urls + self.server_urls)
         self.clients = {u: ServerClient(u, api_key=api_key, timeout_s=request_timeout_s)
@@ -126,6 +143,8 @@ class SGLangEngine:
         self.process = process
         self.allow_unseeded = allow_unseeded
         self.weight_sync = weight_sync
+        """As asked; after attach on the leader, the mode in use ("distributed" or "disk")."""
+        self.server_python = server_python
         self.bucket_bytes = bucket_bytes
         self._sync_dir = Path(sync_dir) if sync_dir else None
         self.master_address = master_address
@@ -205,6 +224,7 @@ class SGLangEngine:
         with log.open("wb") as sink:
             proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT,
                                     env=launch_env(device), start_new_session=True)
+        engine_kwargs.setdefault("server_python", exe)
         engine = cls(f"http://{bracket_host(host)}:{port}", process=proc, api_key=api_key,
                      **engine_kwargs)
         engine._log = log
@@ -243,8 +263,23 @@ class SGLangEngine:
         if self._infos is None:
             with self._attach_lock:
                 if self._infos is None:
-                    self._infos = {u: self._attach(u) for u in self.server_urls}
+                    infos = {u: self._attach(u) for u in self.server_urls}
+                    if self.leader:
+                        self.weight_sync = self._choose_sync(infos)
+                    self._infos = infos
         return self._infos
+
+    def _choose_sync(self, infos: dict[str, ServerInfo]) -> str:
+        """The weight-sync mode for these servers (``agents.sglang.placement``)."""
+        all_cpu = all(i.device == "cpu" for i in infos.values())
+        colocated = () if all_cpu else colocated_servers(infos)
+        mine = None
+        theirs: dict[str, str | None] = {}
+        if not all_cpu and not colocated and self.weight_sync != "disk":
+            mine = trainer_nccl()
+            if mine is not None:
+                theirs = {u: server_nccl(i, self.server_python) for u, i in infos.items()}
+        return choose_weight_sync(self.weight_sync, SyncFacts(colocated, mine, theirs, all_cpu))
 
     def _attach(self, url: str) -> ServerInfo:
         client = self.clients[url]
@@ -294,8 +329,16 @@ class SGLangEngine:
 
     @property
     def dtype(self) -> torch.dtype:
-        """The dtype the servers compute in (bfloat16 for ``--dtype auto``)."""
-        return _DTYPES.get(next(iter(self.infos.values())).dtype, torch.bfloat16)
+        """The dtype the servers compute in (``--dtype auto`` resolved as sglang does).
+
+        Raises:
+            SGLangError: a dtype rlvr cannot send, or ``auto`` on a model it cannot read.
+        """
+        name = resolved_dtype(next(iter(self.infos.values())))
+        if name not in _DTYPES:
+            raise SGLangError(f"the server computes in {name!r}; rlvr sends weights in "
+                              f"{', '.join(sorted(_DTYPES))} only")
+        return _DTYPES[name]
 
     # ------------------------------------------------------------------ Engine protocol
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Completion:
@@ -371,7 +414,10 @@ class SGLangEngine:
             return
         if isinstance(weights, str | PathLike):
             self._load_from_disk(str(weights), weight_version)
-        elif self.weight_sync == "disk":
+            self._weights_stale = False
+            return
+        _ = self.infos  # attach: decides "auto"
+        if self.weight_sync == "disk":
             write_shards(buckets(weights, max_bytes=self.bucket_bytes, dtype=self.dtype),
                          self.sync_dir)
             self._load_from_disk(str(self.sync_dir), weight_version)
@@ -409,20 +455,32 @@ class SGLangEngine:
                           self.clients[url].post("/release_memory_occupation",
                                                  {"tags": list(wanted)}))
 
-    def resume_memory(self) -> None:
-        """Take back the memory ``release_memory`` freed, then continue generation.
+    def resume_memory(self, tags: Sequence[str] | None = None) -> None:
+        """Take back memory ``release_memory`` freed; continue generation once all is back.
+
+        Args:
+            tags: the tags to resume now (default: every tag still released). A weight sync
+                into a colocated server resumes ``("weights",)`` first, updates, then resumes
+                the rest, so the KV cache and CUDA graphs are not allocated while the update
+                needs memory.
 
         Weights released on a server without ``--enable-weights-cpu-backup`` are gone: the
         engine refuses to generate until the next ``update_weights``.
         """
         if not self.leader or self._closed:
             return
-        for url, tags in list(self._released.items()):
-            check_success("/resume_memory_occupation",
-                          self.clients[url].post("/resume_memory_occupation", {"tags": list(tags)}))
-            self.clients[url].post("/continue_generation", {})
-            del self._released[url]
-            if "weights" in tags and not self.infos[url].weights_cpu_backup:
+        for url, released in list(self._released.items()):
+            now = [t for t in released if tags is None or t in tags]
+            left = tuple(t for t in released if t not in now)
+            if now:
+                check_success("/resume_memory_occupation",
+                              self.clients[url].post("/resume_memory_occupation", {"tags": now}))
+            if left:
+                self._released[url] = left
+            else:
+                del self._released[url]
+                self.clients[url].post("/continue_generation", {})
+            if "weights" in now and not self.infos[url].weights_cpu_backup:
                 self._weights_stale = True
 
     def flush_cache(self, retries: int = 20) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from agents.engines import BuiltEngine, EngineRequest
 from agents.errors import EngineConfigError
 from agents.sglang.engine import SGLangEngine
+from agents.sglang.launch import PYTHON_ENV
 from agents.sglang.options import SGLangOptions
 
 
@@ -38,7 +40,8 @@ def build(request: EngineRequest) -> BuiltEngine:
     }
     if opts.url:
         engine = SGLangEngine(opts.url, server_urls=opts.server_urls or None,
-                              api_key=opts.api_key, **common)
+                              api_key=opts.api_key, server_python=opts.python
+                              or os.environ.get(PYTHON_ENV), **common)
     else:
         if request.world_size > 1:
             raise EngineConfigError(

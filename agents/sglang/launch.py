@@ -2,9 +2,11 @@
 
 Defaults that work on the server's device (``docs/engines.md``, "SGLang on CPU", for the CPU facts):
 
-* CUDA: ``--enable-memory-saver`` (release/resume GPU memory around training) with
-  ``--enable-weights-cpu-backup`` (so weights survive a release; the trainer re-pushes them
-  anyway).
+* CUDA: ``--enable-memory-saver`` (release/resume GPU memory around training) and
+  ``--enable-fp32-lm-head`` (logits in float32, as the learner computes them: bf16 logits alone
+  move token logprobs by a few hundredths). No ``--enable-weights-cpu-backup``: the trainer
+  re-pushes the weights after every release, so a host copy of them would only cost memory and
+  time.
 * CPU: ``SGLANG_USE_CPU_ENGINE=1``, ``--device cpu --attention-backend torch_native
   --dtype float32`` (sglang's default runs a float32 checkpoint in float16: logprobs then differ
   by ~1e-2), ``--sleep-on-idle`` (an idle scheduler spins a core otherwise),
@@ -28,7 +30,7 @@ from os import PathLike
 CPU_FLAGS = ("--device", "cpu", "--attention-backend", "torch_native", "--dtype", "float32",
              "--sleep-on-idle", "--max-total-tokens", "65536", "--disable-overlap-schedule",
              "--mem-fraction-static", "0.2")
-CUDA_FLAGS = ("--enable-memory-saver", "--enable-weights-cpu-backup")
+CUDA_FLAGS = ("--enable-memory-saver", "--enable-fp32-lm-head")
 SCRUBBED_ENV = ("SGLANG_RETURN_ORIGINAL_LOGPROB",)
 PYTHON_ENV = "RLVR_SGLANG_PYTHON"
 

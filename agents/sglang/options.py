@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from agents.errors import EngineConfigError
 
-WEIGHT_SYNCS = ("distributed", "disk")
+WEIGHT_SYNCS = ("auto", "distributed", "disk")
 
 
 @dataclass(kw_only=True)
@@ -26,10 +26,13 @@ class SGLangOptions:
             ``$RLVR_SGLANG_PYTHON``, else this interpreter.
         launch_args: extra ``launch_server`` flags when launching.
         api_key: the servers' ``--api-key``, sent as ``Authorization: Bearer``.
-        weight_sync: ``distributed`` (broadcast over a process group the servers join: NCCL on
-            GPUs, gloo on CPU; needs trainer and servers on one network) or ``disk`` (bucketed
-            safetensors shards in ``sync_dir``, reloaded by ``/update_weights_from_disk``; needs
-            a filesystem the servers see).
+        weight_sync: ``auto`` (chosen on attach: ``disk`` for a server on a GPU a trainer
+            rank uses or with another NCCL version, else ``distributed``; see
+            ``agents.sglang.placement``), ``distributed`` (broadcast over a process group the
+            servers join: NCCL on GPUs, gloo on CPU; needs trainer and servers on one network,
+            servers on GPUs of their own and the same NCCL) or ``disk`` (bucketed safetensors
+            shards in ``sync_dir``, reloaded by ``/update_weights_from_disk``; needs a
+            filesystem the servers see).
         bucket_mb: megabytes per weight-update request (each server allocates one bucket's
             worth of unsharded tensors before loading them).
         sync_dir: where ``disk`` sync writes (null: the run's ``output_dir/weights_sync``).
@@ -47,7 +50,7 @@ class SGLangOptions:
     python: str | None = None
     launch_args: list[str] = field(default_factory=list)
     api_key: str | None = None
-    weight_sync: str = "distributed"
+    weight_sync: str = "auto"
     bucket_mb: int = 512
     sync_dir: str | None = None
     master_address: str | None = None

@@ -10,14 +10,19 @@ Refused on attach (``check_server``):
   five prompt tokens (upstream issue #17240), so every completion would be misaligned;
 * ``dp_size > 1``: the weight-update group gives each server ``tp_size * pp_size`` ranks, one
   model replica per server (run data-parallel replicas as separate servers behind a router);
+* ``pp_size > 1``: sglang 0.5.23 joins the weight-update group as ``rank_offset + tp_rank``
+  (``model_runner_components/weight_updater.py``), so the stages of a pipeline claim the same
+  ranks and the group never forms (the update hangs): use ``--tp-size`` instead;
 * a server whose logprobs are un-tempered (``SGLANG_RETURN_ORIGINAL_LOGPROB=1`` in its
   environment, which no route reports): probed by ``logprobs_are_tempered``.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from agents.errors import SGLangError
@@ -44,6 +49,8 @@ class ServerInfo:
             release).
         device: the server's ``--device`` ("cuda", "cpu", ...).
         model_path: what it was launched on.
+        base_gpu_id / gpu_id_step: its ranks' GPUs are ``base_gpu_id + i * gpu_id_step``.
+        nccl_version: the server's NCCL version when it reports one (None otherwise).
     """
 
     version: str = "unknown"
@@ -58,6 +65,9 @@ class ServerInfo:
     weights_cpu_backup: bool = False
     device: str = "cuda"
     model_path: str = ""
+    base_gpu_id: int = 0
+    gpu_id_step: int = 1
+    nccl_version: str | None = None
 
     @property
     def ranks(self) -> int:
@@ -92,6 +102,9 @@ class ServerInfo:
             weights_cpu_backup=bool(get("enable_weights_cpu_backup", False)),
             device=str(get("device", "cuda")),
             model_path=str(get("model_path", "")),
+            base_gpu_id=int(get("base_gpu_id", 0)),
+            gpu_id_step=int(get("gpu_id_step", 1)) or 1,
+            nccl_version=str(get("nccl_version", "")) or None,
         )
 
 
@@ -120,6 +133,40 @@ def check_server(url: str, info: ServerInfo) -> None:
             "model replica per server (tp_size * pp_size ranks): launch each data-parallel "
             "replica as its own server and list them in rollout.sglang.server_urls behind a router"
         )
+    if info.pp_size > 1:
+        raise SGLangError(
+            f"{url} runs with pp_size={info.pp_size}; sglang joins the weight-update group as "
+            "rank_offset + tp_rank, so its pipeline stages would claim the same ranks and the "
+            "weight sync would hang: launch it with --tp-size instead of --pp-size"
+        )
+
+
+def resolved_dtype(info: ServerInfo) -> str:
+    """The dtype a server computes in: its ``--dtype``, or for ``auto`` sglang's own rule.
+
+    sglang 0.5.23 (``model_config._get_and_verify_dtype``) resolves ``auto`` from the model's
+    ``config.json``: its ``dtype``/``torch_dtype``, except that a float32 (or missing) one
+    becomes float16 (bfloat16 for Gemma models). The server reports only ``auto``, so the
+    config is read from the server's ``model_path``.
+
+    Raises:
+        SGLangError: ``auto`` and the server's ``config.json`` cannot be read here.
+    """
+    if info.dtype != "auto":
+        return info.dtype
+    config_file = Path(info.model_path) / "config.json"
+    try:
+        config = json.loads(config_file.read_text())
+    except (OSError, ValueError) as exc:
+        raise SGLangError(
+            f"the server runs --dtype auto on {info.model_path!r}, whose config.json cannot be "
+            f"read here ({exc}), so the dtype it computes in is unknown: launch the server "
+            "with an explicit --dtype (e.g. bfloat16)"
+        ) from None
+    dtype = str(config.get("dtype") or config.get("torch_dtype") or "float32")
+    if dtype in ("float32", "float"):
+        return "bfloat16" if str(config.get("model_type", "")).startswith("gemma") else "float16"
+    return dtype
 
 
 def context_length_from(model_info: dict[str, Any]) -> int | None:

@@ -28,7 +28,7 @@ from rlvr.learner.checkpoint import (
 from rlvr.learner.config import ActorConfig, CriticConfig, LearnerConfig, OptimConfig
 from rlvr.learner.critic import Critic
 from rlvr.learner.modules import CriticModel, load_causal_lm
-from rlvr.learner.parallel import DistInfo, apply_fsdp, init_distributed
+from rlvr.learner.parallel import DistInfo, apply_fsdp, free_cached_memory, init_distributed
 from rlvr.learner.reference import Reference
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "Reference",
     "apply_fsdp",
     "export_hf",
+    "free_cached_memory",
     "full_state_dict",
     "init_distributed",
     "latest_checkpoint",

@@ -30,13 +30,19 @@ __all__ = ["build_sharded", "empty_causal_lm"]
 
 
 def empty_causal_lm(path: str | Path, dtype: torch.dtype = torch.float32) -> nn.Module:
-    """The causal LM of an HF directory's ``config.json`` on the meta device (no weights read)."""
+    """The causal LM of an HF directory's ``config.json`` on the meta device (no weights read).
+
+    Built with ``from_config(config, dtype=dtype)``, as ``from_pretrained(..., dtype=dtype)``
+    builds rank 0's model, so every buffer has the dtype rank 0's has: the rotary ``inv_freq``
+    stays float32 in a bf16 model. (``model.to(dtype)`` would cast those buffers too, and the
+    broadcast of buffers from rank 0 would then mix float32 and bf16 across ranks: gloo aborts,
+    NCCL hangs or sends garbage.)
+    """
     from transformers import AutoConfig, AutoModelForCausalLM
 
     config = AutoConfig.from_pretrained(str(path))
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
-    return model.to(dtype)
+        return AutoModelForCausalLM.from_config(config, dtype=dtype)
 
 
 def build_sharded(

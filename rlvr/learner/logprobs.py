@@ -9,8 +9,9 @@ positions (the model is called with ``logits_to_keep`` = those positions) and tu
 logprobs (and entropy) chunk by chunk of positions, saving no logits for the backward (which
 recomputes each chunk's), so at most one ``(chunk, V)`` logits block exists at a time. At 152k
 vocab, micro-batch 8 and 4k response tokens that is ~64 MiB instead of ~10 GB of logits plus as
-much of their gradient. The head's weight is used inside the model's own forward, so FSDP
-gathers and reduces it as usual.
+much of their gradient. The logits are float32 (the head's weight is upcast once per call: at 7B,
+2.2 GB in the forward, and with its float32 gradient accumulator 4.4 GB in the backward). The
+head's weight is used inside the model's own forward, so FSDP gathers and reduces it as usual.
 
 Before the forward, each micro-batch is cropped to the columns some row actually uses (the
 common left padding of the prompts and the common right padding of the responses), which
@@ -93,57 +94,84 @@ def _to_response(x: torch.Tensor, batch: RolloutBatch) -> torch.Tensor:
     return torch.where(batch.response_mask != 0, x, torch.zeros((), dtype=x.dtype, device=x.device))
 
 
-class _ChunkScore(torch.autograd.Function):
-    """logprob of ``labels`` (and entropy) under ``softmax((h W^T + b) / t)`` for one chunk.
+class _HeadScore(torch.autograd.Function):
+    """logprob of ``labels`` (and entropy) under ``softmax((h W^T + b) / t)``, chunk by chunk.
+
+    The logits are computed in float32 (``h``, ``W`` and ``b`` upcast, as sglang's
+    ``--enable-fp32-lm-head`` does): bf16 logits of a ~20-magnitude vocabulary are rounded in
+    steps of 0.125, which alone moves token logprobs by a few hundredths against the engine.
+    ``W`` is upcast once per call, not per chunk.
 
     Forward: ``(n, 1|2)`` float32 (the values of ``rlvr.learner.logits.logprobs_from_logits`` and
     ``entropy_from_logits``). Only the inputs and the per-row logsumexp are saved: the backward
-    recomputes the chunk's ``(n, V)`` logits, so no logits outlive their chunk. With
+    recomputes each chunk's ``(chunk, V)`` logits, so no logits outlive their chunk. With
     ``z = logits / t``, ``p = softmax(z)``: ``d logp / dz = onehot(label) - p`` and
-    ``d H / dz = -p (z - sum(p z))``; both are divided by ``t`` for the logits.
+    ``d H / dz = -p (z - sum(p z))``; both are divided by ``t`` for the logits. The head's
+    weight (and bias) gradient is accumulated over the chunks in float32 and cast to the
+    weight's dtype once, not summed chunk by chunk in bf16.
     """
 
     @staticmethod
     def forward(ctx: Any, hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                labels: torch.Tensor, t: float, want_entropy: bool) -> torch.Tensor:
-        logits = nn.functional.linear(hidden, weight, bias)  # (n, V), this chunk only
-        rows = max(1, logits.shape[0])
-        logp = logprobs_from_logits(logits, labels, t, chunk_rows=rows)
-        out = [logp]
-        if want_entropy:
-            out.append(entropy_from_logits(logits, t, chunk_rows=rows))
-        z = logits.float() / t
-        ctx.save_for_backward(hidden, weight, bias, labels, torch.logsumexp(z, dim=-1))
-        ctx.t, ctx.want_entropy = t, want_entropy
-        return torch.stack(out, dim=-1)
+                labels: torch.Tensor, t: float, want_entropy: bool, step: int) -> torch.Tensor:
+        w32 = weight.float()
+        b32 = bias.float() if bias is not None else None
+        outs, lses = [], []
+        for s in range(0, hidden.shape[0], step):
+            logits = nn.functional.linear(hidden[s : s + step].float(), w32, b32)  # (n, V) fp32
+            rows = max(1, logits.shape[0])
+            out = [logprobs_from_logits(logits, labels[s : s + step], t, chunk_rows=rows)]
+            if want_entropy:
+                out.append(entropy_from_logits(logits, t, chunk_rows=rows))
+            outs.append(torch.stack(out, dim=-1))
+            lses.append(torch.logsumexp(logits / t, dim=-1))
+        del w32
+        lse = torch.cat(lses) if lses else hidden.new_zeros(0, dtype=torch.float32)
+        ctx.save_for_backward(hidden, weight, bias, labels, lse)
+        ctx.t, ctx.want_entropy, ctx.step = t, want_entropy, step
+        width = 2 if want_entropy else 1
+        return torch.cat(outs) if outs else hidden.new_zeros(0, width, dtype=torch.float32)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         hidden, weight, bias, labels, lse = ctx.saved_tensors
-        t = ctx.t
-        z = nn.functional.linear(hidden, weight, bias).float() / t
-        p = torch.exp(z - lse.unsqueeze(-1))
-        g_logp = grad[:, 0].float()
-        gz = -p * g_logp.unsqueeze(-1)
-        gz.scatter_add_(-1, labels.unsqueeze(-1), g_logp.unsqueeze(-1))
-        if ctx.want_entropy:
-            zero = torch.zeros((), device=z.device)
-            pz = torch.where(p > 0, p * z, zero)
-            centred = torch.where(p > 0, z - pz.sum(dim=-1, keepdim=True), zero)
-            gz -= grad[:, 1].float().unsqueeze(-1) * p * centred
-        gz = (gz / t).to(hidden.dtype)
+        t, step = ctx.t, ctx.step
         need_h, need_w, need_b = ctx.needs_input_grad[:3]
-        grad_h = gz @ weight if need_h else None
-        grad_w = gz.t() @ hidden if need_w else None
-        grad_b = gz.sum(dim=0) if (need_b and bias is not None) else None
-        return grad_h, grad_w, grad_b, None, None, None
+        w32 = weight.float()
+        b32 = bias.float() if bias is not None else None
+        grad_h = torch.empty_like(hidden) if need_h else None
+        grad_w = torch.zeros_like(w32) if need_w else None
+        grad_b = torch.zeros_like(b32) if (need_b and b32 is not None) else None
+        for s in range(0, hidden.shape[0], step):
+            h = hidden[s : s + step].float()
+            z = nn.functional.linear(h, w32, b32) / t
+            p = torch.exp(z - lse[s : s + step].unsqueeze(-1))
+            g = grad[s : s + step].float()
+            gz = -p * g[:, :1]
+            gz.scatter_add_(-1, labels[s : s + step].unsqueeze(-1), g[:, :1])
+            if ctx.want_entropy:
+                zero = torch.zeros((), device=z.device)
+                pz = torch.where(p > 0, p * z, zero)
+                centred = torch.where(p > 0, z - pz.sum(dim=-1, keepdim=True), zero)
+                gz -= g[:, 1:2] * p * centred
+            gz /= t
+            if grad_h is not None:
+                grad_h[s : s + step] = (gz @ w32).to(hidden.dtype)
+            if grad_w is not None:
+                grad_w.addmm_(gz.t(), h)
+            if grad_b is not None:
+                grad_b += gz.sum(dim=0)
+        return (grad_h,
+                grad_w.to(weight.dtype) if grad_w is not None else None,
+                grad_b.to(bias.dtype) if grad_b is not None else None,
+                None, None, None, None)
 
 
 class _ScoringHead:
     """For one model call, the LM head returns ``(b, k, 1|2)`` [logprob, entropy], not logits.
 
     ``labels`` ``(b, k)`` are the tokens scored at the ``k`` kept positions, ``chunk`` positions
-    at a time (``_ChunkScore``: each chunk's logits are recomputed in the backward).
+    at a time in float32 (``_HeadScore``: each chunk's logits are recomputed in the backward).
     """
 
     def __init__(self, model: nn.Module, labels: torch.Tensor, temperature: float, *,
@@ -167,13 +195,9 @@ class _ScoringHead:
         flat, labels = hidden.reshape(b * k, h), self.labels.reshape(b * k)
         vocab = self.head.weight.shape[0]
         step = self.chunk or max(1, CHUNK_ELEMENTS // max(vocab, 1))
-        outs = [
-            _ChunkScore.apply(flat[s : s + step], self.head.weight, self.head.bias,
-                              labels[s : s + step], self.t, self.entropy)
-            for s in range(0, b * k, step)
-        ]
+        out = _HeadScore.apply(flat, self.head.weight, self.head.bias, labels, self.t,
+                               self.entropy, step)
         width = 2 if self.entropy else 1
-        out = torch.cat(outs) if outs else flat.new_zeros(0, width, dtype=torch.float32)
         return out.reshape(b, k, width).clone()  # not a view: FSDP hooks the model's output
 
     def __enter__(self) -> _ScoringHead:

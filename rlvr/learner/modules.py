@@ -74,10 +74,10 @@ class CriticModel(nn.Module):
         from transformers import AutoConfig, AutoModel
 
         config = AutoConfig.from_pretrained(str(path))
-        with torch.device("meta"):
-            backbone = AutoModel.from_config(config)
-            head = nn.Linear(config.hidden_size, 1)
-        return cls(backbone, head).to(dtype)
+        with torch.device("meta"):  # buffers keep from_pretrained's dtypes (see empty_causal_lm)
+            backbone = AutoModel.from_config(config, dtype=dtype)
+            head = nn.Linear(config.hidden_size, 1, dtype=dtype)
+        return cls(backbone, head)
 
     def forward(
         self,

@@ -191,11 +191,25 @@ def enable_activation_checkpointing(model: nn.Module) -> None:
         target.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)  # type: ignore[operator]
 
 
+
+
+def free_cached_memory(device: torch.device) -> None:
+    """Return the caching allocator's unused blocks to the device (CUDA; a no-op elsewhere).
+
+    Before a colocated rollout server takes its memory back: torch keeps freed blocks
+    reserved, and at 7B on 80 GB GPUs that reserve alone (~40 GB after a step) leaves the
+    server too little to resume.
+    """
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
 __all__ = [
     "DistInfo",
     "apply_fsdp",
     "decoder_layers",
     "enable_activation_checkpointing",
+    "free_cached_memory",
     "init_distributed",
     "mixed_precision_policy",
 ]

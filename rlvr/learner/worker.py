@@ -161,10 +161,17 @@ class ShardedModel:
     def named_full_tensors(self) -> Iterator[tuple[str, torch.Tensor]]:
         """``(name, full tensor)`` of every state-dict entry, one gathered tensor at a time.
 
-        Names are the plain HF ones (``model.layers.0.self_attn.q_proj.weight``, tied weights
-        under both names). Collective: every rank must iterate it to the end.
+        Names are the plain HF ones (``model.layers.0.self_attn.q_proj.weight``). A tied weight
+        is yielded once, under its first name (``model.embed_tokens.weight``, not
+        ``lm_head.weight``): loaders of tied models (transformers, sglang) copy the head from the
+        embedding, and a weight sync should not move the largest tensor twice. Collective:
+        every rank must iterate it to the end.
         """
-        for name, value in self.module.state_dict().items():
+        seen: set[int] = set()
+        for name, value in self.module.state_dict(keep_vars=True).items():
+            if id(value) in seen:  # the same Parameter under a second (tied) name
+                continue
+            seen.add(id(value))
             if isinstance(value, DTensor):
                 value = value.full_tensor()
             yield name, value.detach()

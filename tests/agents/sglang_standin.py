@@ -125,7 +125,7 @@ class FakeSGLang:
                  context_length=4096, deterministic=True, memory_saver=True,
                  weights_cpu_backup=False, original_logprob=False, api_key=None,
                  memory_limit_bytes=None, dtype="float32", host="127.0.0.1", device="cuda",
-                 keep_old_weights=False, group_timeout_s=60):
+                 keep_old_weights=False, group_timeout_s=60, base_gpu_id=0):
         self.engine = TransformersEngine(model_path)
         self.version = version
         self.args = {"tp_size": tp_size, "dp_size": dp_size, "pp_size": pp_size,
@@ -133,7 +133,8 @@ class FakeSGLang:
                      "enable_deterministic_inference": deterministic,
                      "enable_memory_saver": memory_saver,
                      "enable_weights_cpu_backup": weights_cpu_backup,
-                     "model_path": str(model_path)}
+                     "model_path": str(model_path), "base_gpu_id": base_gpu_id,
+                     "gpu_id_step": 1}
         self.context_length = context_length
         self.original_logprob = original_logprob
         self.api_key = api_key

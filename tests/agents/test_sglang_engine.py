@@ -371,11 +371,19 @@ def test_data_parallel_servers_are_refused(make_fake):
         _ = _engine(fake).infos
 
 
-def test_rank_offsets_follow_tp_times_pp(make_fake):
-    a, b = make_fake(tp_size=2, pp_size=2), make_fake()
+def test_rank_offsets_follow_tp(make_fake):
+    a, b = make_fake(tp_size=4), make_fake()
     sg = SGLangEngine([a.url, b.url])
     assert [i.ranks for i in sg.infos.values()] == [4, 1]
     sg.close()
+
+
+def test_pipeline_parallel_servers_are_refused(make_fake):
+    # sglang 0.5.23 joins the weight-update group as rank_offset + tp_rank: pipeline stages
+    # would claim the same ranks and the group would never form (a hang, not an error).
+    fake = make_fake(pp_size=2)
+    with pytest.raises(SGLangError, match="pp_size=2.*--tp-size"):
+        _ = _engine(fake).infos
 
 
 # ---------------------------------------------------------------- 9. smaller points

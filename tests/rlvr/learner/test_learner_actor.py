@@ -193,8 +193,8 @@ def test_sharded_module_generates_like_plain_transformers(tiny_model_path, dist_
     assert torch.equal(gathered, theirs)
     full = dict(actor.named_full_tensors())
     reference = plain.state_dict()
-    assert set(full) == set(reference)
-    assert all(torch.equal(full[k], reference[k]) for k in reference)
+    assert set(full) == set(reference) - {"lm_head.weight"}  # tied: sent once, as the embedding
+    assert all(torch.equal(full[k], reference[k]) for k in full)
     # Training after generating (resharded on exit) matches training a fresh actor.
     fresh = Actor.from_pretrained(tiny_model_path, ActorConfig(), dist_info)
     batch = prepared(fresh)
