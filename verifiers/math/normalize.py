@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from verifiers.errors import AnswerParseError
 
@@ -36,7 +37,7 @@ _UNICODE = {
     "\u2265": "\\ge ",
     "\u2260": "\\ne ",
     "\u222a": "\\cup ",
-    "\u00b0": "",
+    "\u00b0": "^\\circ ",
     "\u2009": " ",
     "\u00a0": " ",
 }
@@ -56,16 +57,33 @@ _UNITS = frozenset(
     ways pages page points point base
     """.split()
 )
-_REPLACEMENTS = (
+_TRIG_DEGREES = re.compile(
+    r"\\(sin|cos|tan|cot|sec|csc)\s*(\()?\s*(\d+(?:\.\d+)?)\s*"
+    r"(?:\^\s*\{\s*\\circ\s*\}|\^\s*\\circ(?![a-zA-Z])|\\degree(?![a-zA-Z])|\u00b0)\s*(\))?"
+)
+"""``\sin 60^\circ``: a trigonometric function of degrees (elsewhere a degree sign is dropped)."""
+
+
+def _radians(match: re.Match[str]) -> str:
+    name, opened, degrees, closed = match.groups()
+    head = "(" if opened and not closed else ""  # "\cos(60^\circ + x)": keep the bracket open
+    tail = ")" if closed and not opened else ""
+    return f"\\{name}({head}{degrees}\\pi/180){tail}"
+
+
+_REPLACEMENTS: tuple[tuple[re.Pattern[str], Any], ...] = (
     (re.compile(r"\\[dtc]frac(?![a-zA-Z])"), "\\\\frac"),
     (re.compile(r"\\[dt]binom(?![a-zA-Z])"), "\\\\binom"),
     (re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|Biggl|Biggr|big|Big|bigg|Bigg)"
                 r"(?![a-zA-Z])\s*\.?"), ""),
     (re.compile(r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits)(?![a-zA-Z])"), ""),
-    (re.compile(r"\{,\}"), ""),
+    (re.compile(r"(?<=\d)\{,\}(?=\d{3}(?!\d))"), ""),  # 10{,}000: a thousands separator
+    (re.compile(r"(?<=\d)\{,\}(?=\d)"), "."),  # 3{,}5: a decimal comma
+    (re.compile(r"\\(?:emptyset|varnothing)(?![a-zA-Z])|\\\{\s*\\\}"), "\\{\\}"),
     (re.compile(r"(\d),\\!\s*(?=\d{3})"), r"\1"),
     (re.compile(r"(\d)\\,(?=\d{3}(?!\d))"), r"\1"),
     (re.compile(r"(?<!\\)\\[!,;:> ]|\\q?quad(?![a-zA-Z])|~"), " "),
+    (_TRIG_DEGREES, _radians),
     (re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ(?![a-zA-Z])|\\circ(?![a-zA-Z])"
                 r"|\\degree(?![a-zA-Z])"), ""),
     (re.compile(r"\\\$|\$"), ""),

@@ -26,6 +26,7 @@ from fractions import Fraction
 
 from verifiers.errors import AnswerParseError
 from verifiers.math.parse import Node
+from verifiers.math.precise import precise_equal
 
 __all__ = [
     "MAX_SYMBOLIC_BITS",
@@ -35,7 +36,9 @@ __all__ = [
     "check_size",
     "exact_value",
     "free_symbols",
+    "half_unit",
     "has_approx",
+    "proportionality",
     "infinity_sign",
     "numeric_value",
     "scalar_equal",
@@ -49,14 +52,18 @@ MAX_FACTORIAL = 1000
 MAX_SYMBOLS = 16
 MAX_SYMBOLIC_BITS = 1_000_000
 MAX_SYMBOLIC_FACTORIAL = 20_000
-N_POINTS = 6
+N_POINTS = 10
 MIN_AGREEING_POINTS = 3
+_POINT_SCALES = (1.0, 1.0, 4.0, 0.3, 13.0, 2.5, 45.0, 1.5, 7.0, 0.12)
+"""Magnitudes of the sample points: most near 1, some far from it, so that floors, maxima and
+perturbations which vanish on [-2, 2] show (``\lfloor x^2/4 \rfloor``, ``\max(5, x)``)."""
 
 SAMPLE_POINTS: list[list[float]] = []
 for _k in range(N_POINTS):
     _rng = random.Random(7919 * (_k + 1))
     SAMPLE_POINTS.append(
-        [_rng.choice((-1, 1)) * _rng.uniform(0.15, 1.9) for _ in range(MAX_SYMBOLS)]
+        [_rng.choice((-1, 1)) * _rng.uniform(0.15, 1.9) * _POINT_SCALES[_k]
+         for _ in range(MAX_SYMBOLS)]
     )
 
 
@@ -166,7 +173,14 @@ def _exact_function(name: str, args: list[Fraction]) -> Fraction:
         return Fraction(math.gcd(*integers) if name == "gcd" else math.lcm(*integers))
     if name in ("max", "min"):
         return max(args) if name == "max" else min(args)
+    if name == "factorial2":
+        return Fraction(_double_factorial(_small_natural(args[0], MAX_FACTORIAL)))
     raise _Undefined
+
+
+def _double_factorial(n: int) -> int:
+    """``n!! = n (n-2) (n-4) ...`` down to 1 or 2."""
+    return math.prod(range(n, 0, -2))
 
 
 def _nonnegative(value: Fraction) -> Fraction:
@@ -280,6 +294,8 @@ def _numeric_function(name: str, args: list[complex]) -> complex:
     if name in ("max", "min"):
         reals = [_real(a) for a in args]
         return complex(max(reals) if name == "max" else min(reals))
+    if name == "factorial2":
+        return complex(_double_factorial(_near_natural(args[0], 300)))
     raise _Undefined
 
 
@@ -342,9 +358,10 @@ def check_size(node: Node) -> None:
         item = stack.pop()
         if item[0] == "pow":
             _check_power(item[1], item[2])
-        elif item[0] == "fact":
-            value = exact_value(item[1])
-            if value is None and not free_symbols(item[1]):
+        elif item[0] == "fact" or item[:2] == ("fn", "factorial2"):
+            operand = item[1] if item[0] == "fact" else item[2][0]
+            value = exact_value(operand)
+            if value is None and not free_symbols(operand):
                 raise AnswerParseError("factorial of a number too large to evaluate")
             if value is not None and abs(value) > MAX_SYMBOLIC_FACTORIAL:
                 raise AnswerParseError(f"factorial of {value} is too large to evaluate")
@@ -378,12 +395,15 @@ def _exceeds(node: Node) -> bool:
 
 def scalar_equal(a: Node, b: Node) -> bool | None:
     """Whether two expressions are equal: True, False, or None when undecided (see module)."""
-    approx = has_approx(a) or has_approx(b)
+    approx_a, approx_b = has_approx(a), has_approx(b)
+    approx = approx_a or approx_b
     exact_a, exact_b = exact_value(a), exact_value(b)
     if exact_a is not None and exact_b is not None:
         if exact_a == exact_b:
             return True
-        return approx and abs(exact_a - exact_b) <= REL_TOL_APPROX * max(abs(exact_a), abs(exact_b))
+        return approx and _rounded_agree(a, exact_a, approx_a, b, exact_b, approx_b)
+    if _exact_integer(exact_a, approx_a) and approx_b or _exact_integer(exact_b, approx_b) and approx_a:
+        return False  # an integer is only equal to what is exactly that integer
     inf_a, inf_b = infinity_sign(a), infinity_sign(b)
     if inf_a or inf_b:
         return inf_a == inf_b
@@ -391,7 +411,7 @@ def scalar_equal(a: Node, b: Node) -> bool | None:
     if len(symbols) > MAX_SYMBOLS:
         return None
     tolerance = REL_TOL_APPROX if approx else REL_TOL_EXACT
-    agreeing = 0
+    agreeing: list[dict[str, float]] = []
     for point in SAMPLE_POINTS[: N_POINTS if symbols else 1]:
         env = {name: complex(point[j]) for j, name in enumerate(symbols)}
         try:
@@ -400,9 +420,83 @@ def scalar_equal(a: Node, b: Node) -> bool | None:
             continue
         if not close(value_a, value_b, tolerance):
             return False
-        agreeing += 1
-    if agreeing >= (MIN_AGREEING_POINTS if symbols else 1):
+        if approx and not _within_rounding(a, approx_a, value_a, b, approx_b, value_b):
+            return False
+        agreeing.append({name: point[j] for j, name in enumerate(symbols)})
+    if len(agreeing) < (MIN_AGREEING_POINTS if symbols else 1):
+        return None
+    # Doubles agree; confirm at one point with enough digits to see cancellation and tiny terms.
+    return precise_equal(a, b, agreeing[0], rel_tol=tolerance if approx else 0.0)
+
+
+def _exact_integer(value: Fraction | None, approx: bool) -> bool:
+    return value is not None and not approx and value.denominator == 1
+
+
+def _rounded_agree(
+    a: Node, value_a: Fraction, approx_a: bool, b: Node, value_b: Fraction, approx_b: bool
+) -> bool:
+    """Two different exact values, at least one written with a decimal point: equal when the
+    decimal one is the other rounded at the precision it was written with (and within
+    ``REL_TOL_APPROX``). An exact integer is never equal to a different value."""
+    if abs(value_a - value_b) > REL_TOL_APPROX * max(abs(value_a), abs(value_b)):
+        return False
+    if approx_a and approx_b:
+        return True  # both rounded
+    exact, rounded, rounded_node = (value_b, value_a, a) if approx_a else (value_a, value_b, b)
+    if exact.denominator == 1:
+        return False
+    unit = half_unit(rounded_node)
+    return unit is None or abs(rounded - exact) <= unit
+
+
+def _within_rounding(
+    a: Node, approx_a: bool, value_a: complex, b: Node, approx_b: bool, value_b: complex
+) -> bool:
+    """For one exact and one decimal side: the decimal is the exact value rounded (float)."""
+    if approx_a == approx_b:
         return True
+    rounded_node, difference = (a if approx_a else b), abs(value_a - value_b)
+    unit = half_unit(rounded_node)
+    return unit is None or difference <= float(unit) * (1 + 1e-9) + 1e-15 * abs(value_a)
+
+
+def proportionality(a: Node, b: Node) -> Fraction | None:
+    """The rational ``k != 0`` with ``a = k b`` suggested by the first sample point where both
+    have a value and ``b`` is not 0, or None (the caller still checks ``a = k b`` everywhere)."""
+    symbols = sorted(free_symbols(a) | free_symbols(b))
+    if len(symbols) > MAX_SYMBOLS:
+        return None
+    for point in SAMPLE_POINTS:
+        env = {name: complex(point[j]) for j, name in enumerate(symbols)}
+        try:
+            value_a, value_b = numeric_value(a, env), numeric_value(b, env)
+        except _Undefined:
+            continue
+        if value_b == 0 or value_a == 0:
+            continue
+        ratio = value_a / value_b
+        if abs(ratio.imag) > 1e-9 * abs(ratio):
+            return None
+        factor = Fraction(ratio.real).limit_denominator(10_000)
+        return factor if factor and abs(factor - ratio.real) <= 1e-9 * abs(ratio) else None
+    return None
+
+
+def half_unit(node: Node) -> Fraction | None:
+    """Half a unit of the last digit of a decimal written alone (``-2.50``, ``1.2e3``,
+    ``1.25 \times 10^{4}``), or None for anything else."""
+    while node[0] == "neg":
+        node = node[1]
+    if node[0] == "num":
+        return node[2] if isinstance(node[2], Fraction) and node[2] else None
+    if node[0] == "mul" and len(node[1]) == 2:
+        mantissa, power = node[1]
+        unit = half_unit(mantissa) if mantissa[0] == "num" else None
+        if unit is not None and power[0] == "pow" and power[1] == ("num", Fraction(10), False):
+            exponent = exact_value(power[2])
+            if exponent is not None and exponent.denominator == 1 and abs(exponent) <= 400:
+                return unit * Fraction(10) ** int(exponent)
     return None
 
 
