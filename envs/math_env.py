@@ -127,9 +127,9 @@ class MathEnv(VerifierEnv):
 
 
 def score_response(response: str, gold: str, answer_format: str) -> Verdict:
-    """The verdict of one response in an answer format: the env's reward, on every path.
+    r"""The verdict of one response in an answer format: the env's reward, on every path.
 
-    The answer is taken in the format's way (the last ``\\boxed{}``, the last number, or
+    The answer is taken in the format's way (the last ``\boxed{}``, the last number, or
     ``verify``'s extraction chain) and then graded by the same ``verify_answer``, so every
     format applies the same guards: answers side by side are a list, arithmetic copied from the
     question scores 0 ("unevaluated"), and no response raises.

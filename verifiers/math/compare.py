@@ -199,9 +199,11 @@ def _relations_equal(pred: Relation, gold: Relation, scalar: ScalarEqual) -> boo
 
 
 def _ratio_equal(pred: Answer, gold: Answer, scalar: ScalarEqual) -> bool | None:
-    """Ratios: proportional terms (``6:8`` is ``3:4``; a clock time ``10:30`` needs the same
-    terms); a two-term ratio also equals a fraction written as one (``\frac34``), never a
-    plain number (``34``, ``0.75``)."""
+    r"""Ratios have proportional terms (``6:8`` is ``3:4``; a time ``10:30``, the same terms).
+
+    A two-term ratio also equals a fraction written as one (``\frac34``), never a plain number
+    (``34``, ``0.75``).
+    """
     if isinstance(pred, Ratio) and isinstance(gold, Ratio):
         if len(pred.terms) != len(gold.terms):
             return False

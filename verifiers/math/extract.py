@@ -207,8 +207,10 @@ def _last_answer_is(text: str) -> str | None:
 
 
 def _leading_spans(text: str) -> str | None:
-    """The math span that opens ``text`` and the spans and numbers listed right after it
-    ("$3$ or $4$", "$3$, $4$", "$3$ or 4"), joined by ", "."""
+    """The math span that opens ``text`` and the spans and numbers listed right after it.
+
+    "$3$ or $4$", "$3$, $4$" and "$3$ or 4" come back as "3, 4" (a list, never one answer).
+    """
     contents: list[str] = []
     pos = 0
     while len(contents) < _MAX_LIST_ITEMS:

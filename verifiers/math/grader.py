@@ -243,8 +243,10 @@ def _is_written_as_gold(response: str, gold: str) -> bool:
 
 
 def _unevaluated(answer: str, gold: str) -> Grade | None:
-    """The "unevaluated" grade when ``answer`` restates arithmetic against a plain-number gold
-    (``unevaluated.py``), else None."""
+    """The "unevaluated" grade when ``answer`` restates arithmetic (``unevaluated.py``).
+
+    None when it does not, or when the gold is not a plain number.
+    """
     try:
         gold = gold_answer(gold)
         if INTEGER.fullmatch(answer) or len(answer) > MAX_ANSWER_CHARS:
@@ -313,8 +315,10 @@ def verify(
 def verify_answer(
     answer: str | None, gold: str, *, timeout_s: float = DEFAULT_TIMEOUT_S
 ) -> Verdict:
-    """Score an answer already extracted from a response (by ``find_boxed``, ``find_numbers``,
-    or ``extract_answer``): ``verify`` without the extraction, with the same guards.
+    """Score an answer already extracted from a response: ``verify`` without the extraction.
+
+    For envs that take the answer their own way (``find_boxed``, ``find_numbers``); the same
+    guards apply, including the one against restated arithmetic.
 
     Args:
         answer: the extracted answer, or None when the response had none ("no_answer").

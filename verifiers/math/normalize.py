@@ -61,7 +61,7 @@ _TRIG_DEGREES = re.compile(
     r"\\(sin|cos|tan|cot|sec|csc)\s*(\()?\s*(\d+(?:\.\d+)?)\s*"
     r"(?:\^\s*\{\s*\\circ\s*\}|\^\s*\\circ(?![a-zA-Z])|\\degree(?![a-zA-Z])|\u00b0)\s*(\))?"
 )
-"""``\sin 60^\circ``: a trigonometric function of degrees (elsewhere a degree sign is dropped)."""
+r"""``\sin 60^\circ``: a trigonometric function of degrees (elsewhere a degree sign is dropped)."""
 
 
 def _radians(match: re.Match[str]) -> str:

@@ -55,7 +55,7 @@ MAX_SYMBOLIC_FACTORIAL = 20_000
 N_POINTS = 10
 MIN_AGREEING_POINTS = 3
 _POINT_SCALES = (1.0, 1.0, 4.0, 0.3, 13.0, 2.5, 45.0, 1.5, 7.0, 0.12)
-"""Magnitudes of the sample points: most near 1, some far from it, so that floors, maxima and
+r"""Magnitudes of the sample points: most near 1, some far from it, so that floors, maxima and
 perturbations which vanish on [-2, 2] show (``\lfloor x^2/4 \rfloor``, ``\max(5, x)``)."""
 
 SAMPLE_POINTS: list[list[float]] = []
@@ -402,7 +402,9 @@ def scalar_equal(a: Node, b: Node) -> bool | None:
         if exact_a == exact_b:
             return True
         return approx and _rounded_agree(a, exact_a, approx_a, b, exact_b, approx_b)
-    if _exact_integer(exact_a, approx_a) and approx_b or _exact_integer(exact_b, approx_b) and approx_a:
+    if (_exact_integer(exact_a, approx_a) and approx_b) or (
+        _exact_integer(exact_b, approx_b) and approx_a
+    ):
         return False  # an integer is only equal to what is exactly that integer
     inf_a, inf_b = infinity_sign(a), infinity_sign(b)
     if inf_a or inf_b:
@@ -418,15 +420,59 @@ def scalar_equal(a: Node, b: Node) -> bool | None:
             value_a, value_b = numeric_value(a, env), numeric_value(b, env)
         except _Undefined:
             continue
+        real_env = {name: point[j] for j, name in enumerate(symbols)}
         if not close(value_a, value_b, tolerance):
+            # doubles lose everything to cancellation in (x^{20} + x) - x^{20}: ask mpmath
+            if precise_equal(a, b, real_env, rel_tol=tolerance if approx else 0.0) is not True:
+                return False
+        elif approx and not _within_rounding(a, approx_a, value_a, b, approx_b, value_b):
             return False
-        if approx and not _within_rounding(a, approx_a, value_a, b, approx_b, value_b):
-            return False
-        agreeing.append({name: point[j] for j, name in enumerate(symbols)})
+        agreeing.append(real_env)
     if len(agreeing) < (MIN_AGREEING_POINTS if symbols else 1):
         return None
+    rel_tol = tolerance if approx else 0.0
+    for far in _far_points(a, b, symbols):  # beyond every constant: max(10^6, x) is not 10^6
+        try:
+            far_a, far_b = numeric_value(a, _complex(far)), numeric_value(b, _complex(far))
+        except _Undefined:
+            continue
+        if close(far_a, far_b, tolerance):
+            continue
+        if precise_equal(a, b, far, rel_tol=rel_tol) is False:
+            return False
     # Doubles agree; confirm at one point with enough digits to see cancellation and tiny terms.
-    return precise_equal(a, b, agreeing[0], rel_tol=tolerance if approx else 0.0)
+    return precise_equal(a, b, agreeing[0], rel_tol=rel_tol)
+
+
+def _complex(env: dict[str, float]) -> dict[str, complex]:
+    return {name: complex(value) for name, value in env.items()}
+
+
+def _far_points(a: Node, b: Node, symbols: list[str]) -> list[dict[str, float]]:
+    r"""Two points whose coordinates exceed the largest constant in ``a`` and ``b`` (above 2).
+
+    The fixed sample points cannot see where ``\max(c, x)`` or ``\lfloor x^2/c \rfloor`` change
+    when c is large; these points can (a disagreement there is confirmed with mpmath).
+    """
+    if not symbols:
+        return []
+    largest = 2.0
+    stack = [a, b]
+    while stack:
+        item = stack.pop()
+        if item[0] in ("num", "pow", "fact", "fn", "mul", "div") and not free_symbols(item):
+            try:
+                largest = max(largest, abs(numeric_value(item, {})))
+            except _Undefined:
+                pass
+            continue
+        stack.extend(_children(item))
+    if largest <= 2.0 or largest > 1e12:
+        return []
+    return [
+        {name: sign * (3 + abs(SAMPLE_POINTS[0][j])) * largest for j, name in enumerate(symbols)}
+        for sign in (1, -1)
+    ]
 
 
 def _exact_integer(value: Fraction | None, approx: bool) -> bool:
@@ -436,9 +482,11 @@ def _exact_integer(value: Fraction | None, approx: bool) -> bool:
 def _rounded_agree(
     a: Node, value_a: Fraction, approx_a: bool, b: Node, value_b: Fraction, approx_b: bool
 ) -> bool:
-    """Two different exact values, at least one written with a decimal point: equal when the
-    decimal one is the other rounded at the precision it was written with (and within
-    ``REL_TOL_APPROX``). An exact integer is never equal to a different value."""
+    """Whether two different exact values agree, at least one written with a decimal point.
+
+    Yes when the decimal one is the other rounded at the precision it was written with (and
+    within ``REL_TOL_APPROX``); an exact integer is never equal to a different value.
+    """
     if abs(value_a - value_b) > REL_TOL_APPROX * max(abs(value_a), abs(value_b)):
         return False
     if approx_a and approx_b:
@@ -462,8 +510,11 @@ def _within_rounding(
 
 
 def proportionality(a: Node, b: Node) -> Fraction | None:
-    """The rational ``k != 0`` with ``a = k b`` suggested by the first sample point where both
-    have a value and ``b`` is not 0, or None (the caller still checks ``a = k b`` everywhere)."""
+    """The rational ``k != 0`` with ``a = k b`` at the first sample point where both have a value.
+
+    None when there is no such point or the ratio is not a small-denominator rational; the
+    caller still checks ``a = k b`` everywhere.
+    """
     symbols = sorted(free_symbols(a) | free_symbols(b))
     if len(symbols) > MAX_SYMBOLS:
         return None
@@ -484,8 +535,10 @@ def proportionality(a: Node, b: Node) -> Fraction | None:
 
 
 def half_unit(node: Node) -> Fraction | None:
-    """Half a unit of the last digit of a decimal written alone (``-2.50``, ``1.2e3``,
-    ``1.25 \times 10^{4}``), or None for anything else."""
+    r"""Half a unit of the last digit of a decimal written alone, or None for anything else.
+
+    Decimals: ``-2.50``, ``1.2e3``, ``1.25 \times 10^{4}``.
+    """
     while node[0] == "neg":
         node = node[1]
     if node[0] == "num":

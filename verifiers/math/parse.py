@@ -83,7 +83,7 @@ _MIXED_NUMBERS = (
     re.compile(r"^(-?)\s*(\d+)\s*\\frac\s*(?:\{\s*(\d+)\s*\}|(\d))\s*(?:\{\s*(\d+)\s*\}|(\d))$"),
     re.compile(r"^(-?)\s*(\d+)\s+(\d+)()\s*/\s*(\d+)()$"),
 )
-"""``2\frac{1}{2}``, ``1 \frac12`` and ``1 1/2`` written alone: mixed numbers (proper fraction)."""
+r"""``2\frac{1}{2}``, ``1 \frac12`` and ``1 1/2`` written alone: mixed numbers (proper fraction)."""
 _TIME = re.compile(r"^\d{1,2}:\d{2}$")
 """``10:30``: a time of day (or a ratio compared term by term), never reduced to 1:3."""
 _CHOICE_STRICT = re.compile(r"^\(?\s*([A-J])\s*\)?$")
@@ -148,8 +148,11 @@ class Matrix:
 
 @dataclass(frozen=True)
 class Ratio:
-    """A ratio ``a:b`` (or ``a:b:c``); ``clock`` when written like a time (``10:30``), which
-    only equals the same terms (never ``1:3``)."""
+    """A ratio ``a:b`` (or ``a:b:c``).
+
+    ``clock`` is True when it is written like a time (``10:30``): then it only equals the same
+    terms (never ``1:3``).
+    """
 
     terms: tuple[Node, ...]
     clock: bool
@@ -160,8 +163,7 @@ Token = tuple[str, str]
 
 
 def choice_letter(text: str, *, lenient: bool = False) -> str | None:
-    """The multiple-choice letter in ``text`` ("B", "(B)"; with ``lenient`` also "(B) 42" and a
-    lone lower-case "b").
+    """The multiple-choice letter in ``text``: "B", "(B)" (``lenient``: "(B) 42", a lone "b").
 
     With ``lenient``, a letter followed by another choice ("(C) or (D)", "C D", "C/D") is a
     hedge, not the first letter: None.
@@ -631,8 +633,10 @@ def _product(factors: list[Node]) -> Node:
 
 
 def _based_number(digits: str, base: str) -> Node:
-    """``101_2``: a number written in base 2..36 (digits 0-9 only); other subscripts name a
-    symbol as before (``3_x``)."""
+    """``101_2``: a number written in base 2..36 (digits 0-9 only).
+
+    Other subscripts name a symbol as before (``3_x``).
+    """
     if base.isdigit() and 2 <= int(base) <= 36 and digits.isdigit():
         try:
             return ("num", Fraction(int(digits, int(base))), False)

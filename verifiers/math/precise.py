@@ -1,11 +1,11 @@
-"""High-precision check of the close calls that double precision cannot settle (mpmath).
+r"""High-precision check of the close calls that double precision cannot settle (mpmath).
 
 Floats round every step to 16 digits, so ``e^{50} + 1`` and ``e^{50}`` are the same double,
-``e^{100} - \\lfloor e^{100} \\rfloor`` is 0, and ``e^{-40}`` is within any absolute tolerance of
+``e^{100} - \lfloor e^{100} \rfloor`` is 0, and ``e^{-40}`` is within any absolute tolerance of
 0. ``precise_equal`` evaluates both sides with mpmath at a working precision of ``BASE_DPS``
 digits plus the magnitude of the largest intermediate value, then again ``STEP_DPS`` digits
 higher. Rounding noise shrinks by about ``10^-STEP_DPS`` between the two evaluations, a real
-difference does not, however small: so ``e^{-200}`` is not 0 while ``\\sin \\pi`` is.
+difference does not, however small: so ``e^{-200}`` is not 0 while ``\sin \pi`` is.
 
 Limit: a difference below ``10^-BASE_DPS`` relative to the largest intermediate value is read
 as rounding noise (a perturbation of ``e^{-100}`` on a value near 1 is caught; ``e^{-250}``

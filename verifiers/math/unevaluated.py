@@ -34,7 +34,7 @@ from verifiers.math.parse import Answer, Expr, Node, Relation, SetOf, UnionOf
 __all__ = ["is_plain_number", "restates_arithmetic"]
 
 _OPERATIONS = frozenset({"add", "mul", "div"})
-"""The four operations of arithmetic (``-`` is an ``add``); powers, roots, factorials and
+r"""The four operations of arithmetic (``-`` is an ``add``); powers, roots, factorials and
 binomials are closed forms that answers are commonly left in (``2^{10}``, ``\sqrt{2}``)."""
 _TEN: Node = ("num", Fraction(10), False)
 
