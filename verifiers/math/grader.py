@@ -1,4 +1,4 @@
-"""``verify`` and ``is_equivalent``: the public entry points of the math verifier.
+"""``verify``, ``verify_answer`` and ``is_equivalent``: the public entry points of the verifier.
 
 A pair of answers goes through, in order, stopping at the first decision:
 
@@ -6,14 +6,23 @@ A pair of answers goes through, in order, stopping at the first decision:
    the steps below come to for them, ~10x sooner (most arithmetic tasks' answers);
 1. size guard (``MAX_ANSWER_CHARS``) and normalisation (``normalize.py``);
 2. identical normalised strings -> equal;
-3. multiple choice: when the gold answer is a letter A-J, the prediction must name that letter;
-4. parse both (cached) and compare structurally with the pure-Python scalar test
-   (``compare.py`` + ``numeric.py``): settles nearly every pair in microseconds;
-5. otherwise sympy in a worker process under a hard wall-clock limit (``worker.py``).
+3. multiple choice: when the gold answer is a letter A-J, the prediction must name that letter
+   (a hedge such as "(C) or (D)" names none);
+4. words (``word_answer``: ``Monday``, ``No``) compare as words, and a gold answer that does not
+   parse compares as its text, signs and separators included ("3:4" is not "34");
+5. parse both (cached) and compare structurally with the pure-Python scalar test
+   (``compare.py`` + ``numeric.py``, close calls confirmed by ``precise.py``): settles nearly
+   every pair in well under a millisecond;
+6. otherwise sympy in a worker process under a hard wall-clock limit (``worker.py``).
 
-Reasons: "correct", "wrong_answer", "no_answer" (nothing extracted), "parse_error" (the prediction
-is not a readable answer, or is too large to evaluate), "timeout" (the limit was hit, or the
-worker's memory limit).
+``verify`` and ``verify_answer`` (the reward paths) first refuse arithmetic left undone against a
+plain-number gold (``unevaluated.py``); ``is_equivalent``/``grade`` are mathematical equality.
+
+Reasons: "correct", "wrong_answer", "no_answer" (nothing extracted), "unevaluated" (the question's
+arithmetic restated), "parse_error" (the prediction is not a readable answer, or is too large to
+evaluate), "timeout" (the limit was hit, or the worker's memory limit). Nothing a model writes
+makes these functions raise: an unexpected error inside is a "parse_error" (a catch-all at each
+entry point).
 """
 
 from __future__ import annotations

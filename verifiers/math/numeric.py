@@ -1,4 +1,4 @@
-"""Pure-Python values of expression trees: exact rationals and complex floats.
+r"""Pure-Python values of expression trees: exact rationals and complex floats.
 
 This is the fast path that settles most answer pairs without sympy.
 
@@ -7,13 +7,19 @@ This is the fast path that settles most answer pairs without sympy.
   intermediate result is capped at ``MAX_EXACT_BITS`` bits (and factorials at ``MAX_FACTORIAL``),
   so it never computes ``10^{10^{10}}``.
 - ``scalar_equal``: compares two expressions. Two exact values are equal only if identical,
-  unless either side was written with a decimal point (then relative tolerance
-  ``REL_TOL_APPROX`` = 1e-6 applies, so 0.3333333 equals 1/3 but 0.33 does not). Otherwise both
-  sides are evaluated as complex floats (principal branches, like sympy), at one point when they
-  have no variables and at ``N_POINTS`` fixed pseudo-random points when they do (a randomised
-  identity test). Exact-looking constants must agree to ``REL_TOL_EXACT`` = 1e-9 (float
-  rounding only). When no point can be evaluated (overflow, domain errors) the answer is None:
-  undecided, for sympy to settle.
+  unless one side was written with a decimal point: then it must be the other one rounded at the
+  precision it was written with (``half_unit``) and within ``REL_TOL_APPROX`` = 1e-6, so
+  0.3333333 equals 1/3 but 0.3333334 and 0.33 do not; an exact integer is only equal to exactly
+  itself (1000001.0 is not 1000000, 1.0e9 is not 1000000007). Otherwise both sides are
+  evaluated as complex floats (principal branches, like sympy), at one point when they have no
+  variables and at ``N_POINTS`` fixed pseudo-random points of several magnitudes (0.02 to 85)
+  when they do, plus two points beyond the largest constant (a randomised identity test, which
+  ``\max(5, x)`` and ``\lfloor x^2/4 \rfloor`` no longer pass). Doubles that agree (to
+  ``REL_TOL_EXACT`` = 1e-9, no absolute tolerance) are confirmed at one point by
+  ``precise.precise_equal`` (mpmath, enough digits for the magnitudes involved), so
+  ``e^{50} + 1`` is not ``e^{50}`` and ``e^{-30}`` is not 0; doubles that disagree are asked
+  too before a "no", since cancellation can ruin them. When no point can be evaluated
+  (overflow, domain errors) the answer is None: undecided, for sympy to settle.
 """
 
 from __future__ import annotations

@@ -12,7 +12,10 @@ Answer structures (frozen dataclasses) hold expression trees (plain tuples):
 
 Conventions: ``e`` is Euler's number and ``i`` the imaginary unit; ``\log`` is the natural
 logarithm (``\log_b`` has base b); ``\sin^{-1}`` is ``\arcsin``; ``\sin 2x`` is ``sin(2x)``;
-``2\frac{1}{2}`` written alone is the mixed number 5/2.
+``2\frac{1}{2}``, ``1 \tfrac12`` and ``1 1/2`` written alone are mixed numbers (3/2); two
+numbers side by side (``2 3``) are not a product but an error; ``n!!`` is the double factorial;
+``101_2`` is a number in base 2; ``a:b`` is a ratio (``Ratio``); ``\operatorname{...}`` names
+only the functions listed in ``_FUNCTIONS``, and every function checks its number of arguments.
 
 The parser is recursive descent with hard limits on tokens and nesting, so it runs in time linear
 in its input and never overflows the stack.

@@ -17,8 +17,8 @@ exact rational value, or when a sum or product has two or more such operands
 - scientific notation (``1.5 \times 10^{3}``, ``10^{-2}``);
 - closed forms: powers, roots, factorials and binomials (``2^{10}``, ``\sqrt{16}``, ``5!``,
   ``\binom{5}{2}``), irrational values (``\sqrt{2}``, ``2\pi``) and complex numbers ``3 + 4i``;
-- an equation chain whose last side is a written result (``12 + 7 = 19``; ``x = 12 + 7`` and
-  ``19 = 12 + 7`` are not).
+- an equation chain whose last side is a written result (``12 + 7 = 19``; ``x = 12 + 7``,
+  ``733 \times 94 = x`` and ``19 = 12 + 7`` are not).
 
 A gold answer that is not a plain number (``2 + 3``, ``\frac{2}{6}``, ``x + 1``) turns the rule
 off.
@@ -59,8 +59,13 @@ def restates_arithmetic(answer: Answer) -> bool:
     if isinstance(answer, Relation):
         if not answer.ops or any(op != "=" for op in answer.ops):
             return False
+        constant = [side for side in answer.sides if not free_symbols(side)]
+        if not constant:
+            return False
         last = answer.sides[-1]  # "12 + 7 = 19" states 19; "19 = 12 + 7" and "x = 12 + 7" not
-        return not free_symbols(last) and _restated(last)
+        return all(_restated(side) for side in constant) or (
+            last is constant[-1] and _restated(last)
+        )
     return isinstance(answer, Expr) and _restated(answer.node)
 
 
