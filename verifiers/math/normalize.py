@@ -101,7 +101,8 @@ _PERCENT = re.compile(r"\\%|%|\bpercent\b")
 _CONNECTIVES = re.compile(r"\s+(?:or|and)\s+", re.IGNORECASE)
 _MEMBERSHIP = re.compile(r"^[a-zA-Z]\s*\\in\s*")
 _LEADING = re.compile(r"^(?:\\approx|\\sim|=|:)\s*")
-_THOUSANDS = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+_THOUSANDS = re.compile(r"^[-+]?\d{1,3}(?:([, ])\d{3})(?:\1\d{3})*(?:\.\d+)?$")
+"""A whole answer grouped in thousands: ``1,234,567`` or ``1 234 567`` (one separator kind)."""
 _UNIT_POWER = re.compile(r"\s*\^\s*\{?\s*[23]\s*\}?")
 _ATTACHED_UNIT = re.compile(r"^(?P<value>.*\d)(?P<unit>[a-zA-Z]{2,})$")
 _PLAIN_NUMBER = re.compile(r"^[-+]?[\d.,]+$")
@@ -148,7 +149,7 @@ def normalize_answer(answer: str) -> NormalizedAnswer:
     text = _WHITESPACE.sub(" ", text).strip()
     text = _strip_edges(text)
     if _THOUSANDS.match(text):
-        text = text.replace(",", "")
+        text = text.replace(",", "").replace(" ", "")
     return NormalizedAnswer(text=text, percent=percent_count > 0)
 
 

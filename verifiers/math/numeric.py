@@ -206,14 +206,25 @@ _COMPLEX_FUNCTIONS: dict[str, Callable[[complex], complex]] = {
 _CONSTANTS = {"pi": complex(math.pi), "e": complex(math.e), "i": 1j}
 
 
-def numeric_value(node: Node, env: dict[str, complex]) -> complex:
-    """The complex float value of ``node`` with variables taken from ``env``.
+def numeric_value(
+    node: Node, env: dict[str, complex], risks: list[str] | None = None
+) -> complex:
+    r"""The complex float value of ``node`` with variables taken from ``env``.
+
+    Args:
+        node: the expression.
+        env: a value for every free symbol.
+        risks: when given, gets a note for each step where doubles may have lost what decides
+            equality: cancellation or a term below 1e-8 of a sum, a power within 1e-8 of 1
+            (``2^{10^{-12}}``), a function within 1e-8 of +-1 (``\tanh 40``, ``\cos 10^{-9}``),
+            a trigonometric function of a huge argument, a floor near an
+            integer or beyond 2^52 (``precise.precise_equal`` then confirms).
 
     Raises:
         _Undefined: on division by zero, overflow, a domain error or infinity.
     """
     try:
-        value = _numeric(node, env)
+        value = _numeric(node, env, risks)
     except (ZeroDivisionError, OverflowError, ValueError, TypeError) as err:
         raise _Undefined from err
     if not cmath.isfinite(value):
@@ -221,7 +232,11 @@ def numeric_value(node: Node, env: dict[str, complex]) -> complex:
     return value
 
 
-def _numeric(node: Node, env: dict[str, complex]) -> complex:
+_NEAR = 1e-8
+_PERIODIC = frozenset({"sin", "cos", "tan", "cot", "sec", "csc", "arctan", "tanh"})
+
+
+def _numeric(node: Node, env: dict[str, complex], risks: list[str] | None = None) -> complex:
     kind = node[0]
     if kind == "num":
         return complex(float(node[1]))
@@ -232,23 +247,51 @@ def _numeric(node: Node, env: dict[str, complex]) -> complex:
             raise _Undefined
         return _CONSTANTS[node[1]]
     if kind == "neg":
-        return -_numeric(node[1], env) + 0j  # + 0j turns -0.0 into 0.0 (branch cuts)
+        return -_numeric(node[1], env, risks) + 0j  # + 0j turns -0.0 into 0.0 (branch cuts)
     if kind == "add":
-        return sum((_numeric(term, env) for term in node[1]), 0j)
+        terms = [_numeric(term, env, risks) for term in node[1]]
+        total = sum(terms, 0j)
+        if risks is not None:
+            largest = max(abs(term) for term in terms)
+            if abs(total) < _NEAR * largest or any(0 < abs(t) < _NEAR * largest for t in terms):
+                risks.append("sum")
+        return total
     if kind == "mul":
         product = 1 + 0j
         for factor in node[1]:
-            product *= _numeric(factor, env)
+            product *= _numeric(factor, env, risks)
         return product
     if kind == "div":
-        return _numeric(node[1], env) / _numeric(node[2], env)
+        return _numeric(node[1], env, risks) / _numeric(node[2], env, risks)
     if kind == "pow":
-        return _complex_power(_numeric(node[1], env), _numeric(node[2], env))
+        base, exponent = _numeric(node[1], env, risks), _numeric(node[2], env, risks)
+        return _near_one(_complex_power(base, exponent), risks)
     if kind == "fact":
-        return complex(math.factorial(_near_natural(_numeric(node[1], env), 170)))
+        return complex(math.factorial(_near_natural(_numeric(node[1], env, risks), 170)))
     if kind == "fn":
-        return _numeric_function(node[1], [_numeric(arg, env) + 0j for arg in node[2]])
+        args = [_numeric(arg, env, risks) + 0j for arg in node[2]]
+        if risks is not None:
+            _function_risks(node[1], args, risks)
+        value = _numeric_function(node[1], args)
+        if risks is not None and abs(abs(value) - 1) < _NEAR and node[1] not in ("max", "min"):
+            risks.append("saturated")  # tanh(40) is 1.0 in doubles; cos(10^{-9}) too
+        return value
     raise _Undefined
+
+
+def _near_one(value: complex, risks: list[str] | None) -> complex:
+    if risks is not None and 0 < abs(value - 1) < _NEAR:
+        risks.append("near 1")
+    return value
+
+
+def _function_risks(name: str, args: list[complex], risks: list[str]) -> None:
+    if name in _PERIODIC and abs(args[0]) > 1e8:
+        risks.append("huge argument")
+    elif name in ("floor", "ceil"):
+        real = args[0].real
+        if abs(real) > 2.0**52 or abs(real - round(real)) < 1e-9 * max(1.0, abs(real)):
+            risks.append("floor")
 
 
 def _complex_power(base: complex, exponent: complex) -> complex:
@@ -419,24 +462,28 @@ def scalar_equal(a: Node, b: Node) -> bool | None:
     if len(symbols) > MAX_SYMBOLS:
         return None
     tolerance = REL_TOL_APPROX if approx else REL_TOL_EXACT
-    agreeing: list[dict[str, float]] = []
+    rel_tol = tolerance if approx else 0.0
+    agreeing = 0
+    doubtful: list[dict[str, float]] = []
     for point in SAMPLE_POINTS[: N_POINTS if symbols else 1]:
         env = {name: complex(point[j]) for j, name in enumerate(symbols)}
+        risks: list[str] = []
         try:
-            value_a, value_b = numeric_value(a, env), numeric_value(b, env)
+            value_a, value_b = numeric_value(a, env, risks), numeric_value(b, env, risks)
         except _Undefined:
             continue
         real_env = {name: point[j] for j, name in enumerate(symbols)}
         if not close(value_a, value_b, tolerance):
             # doubles lose everything to cancellation in (x^{20} + x) - x^{20}: ask mpmath
-            if precise_equal(a, b, real_env, rel_tol=tolerance if approx else 0.0) is not True:
+            if precise_equal(a, b, real_env, rel_tol=rel_tol) is not True:
                 return False
         elif approx and not _within_rounding(a, approx_a, value_a, b, approx_b, value_b):
             return False
-        agreeing.append(real_env)
-    if len(agreeing) < (MIN_AGREEING_POINTS if symbols else 1):
+        elif risks or (value_a == 0) != (value_b == 0):
+            doubtful.append(real_env)  # doubles agree but may have rounded the difference away
+        agreeing += 1
+    if agreeing < (MIN_AGREEING_POINTS if symbols else 1):
         return None
-    rel_tol = tolerance if approx else 0.0
     for far in _far_points(a, b, symbols):  # beyond every constant: max(10^6, x) is not 10^6
         try:
             far_a, far_b = numeric_value(a, _complex(far)), numeric_value(b, _complex(far))
@@ -446,8 +493,11 @@ def scalar_equal(a: Node, b: Node) -> bool | None:
             continue
         if precise_equal(a, b, far, rel_tol=rel_tol) is False:
             return False
-    # Doubles agree; confirm at one point with enough digits to see cancellation and tiny terms.
-    return precise_equal(a, b, agreeing[0], rel_tol=rel_tol)
+    for doubt in doubtful[:2]:  # enough digits to see cancellation and tiny terms
+        confirmed = precise_equal(a, b, doubt, rel_tol=rel_tol)
+        if confirmed is not True:
+            return confirmed
+    return True
 
 
 def _complex(env: dict[str, float]) -> dict[str, complex]:
