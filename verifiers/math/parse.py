@@ -88,7 +88,7 @@ _MIXED_NUMBERS = (
 )
 r"""``2\frac{1}{2}``, ``1 \frac12`` and ``1 1/2`` written alone: mixed numbers (proper fraction)."""
 _TIME = re.compile(r"^\d{1,2}:\d{2}$")
-"""``10:30``: a time of day (or a ratio compared term by term), never reduced to 1:3."""
+"""``10:30`` (also ``1:30 PM``): a time of day, compared term by term, never reduced to 1:3."""
 _CHOICE_STRICT = re.compile(r"^\(?\s*([A-J])\s*\)?$")
 _CHOICE_LENIENT = re.compile(r"^\(?\s*([A-J])\s*(?:\)|\.|:|$|\s)")
 _SEPARATOR = r"(?:(?i:or|and)\b|,|;|/|&|\\text\s*\{\s*(?i:or|and)\s*\})"
@@ -293,8 +293,8 @@ def _ratio(terms: list[list[Token]]) -> Ratio:
     nodes = tuple(_ExpressionParser(_nonempty(t)).parse() for t in terms)
     if any(node[0] == "rel" for node in nodes):
         raise AnswerParseError("a ratio's terms must be expressions")
-    written = ":".join(t[0][1] if len(t) == 1 else "" for t in terms)
-    clock = _TIME.match(written) is not None
+    written = f"{terms[0][0][1]}:{terms[1][0][1]}" if len(terms) == 2 and len(terms[0]) == 1 else ""
+    clock = _TIME.match(written) is not None  # "10:30", "1:30 PM"
     return Ratio(nodes, clock)
 
 
