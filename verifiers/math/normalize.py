@@ -74,28 +74,29 @@ def _radians(match: re.Match[str]) -> str:
     return f"\\{name}({head}{degrees}\\pi/180){tail}"
 
 
-_REPLACEMENTS: tuple[tuple[re.Pattern[str], Any], ...] = (
-    (re.compile(r"\\[dtc]frac(?![a-zA-Z])"), "\\\\frac"),
-    (re.compile(r"\\[dt]binom(?![a-zA-Z])"), "\\\\binom"),
-    (re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|Biggl|Biggr|big|Big|bigg|Bigg)"
-                r"(?![a-zA-Z])\s*\.?"), ""),
-    (re.compile(r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits)(?![a-zA-Z])"), ""),
-    (re.compile(r"(?<=\d)\{,\}(?=\d{3}(?!\d))"), ""),  # 10{,}000: a thousands separator
-    (re.compile(r"(?<=\d)\{,\}(?=\d)"), "."),  # 3{,}5: a decimal comma
-    (re.compile(r"\\(?:emptyset|varnothing)(?![a-zA-Z])|\\\{\s*\\\}"), "\\{\\}"),
-    (re.compile(r"(\d),\\!\s*(?=\d{3})"), r"\1"),
-    (re.compile(r"(\d)\\,(?=\d{3}(?!\d))"), r"\1"),
-    (re.compile(r"(?<!\\)\\[!,;:> ]|\\q?quad(?![a-zA-Z])|~"), " "),
-    (_TRIG_DEGREES, _radians),
-    (re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ(?![a-zA-Z])|\\circ(?![a-zA-Z])"
-                r"|\\degree(?![a-zA-Z])"), ""),
-    (re.compile(r"\\\$|\$"), ""),
-    (re.compile(r"(?<!\\)\\[()\[\]]"), ""),
-    (re.compile(r"\\(?:infin|infinity)(?![a-zA-Z])|\binfinity\b"), "\\\\infty"),
-    (re.compile(r"\\(?:leq|leqslant)(?![a-zA-Z])"), "\\\\le"),
-    (re.compile(r"\\(?:geq|geqslant)(?![a-zA-Z])"), "\\\\ge"),
-    (re.compile(r"\\(?:neq)(?![a-zA-Z])"), "\\\\ne"),
-    (re.compile(r"\\(?:dots|ldots|cdots)(?![a-zA-Z])"), "\\\\ldots"),
+_REPLACEMENTS: tuple[tuple[str, re.Pattern[str], Any], ...] = (  # (needle, pattern, repl)
+    ("\\", re.compile(r"\\[dtc]frac(?![a-zA-Z])"), "\\\\frac"),
+    ("\\", re.compile(r"\\[dt]binom(?![a-zA-Z])"), "\\\\binom"),
+    ("\\", re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|Biggl|Biggr|big|Big|bigg"
+                      r"|Bigg)(?![a-zA-Z])\s*\.?"), ""),
+    ("\\", re.compile(r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits)(?![a-zA-Z])"),
+     ""),
+    ("{,}", re.compile(r"(?<=\d)\{,\}(?=\d{3}(?!\d))"), ""),  # 10{,}000: a thousands separator
+    ("{,}", re.compile(r"(?<=\d)\{,\}(?=\d)"), "."),  # 3{,}5: a decimal comma
+    ("\\", re.compile(r"\\(?:emptyset|varnothing)(?![a-zA-Z])|\\\{\s*\\\}"), "\\{\\}"),
+    ("\\", re.compile(r"(\d),\\!\s*(?=\d{3})"), r"\1"),
+    ("\\", re.compile(r"(\d)\\,(?=\d{3}(?!\d))"), r"\1"),
+    ("", re.compile(r"(?<!\\)\\[!,;:> ]|\\q?quad(?![a-zA-Z])|~"), " "),
+    ("\\", _TRIG_DEGREES, _radians),
+    ("\\", re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ(?![a-zA-Z])|\\circ(?![a-zA-Z])"
+                      r"|\\degree(?![a-zA-Z])"), ""),
+    ("$", re.compile(r"\\\$|\$"), ""),
+    ("\\", re.compile(r"(?<!\\)\\[()\[\]]"), ""),
+    ("infin", re.compile(r"\\(?:infin|infinity)(?![a-zA-Z])|\binfinity\b"), "\\\\infty"),
+    ("\\", re.compile(r"\\(?:leq|leqslant)(?![a-zA-Z])"), "\\\\le"),
+    ("\\", re.compile(r"\\(?:geq|geqslant)(?![a-zA-Z])"), "\\\\ge"),
+    ("\\", re.compile(r"\\(?:neq)(?![a-zA-Z])"), "\\\\ne"),
+    ("\\", re.compile(r"\\(?:dots|ldots|cdots)(?![a-zA-Z])"), "\\\\ldots"),
 )
 _PERCENT = re.compile(r"\\%|%|\bpercent\b")
 _CONNECTIVES = re.compile(r"\s+(?:or|and)\s+", re.IGNORECASE)
@@ -139,8 +140,9 @@ def normalize_answer(answer: str) -> NormalizedAnswer:
         if char in text:
             text = text.replace(char, replacement)
     text = _WHITESPACE.sub(" ", text)  # single spaces keep every later pattern linear
-    for pattern, replacement in _REPLACEMENTS:
-        text = pattern.sub(replacement, text)  # group references only in the thousands rules
+    for needle, pattern, replacement in _REPLACEMENTS:
+        if needle in text:  # most answers hold no backslash: skip the LaTeX rules at once
+            text = pattern.sub(replacement, text)  # group references only in thousands rules
     text = _WHITESPACE.sub(" ", text)
     text = _unwrap_text_commands(text)
     text, percent_count = _PERCENT.subn("", text)
