@@ -475,7 +475,7 @@ def scalar_equal(a: Node, b: Node) -> bool | None:
         real_env = {name: point[j] for j, name in enumerate(symbols)}
         if not close(value_a, value_b, tolerance):
             # doubles lose everything to cancellation in (x^{20} + x) - x^{20}: ask mpmath
-            if precise_equal(a, b, real_env, rel_tol=rel_tol) is not True:
+            if not risks or precise_equal(a, b, real_env, rel_tol=rel_tol) is not True:
                 return False
         elif approx and not _within_rounding(a, approx_a, value_a, b, approx_b, value_b):
             return False
@@ -485,13 +485,15 @@ def scalar_equal(a: Node, b: Node) -> bool | None:
     if agreeing < (MIN_AGREEING_POINTS if symbols else 1):
         return None
     for far in _far_points(a, b, symbols):  # beyond every constant: max(10^6, x) is not 10^6
+        far_risks: list[str] = []
         try:
-            far_a, far_b = numeric_value(a, _complex(far)), numeric_value(b, _complex(far))
+            far_a = numeric_value(a, _complex(far), far_risks)
+            far_b = numeric_value(b, _complex(far), far_risks)
         except _Undefined:
             continue
         if close(far_a, far_b, tolerance):
             continue
-        if precise_equal(a, b, far, rel_tol=rel_tol) is False:
+        if not far_risks or precise_equal(a, b, far, rel_tol=rel_tol) is False:
             return False
     for doubt in doubtful[:2]:  # enough digits to see cancellation and tiny terms
         confirmed = precise_equal(a, b, doubt, rel_tol=rel_tol)
