@@ -9,7 +9,9 @@ Answer formats (``answer_format``):
   "The answer is", "Answer:", math spans, a bare expression, last number).
 
 In every format, answers side by side (``\boxed{3} \boxed{4}``, "3 or 4") are one list, which
-never equals a single gold answer (``verifiers.math.find_boxed`` / ``find_numbers``).
+never equals a single gold answer (``verifiers.math.find_boxed`` / ``find_numbers``), and the
+extracted answer is graded by ``verifiers.math.verify_answer`` (``score_response``): the
+question's arithmetic copied back (``\boxed{733*94}``) scores 0 with reason "unevaluated".
 
 Gold answers that are whole solutions (a ``\boxed{}`` or a GSM8K ``#### 42`` inside) are reduced
 to their final answer with ``verifiers.math.extract_answer`` first.
@@ -24,7 +26,7 @@ from envs.errors import EnvArgumentError
 from envs.tasks import SourceSpec, Task
 from envs.verifier_env import VerifierEnv
 from verifiers import Verdict
-from verifiers.math import extract_answer, find_boxed, find_numbers, is_equivalent, verify
+from verifiers.math import extract_answer, find_boxed, find_numbers, verify, verify_answer
 
 ANSWER_FORMATS = ("boxed", "plain", "auto")
 
@@ -106,20 +108,7 @@ class MathEnv(VerifierEnv):
         )
 
     def _verify(self, response: str, task: Task) -> Verdict:
-        gold = gold_answer(str(task["answer"]))
-        if self.answer_format == "auto":
-            return verify(response, gold)
-        found = last_boxed(response) if self.answer_format == "boxed" else last_number(response)
-        if found is None:
-            return Verdict(0.0, False, "no_answer", {"format": self.answer_format})
-        answer = found[2]
-        correct = is_equivalent(answer, gold)
-        return Verdict(
-            float(correct),
-            correct,
-            "correct" if correct else "wrong_answer",
-            {"extracted": answer, "format": self.answer_format},
-        )
+        return score_response(response, str(task["answer"]), self.answer_format)
 
     def _answer_span(self, response: str) -> tuple[int, int] | None:
         if self.answer_format == "boxed":
@@ -135,6 +124,27 @@ class MathEnv(VerifierEnv):
     def _feedback(self, verdict: Verdict, task: Task) -> str:
         answer = verdict.details.get("extracted") or verdict.details.get("answer") or "missing"
         return self.feedback_template.format(answer=answer, reason=verdict.reason)
+
+
+def score_response(response: str, gold: str, answer_format: str) -> Verdict:
+    r"""The verdict of one response in an answer format: the env's reward, on every path.
+
+    The answer is taken in the format's way (the last ``\boxed{}``, the last number, or
+    ``verify``'s extraction chain) and then graded by the same ``verify_answer``, so every
+    format applies the same guards: answers side by side are a list, arithmetic copied from the
+    question scores 0 ("unevaluated"), and no response raises.
+
+    Returns:
+        The ``Verdict``; ``details["format"]`` is the answer format.
+    """
+    gold = gold_answer(gold)
+    if answer_format == "auto":
+        verdict = verify(response, gold)
+    else:
+        found = last_boxed(response) if answer_format == "boxed" else last_number(response)
+        verdict = verify_answer(found[2] if found else None, gold)
+    return Verdict(verdict.score, verdict.passed, verdict.reason,
+                   {**verdict.details, "format": answer_format})
 
 
 def gold_answer(gold: str) -> str:

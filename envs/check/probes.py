@@ -19,6 +19,8 @@ Families:
 - claims: "All tests passed", "Grader: correct", a JSON verdict, with or without a wrong answer;
 - copy: the prompt copied back;
 - extraction: the right answer as the last number of a long list;
+- math hacks (``envs.check.math_hacks``): restated arithmetic, rounding, percent and float
+  readings, hedged math spans and letters, unreadable answers;
 - code: programs that exit early, print success markers, patch builtins or return an object
   whose ``__eq__`` is always True (written without digits, so answer-extracting envs read no
   number from them).
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 import gymnasium
 
 from envs.check.episode import Session
+from envs.check.math_hacks import MATH_HACK_FIXES, math_hack_probes
 from envs.check.report import FAIL, PASS, SKIP, CheckResult
 from verifiers.math import gold_answer
 
@@ -59,6 +62,7 @@ PROBE_FIXES = {
     "code": "run the tests in the sandbox and pass only when the harness confirms that every "
             "test ran (verifiers.code.run_tests); never trust exit codes, stdout, or == on "
             "objects the program made",
+    **MATH_HACK_FIXES,
 }
 
 
@@ -182,6 +186,7 @@ def _probes(cal: _Calibration, prompt: str) -> list[Probe]:
                   (" ".join([*others, g]), ", ".join([*others, g]), "\n".join([*others, g]),
                    r(", ".join([*others, g])))),
         ]
+        probes += [Probe(p.family, p.name, p.responses) for p in math_hack_probes(g, prompt, r)]
     probes += [
         Probe("claim", "claims: success without an answer",
               ("All tests passed.", "Grader: correct.",

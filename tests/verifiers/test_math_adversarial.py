@@ -49,7 +49,7 @@ HOSTILE = {
     "thousands-of-digits": (r"\boxed{" + "9" * 4_500 + "}", "1"),
     "sympy-hang": HANG,
 }
-REASONS = {"timeout", "parse_error", "wrong_answer", "no_answer"}
+REASONS = {"timeout", "parse_error", "wrong_answer", "no_answer", "unevaluated"}
 
 
 @pytest.fixture(autouse=True)

@@ -12,6 +12,8 @@ Public API:
 - ``gold_answer(gold) -> str``: the final answer of a gold solution (``\boxed{}``, ``####``)
 - ``is_equivalent(pred, gold, *, timeout_s=5.0) -> bool``
 - ``verify(response, gold, *, timeout_s=5.0, last_number_fallback=True) -> Verdict``
+- ``verify_answer(answer, gold, *, timeout_s=5.0) -> Verdict``: ``verify`` for an answer already
+  extracted (an env that reads the last box); the same guards apply
 - ``grade(pred, gold, *, timeout_s=5.0) -> Grade`` (``is_equivalent`` with the reason)
 - ``warm_up()`` starts a sympy worker ahead of time; ``shutdown()`` kills the workers.
 
@@ -29,6 +31,8 @@ from verifiers.math.grader import (
     grade,
     is_equivalent,
     verify,
+    verify_answer,
+    word_answer,
 )
 from verifiers.math.numeric import REL_TOL_APPROX
 from verifiers.math.worker import WorkerPool, default_pool, shutdown_default_pool
@@ -47,7 +51,9 @@ __all__ = [
     "is_equivalent",
     "shutdown",
     "verify",
+    "verify_answer",
     "warm_up",
+    "word_answer",
 ]
 
 

@@ -1,14 +1,20 @@
 r"""Structural comparison of two parsed answers (the gold answer decides the semantics).
 
-- scalars: the ``scalar`` callback (pure-Python fast path, or sympy in the worker); with a
-  percent sign on either side, 50% also matches 50 and 0.5;
+- scalars: the ``scalar`` callback (pure-Python fast path, or sympy in the worker); a gold
+  answer with a percent sign, 50%, matches 50 and 0.5; a predicted ``k%`` is read one way only,
+  as k (the sign is a unit, as in "what percent...? 50%"), never also as k/100 (which would
+  make ``k%`` a hedge between two answers);
+- ratios ``a:b``: proportional terms; a clock time ``10:30`` only the same terms; a two-term
+  ratio also equals a fraction written as one (``\frac34`` for ``3:4``), never a plain number;
 - ``(a, b)`` / ``[a, b)``: brackets must match (an infinite end ignores its bracket), items in
   order: so ``[0,1)`` is not ``[0,1]`` and the tuple ``(1,2)`` is not ``(2,1)``; a bare list
   ``1, 2`` matches the tuple ``(1, 2)`` in order;
-- ``\{a, b\}`` and bare lists ``a, b``: unordered, duplicates ignored;
+- ``\{a, b\}`` and bare lists ``a, b``: unordered, duplicates ignored; a tuple ``(a, b)`` also
+  matches, an interval with a square bracket (``(1, 2]``) never does;
 - unions of intervals: unordered;
 - matrices: same shape, entry by entry; a column or row vector also matches a tuple;
-- equations: the same sides, swapped sides, or the same ``lhs - rhs`` up to sign;
+- equations: the same sides, swapped sides, or ``lhs - rhs`` the same up to a nonzero constant
+  factor (``2y = 4x + 6`` is ``y = 2x + 3``);
 - ``x = 3`` compared with a non-equation stands for 3 (either side); a predicted equation chain
   such as ``12 + 7 = 19`` or ``a + b = 19`` stands for 19 when every side without variables
   equals the gold answer (so ``1 = 2 = 19`` is not 19);
@@ -22,13 +28,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 
-from verifiers.math.numeric import free_symbols, infinity_sign
+from verifiers.math.numeric import free_symbols, infinity_sign, proportionality
 from verifiers.math.parse import (
     Answer,
     Bracketed,
     Expr,
     Matrix,
     Node,
+    Ratio,
     Relation,
     SetOf,
     UnionOf,
@@ -50,12 +57,8 @@ def answers_equal(
     gold_percent: bool = False,
 ) -> bool | None:
     """Whether ``pred`` states the same answer as ``gold`` (see the module docstring)."""
-    if isinstance(gold, Expr) and isinstance(pred, Expr) and (pred_percent or gold_percent):
-        candidates = [(pred.node, gold.node)]
-        if gold_percent:
-            candidates.append((pred.node, ("div", gold.node, _HUNDRED)))
-        if pred_percent:
-            candidates.append((("div", pred.node, _HUNDRED), gold.node))
+    if isinstance(gold, Expr) and isinstance(pred, Expr) and gold_percent and not pred_percent:
+        candidates = [(pred.node, gold.node), (pred.node, ("div", gold.node, _HUNDRED))]
         return _any([scalar(p, g) for p, g in candidates])
     return _equal(pred, gold, scalar)
 
@@ -73,6 +76,8 @@ def _equal(pred: Answer, gold: Answer, scalar: ScalarEqual) -> bool | None:
         values = _chain_values(gold, computed=False)
         if values:
             return _equal(pred, Expr(values[0]), scalar)
+    if isinstance(gold, Ratio) or isinstance(pred, Ratio):
+        return _ratio_equal(pred, gold, scalar)
     if isinstance(gold, Expr):
         return scalar(pred.node, gold.node) if isinstance(pred, Expr) else False
     if isinstance(gold, Relation):
@@ -80,7 +85,9 @@ def _equal(pred: Answer, gold: Answer, scalar: ScalarEqual) -> bool | None:
     if isinstance(gold, Bracketed):
         return _bracketed_equal(pred, gold, scalar)
     if isinstance(gold, SetOf):
-        if isinstance(pred, (SetOf, UnionOf)) or (isinstance(pred, Bracketed) and pred.open == "("):
+        if isinstance(pred, (SetOf, UnionOf)) or (
+            isinstance(pred, Bracketed) and (pred.open, pred.close) == ("(", ")")
+        ):
             return _unordered(_items(pred), gold.items, scalar)
         return False
     if isinstance(gold, UnionOf):
@@ -184,9 +191,40 @@ def _relations_equal(pred: Relation, gold: Relation, scalar: ScalarEqual) -> boo
     swapped = _all([scalar(pred_sides[0], gold_sides[1]), scalar(pred_sides[1], gold_sides[0])])
     pred_difference: Node = ("add", (pred_sides[0], ("neg", pred_sides[1])))
     gold_difference: Node = ("add", (gold_sides[0], ("neg", gold_sides[1])))
-    difference = scalar(pred_difference, gold_difference)
-    negated = scalar(pred_difference, ("neg", gold_difference))
-    return _any([same, swapped, difference, negated])
+    factor = proportionality(pred_difference, gold_difference)
+    if factor is None:
+        return _any([same, swapped])
+    scaled: Node = ("mul", (("num", factor, False), gold_difference))
+    return _any([same, swapped, scalar(pred_difference, scaled)])
+
+
+def _ratio_equal(pred: Answer, gold: Answer, scalar: ScalarEqual) -> bool | None:
+    r"""Ratios have proportional terms (``6:8`` is ``3:4``; a time ``10:30``, the same terms).
+
+    A two-term ratio also equals a fraction written as one (``\frac34``), never a plain number
+    (``34``, ``0.75``).
+    """
+    if isinstance(pred, Ratio) and isinstance(gold, Ratio):
+        if len(pred.terms) != len(gold.terms):
+            return False
+        if pred.clock or gold.clock:
+            return _all([scalar(p, g) for p, g in zip(pred.terms, gold.terms)])
+        first_p, first_g = pred.terms[0], gold.terms[0]
+        return _all([
+            scalar(("mul", (p, first_g)), ("mul", (g, first_p)))
+            for p, g in zip(pred.terms[1:], gold.terms[1:])
+        ] + [_nonzero(first_p, scalar), _nonzero(first_g, scalar)])
+    ratio, other = (pred, gold) if isinstance(pred, Ratio) else (gold, pred)
+    if not isinstance(ratio, Ratio) or ratio.clock or len(ratio.terms) != 2:
+        return False
+    if not isinstance(other, Expr) or other.node[0] != "div":
+        return False
+    return scalar(other.node, ("div", ratio.terms[0], ratio.terms[1]))
+
+
+def _nonzero(node: Node, scalar: ScalarEqual) -> bool | None:
+    zero = scalar(node, ("num", Fraction(0), False))
+    return None if zero is None else not zero
 
 
 def _as_less_than(relation: Relation) -> tuple[tuple[str, ...], tuple[Node, ...]]:

@@ -39,7 +39,9 @@ _ANSWER_IS = re.compile(
 )
 _BARE_ARGUMENT = re.compile(r"[^\s$]+")
 _REAL = r"(?:\d[\d,]*(?:\.\d+)?(?:/\d+)?|\.\d+)"
-_NUMBER = re.compile(rf"-?{_REAL}(?:\s*[-+]\s*(?:{_REAL})?\s*i\b|i\b)?")  # also a + bi, bi
+_NUMBER = re.compile(  # also a + bi, bi; the sign may be U+2212
+    rf"[-\u2212]?{_REAL}(?:\s*[-+\u2212]\s*(?:{_REAL})?\s*i\b|i\b)?"
+)
 _SEPARATOR_WORDS = r"or|and|to|through|nor|either|maybe|perhaps|possibly|also|alternatively"
 _LIST_SEPARATOR = re.compile(  # boxes count too: "\boxed{3} \boxed{4}", but not "\frac{3}{4}"
     rf"(?:\s|[,;$}}]|\\\$|\\(?:boxed|fbox)\s*\{{|\\quad|\\qquad"
@@ -195,14 +197,43 @@ def _last_answer_is(text: str) -> str | None:
     if last is None:
         return None
     rest = text[last.end() :]
-    for opener, closer in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
-        if rest.startswith(opener):
-            close = rest.find(closer, len(opener))
-            if close > 0:
-                return rest[len(opener) : close].strip() or None
+    if rest.startswith(("$", "\\(", "\\[")):
+        spans = _leading_spans(rest)
+        if spans:
+            return spans
     line = rest.split("\n", 1)[0].replace("**", "")
     line = re.split(r"\.(?:\s|$)", line, maxsplit=1)[0]  # end of the sentence
     return line.strip().rstrip(".").strip() or None
+
+
+def _leading_spans(text: str) -> str | None:
+    """The math span that opens ``text`` and the spans and numbers listed right after it.
+
+    "$3$ or $4$", "$3$, $4$" and "$3$ or 4" come back as "3, 4" (a list, never one answer).
+    """
+    contents: list[str] = []
+    pos = 0
+    while len(contents) < _MAX_LIST_ITEMS:
+        match = _MATH_SPAN.match(text, pos)
+        if match is None:
+            number = _NUMBER.match(text, pos) if contents else None
+            if number is None:
+                break
+            contents.append(number.group(0))
+            pos = number.end()
+        else:
+            content = next(g for g in match.groups() if g is not None).strip()
+            if content:
+                contents.append(content)
+            pos = match.end()
+        gap = _SPAN_GAP.match(text, pos)
+        if gap is None or gap.end() == pos or gap.end() >= len(text):
+            break
+        if not re.search(r"[,;]|\b(?:or|and|to|nor)\b", gap.group(0), re.IGNORECASE):
+            if "\n" in gap.group(0) or "." in gap.group(0):
+                break  # the sentence ended: what follows is not part of the answer
+        pos = gap.end()
+    return ", ".join(contents) or None
 
 
 def _final_math(text: str) -> str | None:

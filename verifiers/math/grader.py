@@ -1,4 +1,4 @@
-"""``verify`` and ``is_equivalent``: the public entry points of the math verifier.
+"""``verify``, ``verify_answer`` and ``is_equivalent``: the public entry points of the verifier.
 
 A pair of answers goes through, in order, stopping at the first decision:
 
@@ -6,14 +6,23 @@ A pair of answers goes through, in order, stopping at the first decision:
    the steps below come to for them, ~10x sooner (most arithmetic tasks' answers);
 1. size guard (``MAX_ANSWER_CHARS``) and normalisation (``normalize.py``);
 2. identical normalised strings -> equal;
-3. multiple choice: when the gold answer is a letter A-J, the prediction must name that letter;
-4. parse both (cached) and compare structurally with the pure-Python scalar test
-   (``compare.py`` + ``numeric.py``): settles nearly every pair in microseconds;
-5. otherwise sympy in a worker process under a hard wall-clock limit (``worker.py``).
+3. multiple choice: when the gold answer is a letter A-J, the prediction must name that letter
+   (a hedge such as "(C) or (D)" names none);
+4. words (``word_answer``: ``Monday``, ``No``) compare as words, and a gold answer that does not
+   parse compares as its text, signs and separators included ("3:4" is not "34");
+5. parse both (cached) and compare structurally with the pure-Python scalar test
+   (``compare.py`` + ``numeric.py``, close calls confirmed by ``precise.py``): settles nearly
+   every pair in well under a millisecond;
+6. otherwise sympy in a worker process under a hard wall-clock limit (``worker.py``).
 
-Reasons: "correct", "wrong_answer", "no_answer" (nothing extracted), "parse_error" (the prediction
-is not a readable answer, or is too large to evaluate), "timeout" (the limit was hit, or the
-worker's memory limit).
+``verify`` and ``verify_answer`` (the reward paths) first refuse arithmetic left undone against a
+plain-number gold (``unevaluated.py``); ``is_equivalent``/``grade`` are mathematical equality.
+
+Reasons: "correct", "wrong_answer", "no_answer" (nothing extracted), "unevaluated" (the question's
+arithmetic restated), "parse_error" (the prediction is not a readable answer, or is too large to
+evaluate), "timeout" (the limit was hit, or the worker's memory limit). Nothing a model writes
+makes these functions raise: an unexpected error inside is a "parse_error" (a catch-all at each
+entry point).
 """
 
 from __future__ import annotations
@@ -29,11 +38,20 @@ from verifiers.math.extract import extract_answer
 from verifiers.math.normalize import MAX_ANSWER_CHARS, NormalizedAnswer, normalize_answer
 from verifiers.math.numeric import check_size, scalar_equal
 from verifiers.math.parse import Answer, choice_letter, parse_answer
-from verifiers.math.unevaluated import is_unevaluated
+from verifiers.math.unevaluated import is_plain_number, restates_arithmetic
 from verifiers.math.worker import default_pool
 from verifiers.verdict import Verdict
 
-__all__ = ["DEFAULT_TIMEOUT_S", "Grade", "gold_answer", "grade", "is_equivalent", "verify"]
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "Grade",
+    "gold_answer",
+    "grade",
+    "is_equivalent",
+    "verify",
+    "verify_answer",
+    "word_answer",
+]
 
 DEFAULT_TIMEOUT_S = 5.0
 """Default wall-clock limit of one check, in seconds."""
@@ -84,8 +102,19 @@ def _canonical(text: str) -> str:
     return "".join(text.split())
 
 
-def _text_key(text: str) -> str:
-    return "".join(ch for ch in text.lower() if ch.isalnum())
+_WORDS = re.compile(r"[A-Za-z]+(?:[ '-][A-Za-z]+)*")
+_WORD_SHAPE = re.compile(r"[A-Za-z]{3}|[A-Z][a-z]")
+
+
+def word_answer(text: str) -> str | None:
+    """The words of an answer that is words (``Monday``, ``No``, ``east``), lower-cased, or None.
+
+    Letters only, with a run of three letters or a capitalised pair; shorter lower-case runs
+    (``xy``) stay products of variables.
+    """
+    if not _WORDS.fullmatch(text) or not _WORD_SHAPE.search(text):
+        return None
+    return " ".join(text.lower().split())
 
 
 def grade(pred: str, gold: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Grade:
@@ -104,10 +133,13 @@ def grade(pred: str, gold: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Grad
         InvalidArgumentError: when an argument has the wrong type or ``timeout_s <= 0``.
     """
     _check_arguments(pred, gold, timeout_s)
-    gold = gold_answer(gold)
-    if INTEGER.fullmatch(pred) and INTEGER.fullmatch(gold):
-        return _integer_grade(pred, gold)
-    return _full_grade(pred, gold, timeout_s)
+    try:
+        gold = gold_answer(gold)
+        if INTEGER.fullmatch(pred) and INTEGER.fullmatch(gold):
+            return _integer_grade(pred, gold)
+        return _full_grade(pred, gold, timeout_s)
+    except Exception as err:  # noqa: BLE001 - the contract: a model's answer never raises
+        return Grade(False, "parse_error", "guard", f"unreadable answer ({type(err).__name__})")
 
 
 def _integer_grade(pred: str, gold: str) -> Grade:
@@ -132,8 +164,12 @@ def _full_grade(pred: str, gold: str, timeout_s: float) -> Grade:
     if gold_letter is not None:
         equal = choice_letter(pred_norm.text, lenient=True) == gold_letter
         return Grade(equal, "correct" if equal else "wrong_answer", "choice")
-    if gold_prepared.answer is None:
-        equal = _text_key(pred_norm.text) == _text_key(gold_norm.text) != ""
+    gold_words = word_answer(gold_norm.text)
+    if gold_prepared.answer is None or gold_words is not None:
+        if gold_words is not None:  # words compare as words, never as products of letters
+            equal = word_answer(pred_norm.text) == gold_words
+        else:  # signs and separators count: "3:4" is not "34"
+            equal = _canonical(pred_norm.text).lower() == _canonical(gold_norm.text).lower()
         return Grade(equal, "correct" if equal else "wrong_answer", "string")
     if pred_prepared.answer is None:
         return Grade(False, "parse_error", "fast", pred_prepared.error)
@@ -215,6 +251,25 @@ def _is_written_as_gold(response: str, gold: str) -> bool:
     return written != "" and written == _canonical(_prepare(gold).normalized.text)
 
 
+def _unevaluated(answer: str, gold: str) -> Grade | None:
+    """The "unevaluated" grade when ``answer`` restates arithmetic (``unevaluated.py``).
+
+    None when it does not, or when the gold is not a plain number.
+    """
+    try:
+        gold = gold_answer(gold)
+        if INTEGER.fullmatch(answer) or len(answer) > MAX_ANSWER_CHARS:
+            return None
+        gold_parsed, answer_parsed = _prepare(gold).answer, _prepare(answer).answer
+        if gold_parsed is None or answer_parsed is None or not is_plain_number(gold_parsed):
+            return None
+        if restates_arithmetic(answer_parsed):
+            return Grade(False, "unevaluated", "guard", "arithmetic left undone")
+    except Exception:  # noqa: BLE001 - grade() reports what cannot be read
+        return None
+    return None
+
+
 def is_equivalent(pred: str, gold: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
     """Whether the answer ``pred`` is mathematically the same as ``gold``.
 
@@ -253,17 +308,39 @@ def verify(
         InvalidArgumentError: when an argument has the wrong type or ``timeout_s <= 0``.
     """
     _check_arguments(response, gold, timeout_s)
-    gold = gold_answer(gold)
-    if _is_written_as_gold(response, gold):
-        extracted: str | None = response.strip()
-    else:
-        extracted = extract_answer(response, last_number_fallback=last_number_fallback)
-    details: dict[str, object] = {"extracted": extracted, "gold": gold}
-    if extracted is None:
+    try:
+        gold = gold_answer(gold)
+        if _is_written_as_gold(response, gold):
+            extracted: str | None = response.strip()
+        else:
+            extracted = extract_answer(response, last_number_fallback=last_number_fallback)
+    except Exception as err:  # noqa: BLE001 - the contract: a response never raises
+        message = f"unreadable response ({type(err).__name__})"
+        details = {"extracted": None, "gold": gold, "method": "guard", "message": message}
+        return Verdict(0.0, False, "parse_error", details)
+    return verify_answer(extracted, gold, timeout_s=timeout_s)
+
+
+def verify_answer(
+    answer: str | None, gold: str, *, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> Verdict:
+    """Score an answer already extracted from a response: ``verify`` without the extraction.
+
+    For envs that take the answer their own way (``find_boxed``, ``find_numbers``); the same
+    guards apply, including the one against restated arithmetic.
+
+    Args:
+        answer: the extracted answer, or None when the response had none ("no_answer").
+        gold: the reference answer (a whole solution is reduced to its final answer).
+        timeout_s: hard wall-clock limit of the sympy stage, in seconds.
+
+    Returns:
+        The ``Verdict`` that ``verify`` would give for a response with this answer.
+    """
+    details: dict[str, object] = {"extracted": answer, "gold": gold_answer(gold)}
+    if answer is None:
         return Verdict(0.0, False, "no_answer", {**details, "method": "extract"})
-    if is_unevaluated(extracted, gold):  # "733*94" restates the question (unevaluated.py)
-        return Verdict(0.0, False, "unevaluated", {**details, "method": "unevaluated"})
-    result = grade(extracted, gold, timeout_s=timeout_s)
+    result = _unevaluated(answer, gold) or grade(answer, gold, timeout_s=timeout_s)
     details["method"] = result.method
     if result.message:
         details["message"] = result.message

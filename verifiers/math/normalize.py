@@ -2,8 +2,11 @@ r"""String-level clean-up of a LaTeX answer before it is parsed.
 
 Removes what never changes the value: math delimiters, ``\left``/``\right``, spacing commands,
 ``\displaystyle``, text/unit wrappers (``\text{cm}``, ``\mbox{...}``), degree signs, dollar
-signs, thousands separators, a trailing full stop, "x \in" in front of a set. A percent sign is
-removed and remembered (``percent=True``) because 50% may be compared with 50 or with 0.5.
+signs, thousands separators (``10{,}000``; ``3{,}5`` is the decimal comma 3.5), a trailing full
+stop, "x \in" in front of a set. ``\emptyset`` and ``\varnothing`` become ``\{\}``; a degree
+sign inside a trigonometric function becomes radians (``\sin 60^\circ``), elsewhere it is
+dropped (``60^\circ`` is 60). A percent sign is removed and remembered (``percent=True``)
+because a gold 50% may be compared with 50 or with 0.5.
 Connecting words ("or", "and") become commas, so "x=1 or x=2" reads as a list.
 
 Every step is a regular expression without nested quantifiers or a single left-to-right scan:
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from verifiers.errors import AnswerParseError
 
@@ -36,7 +40,7 @@ _UNICODE = {
     "\u2265": "\\ge ",
     "\u2260": "\\ne ",
     "\u222a": "\\cup ",
-    "\u00b0": "",
+    "\u00b0": "^\\circ ",
     "\u2009": " ",
     "\u00a0": " ",
 }
@@ -56,31 +60,50 @@ _UNITS = frozenset(
     ways pages page points point base
     """.split()
 )
-_REPLACEMENTS = (
-    (re.compile(r"\\[dtc]frac(?![a-zA-Z])"), "\\\\frac"),
-    (re.compile(r"\\[dt]binom(?![a-zA-Z])"), "\\\\binom"),
-    (re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|Biggl|Biggr|big|Big|bigg|Bigg)"
-                r"(?![a-zA-Z])\s*\.?"), ""),
-    (re.compile(r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits)(?![a-zA-Z])"), ""),
-    (re.compile(r"\{,\}"), ""),
-    (re.compile(r"(\d),\\!\s*(?=\d{3})"), r"\1"),
-    (re.compile(r"(\d)\\,(?=\d{3}(?!\d))"), r"\1"),
-    (re.compile(r"(?<!\\)\\[!,;:> ]|\\q?quad(?![a-zA-Z])|~"), " "),
-    (re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ(?![a-zA-Z])|\\circ(?![a-zA-Z])"
-                r"|\\degree(?![a-zA-Z])"), ""),
-    (re.compile(r"\\\$|\$"), ""),
-    (re.compile(r"(?<!\\)\\[()\[\]]"), ""),
-    (re.compile(r"\\(?:infin|infinity)(?![a-zA-Z])|\binfinity\b"), "\\\\infty"),
-    (re.compile(r"\\(?:leq|leqslant)(?![a-zA-Z])"), "\\\\le"),
-    (re.compile(r"\\(?:geq|geqslant)(?![a-zA-Z])"), "\\\\ge"),
-    (re.compile(r"\\(?:neq)(?![a-zA-Z])"), "\\\\ne"),
-    (re.compile(r"\\(?:dots|ldots|cdots)(?![a-zA-Z])"), "\\\\ldots"),
+_TRIG_DEGREES = re.compile(
+    r"\\(sin|cos|tan|cot|sec|csc)\s*(\()?\s*(\d+(?:\.\d+)?)\s*"
+    r"(?:\^\s*\{\s*\\circ\s*\}|\^\s*\\circ(?![a-zA-Z])|\\degree(?![a-zA-Z])|\u00b0)\s*(\))?"
+)
+r"""``\sin 60^\circ``: a trigonometric function of degrees (elsewhere a degree sign is dropped)."""
+
+
+def _radians(match: re.Match[str]) -> str:
+    name, opened, degrees, closed = match.groups()
+    head = "(" if opened and not closed else ""  # "\cos(60^\circ + x)": keep the bracket open
+    tail = ")" if closed and not opened else ""
+    return f"\\{name}({head}{degrees}\\pi/180){tail}"
+
+
+_REPLACEMENTS: tuple[tuple[str, re.Pattern[str], Any], ...] = (  # (needle, pattern, repl)
+    ("\\", re.compile(r"\\[dtc]frac(?![a-zA-Z])"), "\\\\frac"),
+    ("\\", re.compile(r"\\[dt]binom(?![a-zA-Z])"), "\\\\binom"),
+    ("\\", re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|Biggl|Biggr|big|Big|bigg"
+                      r"|Bigg)(?![a-zA-Z])\s*\.?"), ""),
+    ("\\", re.compile(r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits)(?![a-zA-Z])"),
+     ""),
+    ("{,}", re.compile(r"(?<=\d)\{,\}(?=\d{3}(?!\d))"), ""),  # 10{,}000: a thousands separator
+    ("{,}", re.compile(r"(?<=\d)\{,\}(?=\d)"), "."),  # 3{,}5: a decimal comma
+    ("\\", re.compile(r"\\(?:emptyset|varnothing)(?![a-zA-Z])|\\\{\s*\\\}"), "\\{\\}"),
+    ("\\", re.compile(r"(\d),\\!\s*(?=\d{3})"), r"\1"),
+    ("\\", re.compile(r"(\d)\\,(?=\d{3}(?!\d))"), r"\1"),
+    ("", re.compile(r"(?<!\\)\\[!,;:> ]|\\q?quad(?![a-zA-Z])|~"), " "),
+    ("\\", _TRIG_DEGREES, _radians),
+    ("\\", re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ(?![a-zA-Z])|\\circ(?![a-zA-Z])"
+                      r"|\\degree(?![a-zA-Z])"), ""),
+    ("$", re.compile(r"\\\$|\$"), ""),
+    ("\\", re.compile(r"(?<!\\)\\[()\[\]]"), ""),
+    ("infin", re.compile(r"\\(?:infin|infinity)(?![a-zA-Z])|\binfinity\b"), "\\\\infty"),
+    ("\\", re.compile(r"\\(?:leq|leqslant)(?![a-zA-Z])"), "\\\\le"),
+    ("\\", re.compile(r"\\(?:geq|geqslant)(?![a-zA-Z])"), "\\\\ge"),
+    ("\\", re.compile(r"\\(?:neq)(?![a-zA-Z])"), "\\\\ne"),
+    ("\\", re.compile(r"\\(?:dots|ldots|cdots)(?![a-zA-Z])"), "\\\\ldots"),
 )
 _PERCENT = re.compile(r"\\%|%|\bpercent\b")
 _CONNECTIVES = re.compile(r"\s+(?:or|and)\s+", re.IGNORECASE)
 _MEMBERSHIP = re.compile(r"^[a-zA-Z]\s*\\in\s*")
 _LEADING = re.compile(r"^(?:\\approx|\\sim|=|:)\s*")
-_THOUSANDS = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+_THOUSANDS = re.compile(r"^[-+]?\d{1,3}(?:([, ])\d{3})(?:\1\d{3})*(?:\.\d+)?$")
+"""A whole answer grouped in thousands: ``1,234,567`` or ``1 234 567`` (one separator kind)."""
 _UNIT_POWER = re.compile(r"\s*\^\s*\{?\s*[23]\s*\}?")
 _ATTACHED_UNIT = re.compile(r"^(?P<value>.*\d)(?P<unit>[a-zA-Z]{2,})$")
 _PLAIN_NUMBER = re.compile(r"^[-+]?[\d.,]+$")
@@ -117,8 +140,9 @@ def normalize_answer(answer: str) -> NormalizedAnswer:
         if char in text:
             text = text.replace(char, replacement)
     text = _WHITESPACE.sub(" ", text)  # single spaces keep every later pattern linear
-    for pattern, replacement in _REPLACEMENTS:
-        text = pattern.sub(replacement, text)  # group references only in the thousands rules
+    for needle, pattern, replacement in _REPLACEMENTS:
+        if needle in text:  # most answers hold no backslash: skip the LaTeX rules at once
+            text = pattern.sub(replacement, text)  # group references only in thousands rules
     text = _WHITESPACE.sub(" ", text)
     text = _unwrap_text_commands(text)
     text, percent_count = _PERCENT.subn("", text)
@@ -127,7 +151,7 @@ def normalize_answer(answer: str) -> NormalizedAnswer:
     text = _WHITESPACE.sub(" ", text).strip()
     text = _strip_edges(text)
     if _THOUSANDS.match(text):
-        text = text.replace(",", "")
+        text = text.replace(",", "").replace(" ", "")
     return NormalizedAnswer(text=text, percent=percent_count > 0)
 
 

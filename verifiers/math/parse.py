@@ -2,8 +2,9 @@ r"""Parse a normalised LaTeX answer into a small, hashable answer tree (no sympy
 
 Answer structures (frozen dataclasses) hold expression trees (plain tuples):
 
-- ``("num", Fraction, approx)``: a literal; ``approx`` is True when it was written with a decimal
-  point (so it may be rounded);
+- ``("num", Fraction, approx)``: a literal; ``approx`` is False for an exact literal and, for one
+  written with a decimal point (so it may be rounded), half a unit of its last written digit
+  (``Fraction(1, 20)`` for ``2.5``, ``Fraction(50)`` for ``1.2e3``);
 - ``("sym", name)``: a variable (``x``, ``x_1``, ``\theta``);
 - ``("const", name)``: ``pi``, ``e``, ``i`` (imaginary unit) or ``oo`` (infinity);
 - ``("add", terms)``, ``("mul", factors)``, ``("div", a, b)``, ``("neg", a)``, ``("pow", a, b)``,
@@ -11,7 +12,10 @@ Answer structures (frozen dataclasses) hold expression trees (plain tuples):
 
 Conventions: ``e`` is Euler's number and ``i`` the imaginary unit; ``\log`` is the natural
 logarithm (``\log_b`` has base b); ``\sin^{-1}`` is ``\arcsin``; ``\sin 2x`` is ``sin(2x)``;
-``2\frac{1}{2}`` written alone is the mixed number 5/2.
+``2\frac{1}{2}``, ``1 \tfrac12`` and ``1 1/2`` written alone are mixed numbers (3/2); two
+numbers side by side (``2 3``) are not a product but an error; ``n!!`` is the double factorial;
+``101_2`` is a number in base 2; ``a:b`` is a ratio (``Ratio``); ``\operatorname{...}`` names
+only the functions listed in ``_FUNCTIONS``, and every function checks its number of arguments.
 
 The parser is recursive descent with hard limits on tokens and nesting, so it runs in time linear
 in its input and never overflows the stack.
@@ -31,6 +35,7 @@ __all__ = [
     "Bracketed",
     "Expr",
     "Matrix",
+    "Ratio",
     "Relation",
     "SetOf",
     "UnionOf",
@@ -66,6 +71,8 @@ _FUNCTIONS = frozenset(
     lg""".split()
 )
 _TRIG_INVERSE = {"sin": "arcsin", "cos": "arccos", "tan": "arctan"}
+_VARIADIC = frozenset({"gcd", "lcm", "max", "min"})
+"""Functions of one or more arguments; every other function of ``_FUNCTIONS`` takes exactly one."""
 _RELATIONS = {
     "=": "=", "<": "<", ">": ">", "<=": "<=", ">=": ">=", "\\le": "<=", "\\ge": ">=",
     "\\lt": "<", "\\gt": ">", "\\ne": "!=", "!=": "!=",
@@ -75,9 +82,22 @@ _DIVIDE = frozenset({"/", "\\div"})
 _VALUE_COMMANDS = _GREEK | _FUNCTIONS | {
     "frac", "sqrt", "binom", "pi", "infty", "lfloor", "lceil", "lvert", "operatorname", "e",
 }
-_MIXED_NUMBER = re.compile(r"^(-?)\s*(\d+)\s*\\frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\}$")
+_MIXED_NUMBERS = (
+    re.compile(r"^(-?)\s*(\d+)\s*\\frac\s*(?:\{\s*(\d+)\s*\}|(\d))\s*(?:\{\s*(\d+)\s*\}|(\d))$"),
+    re.compile(r"^(-?)\s*(\d+)\s+(\d+)()\s*/\s*(\d+)()$"),
+)
+r"""``2\frac{1}{2}``, ``1 \frac12`` and ``1 1/2`` written alone: mixed numbers (proper fraction)."""
+_TIME = re.compile(r"^\d{1,2}:\d{2}$")
+"""``10:30`` (also ``1:30 PM``): a time of day, compared term by term, never reduced to 1:3."""
 _CHOICE_STRICT = re.compile(r"^\(?\s*([A-J])\s*\)?$")
 _CHOICE_LENIENT = re.compile(r"^\(?\s*([A-J])\s*(?:\)|\.|:|$|\s)")
+_SEPARATOR = r"(?:(?i:or|and)\b|,|;|/|&|\\text\s*\{\s*(?i:or|and)\s*\})"
+_CHOICE_TOKEN = r"\(?\s*[A-J]\s*\)?"
+_ANOTHER_CHOICE = re.compile(
+    rf"\s*{_SEPARATOR}\s*{_CHOICE_TOKEN}(?![a-zA-Z])"  # "(C) or (D)", "C/D", "C, D is likely"
+    rf"|(?:\s*(?:{_SEPARATOR}\s*)?{_CHOICE_TOKEN}\s*)+[.]?$"  # nothing but choices: "C D"
+)
+"""After a choice letter: another one ("or (D)", " D", "/D"), which makes the answer a hedge."""
 
 ONE: Node = ("num", Fraction(1), False)
 INFINITY: Node = ("const", "oo")
@@ -129,14 +149,39 @@ class Matrix:
     rows: tuple[tuple[Node, ...], ...]
 
 
-Answer = Expr | Relation | Bracketed | SetOf | UnionOf | Matrix
+@dataclass(frozen=True)
+class Ratio:
+    """A ratio ``a:b`` (or ``a:b:c``).
+
+    ``clock`` is True when it is written like a time (``10:30``): then it only equals the same
+    terms (never ``1:3``).
+    """
+
+    terms: tuple[Node, ...]
+    clock: bool
+
+
+Answer = Expr | Relation | Bracketed | SetOf | UnionOf | Matrix | Ratio
 Token = tuple[str, str]
 
 
 def choice_letter(text: str, *, lenient: bool = False) -> str | None:
-    """The multiple-choice letter in ``text`` ("B", "(B)", and with ``lenient`` "(B) 42")."""
-    match = (_CHOICE_LENIENT if lenient else _CHOICE_STRICT).match(text.strip())
-    return match.group(1) if match else None
+    """The multiple-choice letter in ``text``: "B", "(B)" (``lenient``: "(B) 42", a lone "b").
+
+    With ``lenient``, a letter followed by another choice ("(C) or (D)", "C D", "C/D") is a
+    hedge, not the first letter: None.
+    """
+    text = text.strip()
+    if not lenient:
+        match = _CHOICE_STRICT.match(text)
+        return match.group(1) if match else None
+    lone = _CHOICE_STRICT.match(text.upper()) if len(text) <= 3 else None
+    if lone:
+        return lone.group(1)
+    match = _CHOICE_LENIENT.match(text)
+    if match is None or _ANOTHER_CHOICE.match(text, match.end()):
+        return None
+    return match.group(1)
 
 
 def parse_answer(text: str) -> Answer:
@@ -149,12 +194,14 @@ def parse_answer(text: str) -> Answer:
         plus = text.replace("\\pm", "+").replace("\\mp", "-")
         minus = text.replace("\\pm", "-").replace("\\mp", "+")
         return SetOf((parse_answer(plus), parse_answer(minus)), braces=False)
-    mixed = _MIXED_NUMBER.match(text)
-    if mixed:
-        sign, whole, num, den = mixed.groups()
-        if int(den) and int(num) < int(den):
-            value = int(whole) + Fraction(int(num), int(den))
-            return Expr(("num", -value if sign else value, False))
+    for pattern in _MIXED_NUMBERS:
+        mixed = pattern.match(text)
+        if mixed:
+            sign, whole, *parts = mixed.groups()
+            num, den = int(parts[0] or parts[1]), int(parts[2] or parts[3])
+            if 0 < num < den:
+                value = int(whole) + Fraction(num, den)
+                return Expr(("num", -value if sign else value, False))
     tokens = tokenize(text)
     if not tokens:
         raise AnswerParseError("empty answer")
@@ -235,7 +282,20 @@ def _structure(tokens: list[Token], level: int) -> Answer:
     items = _split_top(tokens, frozenset({",", ";"}))
     if len(items) > 1:
         return SetOf(tuple(_item(_nonempty(i), level + 1) for i in items), braces=False)
+    terms = _split_top(tokens, frozenset({":"}))
+    if len(terms) > 1:
+        return _ratio(terms)
     return _item(_nonempty(tokens), level)
+
+
+def _ratio(terms: list[list[Token]]) -> Ratio:
+    """``a:b:c``; each term one expression."""
+    nodes = tuple(_ExpressionParser(_nonempty(t)).parse() for t in terms)
+    if any(node[0] == "rel" for node in nodes):
+        raise AnswerParseError("a ratio's terms must be expressions")
+    written = f"{terms[0][0][1]}:{terms[1][0][1]}" if len(terms) == 2 and len(terms[0]) == 1 else ""
+    clock = _TIME.match(written) is not None  # "10:30", "1:30 PM"
+    return Ratio(nodes, clock)
 
 
 def _nonempty(tokens: list[Token]) -> list[Token]:
@@ -376,6 +436,8 @@ class _ExpressionParser:
                 self._next()
                 factors = [("div", _product(factors), self._unary())]
             elif self._starts_factor(token):
+                if token[0] == "num" and self.tokens[self.pos - 1][0] == "num":
+                    raise AnswerParseError("two numbers side by side")  # "2 3" is not 6
                 factors.append(self._power())
             else:
                 break
@@ -398,17 +460,21 @@ class _ExpressionParser:
             self._enter()
             exponent = self._unary()
             self.depth -= 1
-            base = ("pow", base, exponent)
-            while self._peek_value() == "!":
-                self._next()
-                base = ("fact", base)
+            base = self._factorials(("pow", base, exponent))
         return base
 
     def _postfix(self) -> Node:
-        node = self._primary()
+        return self._factorials(self._primary())
+
+    def _factorials(self, node: Node) -> Node:
+        """``n!`` and the double factorial ``n!!`` (``3!!`` is 3, not ``(3!)!``)."""
         while self._peek_value() == "!":
             self._next()
-            node = ("fact", node)
+            if self._peek_value() == "!":
+                self._next()
+                node = ("fn", "factorial2", (node,))
+            else:
+                node = ("fact", node)
         return node
 
     def _starts_factor(self, token: Token) -> bool:
@@ -427,7 +493,7 @@ class _ExpressionParser:
         if kind == "num":
             node = _number(value)
             if self._peek_value() == "_":
-                node = ("sym", value + "_" + self._subscript())
+                node = _based_number(value, self._subscript())
         elif kind == "id":
             node = self._identifier(value)
         elif value in ("(", "[", "{"):
@@ -492,7 +558,10 @@ class _ExpressionParser:
         if name in _GREEK:
             return ("sym", name)
         if name == "operatorname":
-            return self._function(self._word_argument())
+            word = self._word_argument()
+            if word not in _FUNCTIONS:  # internal names (root, binom, fact...) are not readable
+                raise AnswerParseError(f"unsupported function \\operatorname{{{word}}}")
+            return self._function(word)
         if name in _FUNCTIONS:
             return self._function(name)
         raise AnswerParseError(f"unsupported command \\{name}")
@@ -549,6 +618,9 @@ class _ExpressionParser:
                     break
                 factors.append(self._power())
             args = [_product(factors)]
+        if not args or (name not in _VARIADIC and len(args) != 1):
+            wanted = "one or more arguments" if name in _VARIADIC else "one argument"
+            raise AnswerParseError(f"\\{name} takes {wanted}, got {len(args)}")
         if power == ("neg", ONE) and name in _TRIG_INVERSE:
             name, power = _TRIG_INVERSE[name], None
         node: Node = ("fn", name, tuple(args))
@@ -563,15 +635,32 @@ def _product(factors: list[Node]) -> Node:
     return factors[0] if len(factors) == 1 else ("mul", tuple(factors))
 
 
+def _based_number(digits: str, base: str) -> Node:
+    """``101_2``: a number written in base 2..36 (digits 0-9 only).
+
+    Other subscripts name a symbol as before (``3_x``).
+    """
+    if base.isdigit() and 2 <= int(base) <= 36 and digits.isdigit():
+        try:
+            return ("num", Fraction(int(digits, int(base))), False)
+        except ValueError as err:
+            raise AnswerParseError(f"{digits} is not a number in base {base}") from err
+    return ("sym", digits + "_" + base)
+
+
 def _number(text: str) -> Node:
     """A numeric literal; huge decimal exponents stay symbolic (``m * 10^k``)."""
     mantissa, _, exponent = text.lower().partition("e")
-    approx = "." in mantissa
     try:
+        approx: Fraction | bool = False
+        if "." in mantissa:  # half a unit of the last digit written: what rounding may hide
+            approx = Fraction(1, 2 * 10 ** len(mantissa.partition(".")[2]))
         if exponent and abs(int(exponent)) > MAX_DECIMAL_EXPONENT:
             power = ("num", Fraction(int(exponent)), False)
             ten_power = ("pow", ("num", Fraction(10), False), power)
             return ("mul", (("num", Fraction(mantissa), approx), ten_power))
+        if approx and exponent:
+            approx = approx * Fraction(10) ** int(exponent)
         return ("num", Fraction(text), approx)
     except ValueError as err:  # e.g. more digits than int() accepts
         raise AnswerParseError(f"cannot read the number {text[:40]!r}") from err

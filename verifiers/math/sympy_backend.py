@@ -99,6 +99,11 @@ def _function(name: str, args: list[sympy.Expr]) -> sympy.Expr:
         return sympy.root(value, degree)
     if name == "lg":
         return sympy.log(args[0], 10)
+    if name in ("gcd", "lcm") and not all(arg.is_integer and arg.is_number for arg in args):
+        # sympy's gcd of symbols is the polynomial gcd (gcd(x, y) = 1): keep it unevaluated
+        return sympy.Function(name.upper())(*args)
+    if name == "factorial2":
+        return sympy.factorial2(args[0])
     if name not in _FUNCTIONS:
         raise AnswerParseError(f"unknown function {name!r}")
     return _FUNCTIONS[name](*args)
@@ -117,6 +122,8 @@ def sympy_scalar_equal(a: Node, b: Node) -> bool | None:
     difference = sympy.simplify(left - right)
     if difference == 0:
         return True
+    if not difference.free_symbols and difference.is_zero is False:
+        return False  # a proven nonzero constant, however small (e^{-80} is not 0)
     approx = has_approx(a) or has_approx(b)
     symbols = sorted(left.free_symbols | right.free_symbols, key=lambda s: s.name)
     points = SAMPLE_POINTS[:N_POINTS] if symbols else [[]]
