@@ -312,7 +312,8 @@ class RolloutConfig:
             ``trainer.threads``), ``lean``.
         sglang: the SGLang engine's options (``agents.sglang.SGLangOptions``): ``url`` to
             attach to (null launches a server on the policy), ``weight_sync`` (``auto``,
-            ``distributed`` or ``disk``), ``bucket_mb``, ``python`` (the server's venv), ``launch_args``, ...
+            ``distributed`` or ``disk``), ``bucket_mb``, ``python`` (the server's venv),
+            ``launch_args``, ...
         max_logprob_diff: the sync guard: the run stops when a step's ``rollout/logprob_diff``
             (engine vs learner logprobs, token mean) exceeds it; null picks the default for the
             engine's dtype (``rlvr.training.sync_guard``), ``.inf`` disables it.
