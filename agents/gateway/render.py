@@ -25,6 +25,7 @@ from agents.errors import ChatTemplateError
 from verifiers.tools import ToolCall, parse_tool_calls
 
 TOOL_CALL_END = "</tool_call>"
+TOOL_CALL_BLOCK = "<tool_call>\n{}\n</tool_call>"
 
 
 @dataclass(frozen=True)
@@ -82,11 +83,34 @@ class Templates:
         self.end_ids = frozenset(ends)
         ids = tokenizer.encode(TOOL_CALL_END, add_special_tokens=False)
         self.tool_stop_id: int | None = ids[0] if len(ids) == 1 else None
+        template = getattr(tokenizer, "chat_template", None)
+        self.inline_tool_calls = "tool_calls" not in (template if isinstance(template, str)
+                                                      else str(template or ""))
+
+    def prepare(self, messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Messages as the template renders them.
+
+        A template that never reads ``tool_calls`` would drop an assistant's calls; for such a
+        template they are written into the content as the Hermes blocks the model generates.
+        """
+        if not self.inline_tool_calls:
+            return list(messages)
+        out = []
+        for m in messages:
+            if m.get("role") == "assistant" and m.get("tool_calls"):
+                blocks = [TOOL_CALL_BLOCK.format(json.dumps(
+                    {"name": c["function"]["name"], "arguments": c["function"]["arguments"]}))
+                    for c in m["tool_calls"]]
+                text = "\n".join([m["content"], *blocks] if m.get("content") else blocks)
+                m = {k: v for k, v in m.items() if k != "tool_calls"} | {"content": text}
+            out.append(m)
+        return out
 
     def render(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None
                ) -> list[int]:
         """The whole conversation plus the generation prompt."""
-        return render_chat(self.tokenizer, messages, tools, add_generation_prompt=True)
+        return render_chat(self.tokenizer, self.prepare(messages), tools,
+                           add_generation_prompt=True)
 
     def encode(self, text: str) -> list[int]:
         """A completions prompt's ids (the tokenizer's special tokens, e.g. a BOS, included)."""

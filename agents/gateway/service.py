@@ -137,7 +137,7 @@ class Gateway:
                 parent, new = found
                 done = capture.context(parent)
                 closing = t.delta.turn_close(done[len(capture.calls[parent[0]].prompt_ids):])
-                prompt = done + closing + t.delta.env_delta(new, req.tools)
+                prompt = done + closing + t.delta.env_delta(t.prepare(new), req.tools)
         if prompt is None:
             prompt = self._render(req)
             if capture is not None:
