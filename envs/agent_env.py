@@ -97,7 +97,7 @@ class AgentEnv(TextEnv):
 
             self.base: Any = make(env, **kwargs)
         else:
-            if verifier is None:
+            if verifier is None or source is None:
                 raise EnvArgumentError("source=... needs verifier=(answer, task) -> Verdict")
             from envs.verifier_env import VerifierEnv
 

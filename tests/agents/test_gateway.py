@@ -12,23 +12,15 @@ import json
 
 import openai
 import pytest
-from gateway_helpers import ADD_TOOL, ANSWER, QUESTION, arguments, tool_model
+from gateway_helpers import ADD_TOOL, ANSWER, QUESTION, arguments
 
 from agents.engine import SamplingParams
 from agents.gateway import Gateway
 from agents.gateway.http import http_client_module
 from agents.gateway.server import GatewayServer
-from agents.hf_engine import TransformersEngine
 
 httpx = http_client_module()
 USER = [{"role": "user", "content": QUESTION}]
-
-
-@pytest.fixture(scope="module")
-def tool_engine(tiny_tokenizer):
-    engine = TransformersEngine(tool_model(tiny_tokenizer), tiny_tokenizer, max_batch_size=8)
-    yield engine
-    engine.close()
 
 
 @pytest.fixture(scope="module")
