@@ -114,6 +114,12 @@ class AgentEnv(TextEnv):
         """The wrapped env's task count."""
         return int(self.base.unwrapped.num_tasks)
 
+    def __getattr__(self, name: str) -> Any:
+        """Other attributes are the wrapped env's (``task``, ``toolset``, ``max_turns``, ...)."""
+        if name.startswith("_") or "base" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.base.unwrapped, name)
+
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[list[Message], dict[str, Any]]:
         """The wrapped env's ``reset``: the task's opening messages and info."""

@@ -1,6 +1,6 @@
-"""``rlvr serve --model PATH``: an OpenAI-compatible endpoint on a checkpoint, for evaluation and
-manual use (``agents.gateway``).
+"""``rlvr serve --model PATH``: an OpenAI-compatible endpoint on a checkpoint.
 
+For evaluation and manual use (``agents.gateway``).
 Binds 127.0.0.1 by default (local clients only); ``--api-key`` makes every request send
 ``Authorization: Bearer <key>``. Any OpenAI client then talks to ``http://HOST:PORT/v1``.
 """
