@@ -159,7 +159,7 @@ class EpisodeCapture:
         Raises:
             TokenMismatchError: ``check`` found a row that differs from what the engine saw.
         """
-        continued = {n.parent for n in self.calls if n.parent is not None}
+        continued = {n.parent for n in self.calls if n.parent is not None and n.choices}
         leaves = [(k, c) for k, n in enumerate(self.calls) for c in range(len(n.choices))
                   if (k, c) not in continued]
         done = [n for n in self.calls if n.choices]
@@ -171,7 +171,7 @@ class EpisodeCapture:
         leaves.sort(key=lambda leaf: (not self._on_chain(last, leaf), leaf))
         trained: set[tuple[int, int]] = set()
         rows = []
-        for leaf in leaves:
+        for leaf in leaves:  # (a call that failed has no choices: not part of any row)
             chain = self._chain(leaf)
             root = self.calls[chain[0][0]]
             record = EpisodeRecord(list(root.prompt_ids), keep_contexts=check)
