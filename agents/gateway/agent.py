@@ -94,8 +94,8 @@ class AgentPlayer:
             self.gateway.close_episode(capture.key)
             await http.aclose()
         state.turns = len(capture.calls)
-        state.tool_calls_seen = sum(len((c.message or {}).get("tool_calls") or [])
-                                    for n in capture.calls for c in n.choices)
+        state.tool_calls_seen = sum(_tool_calls(c.message) for n in capture.calls
+                                    for c in n.choices)
         reward = 0.0
         if state.exc is None and not capture.calls:
             state.fail(RuntimeError("the agent made no model call: nothing to train on"))
@@ -129,7 +129,7 @@ class AgentPlayer:
         if last is not None and last.choices and last.choices[0].message is not None:
             messages.append(last.choices[0].message)
         outcome = EpisodeOutcome(verdict=state.verdict, answer=state.answer, turns=state.turns,
-                                 tool_calls=state.tool_calls_seen, tool_errors=state.tool_errors,
+                                 tool_calls=state.tool_calls_seen, tool_errors=None,
                                  error=state.error)
         trajectories = []
         for k, record in enumerate(rows_records):
@@ -150,3 +150,15 @@ class AgentPlayer:
         main = trajectories[0]
         main.extra_rows = trajectories[1:]
         return main
+
+
+def _tool_calls(message: dict[str, Any] | None) -> int:
+    """Tool calls in a returned message.
+
+    Its ``tool_calls``, else the ``<tool_call>`` tags in its text (an agent that reads the calls
+    from the content), as the runner counts them.
+    """
+    if not message:
+        return 0
+    calls = message.get("tool_calls") or []
+    return len(calls) if calls else str(message.get("content") or "").count("<tool_call>")
