@@ -3,7 +3,8 @@ gateway in-process (the ``openai.AsyncOpenAI`` client over httpx's ASGI transpor
 runner plays agent functions), and over real HTTP (uvicorn on 127.0.0.1).
 
 Each call renders a short chat (one user message) and generates ``--tokens`` tokens greedily on
-the tiny quickstart model (transformers engine); "in-process, episode" opens a fresh episode
+the tiny quickstart model (transformers engine), the paths interleaved call by call;
+"in-process, episode" opens a fresh episode
 endpoint per call (a client per episode, the call kept token-exact), as the runner does for agent
 functions. ``sequential``: one call at a time, median
 milliseconds per call; ``concurrent``: ``--concurrency`` calls in flight, calls per second. The
@@ -49,26 +50,34 @@ async def _client_call(client: Any, tokens: int) -> Any:
     return reply.choices[0].message.content
 
 
-async def _measure(call: Any, calls: int, concurrency: int) -> dict[str, float]:
-    for _ in range(5):  # warm-up
-        await call()
-    times = []
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        await call()
-        times.append(time.perf_counter() - t0)
-    gate = asyncio.Semaphore(concurrency)
-
-    async def one() -> None:
-        async with gate:
+async def _measure(paths: dict[str, Any], calls: int, concurrency: int
+                   ) -> dict[str, dict[str, float]]:
+    """Sequential latency with the paths interleaved call by call (load drifts hit all alike),
+    then each path's throughput with ``concurrency`` calls in flight."""
+    for call in paths.values():  # warm-up
+        for _ in range(5):
             await call()
+    times: dict[str, list[float]] = {name: [] for name in paths}
+    for _ in range(calls):
+        for name, call in paths.items():
+            t0 = time.perf_counter()
+            await call()
+            times[name].append(time.perf_counter() - t0)
+    out = {}
+    for name, call in paths.items():
+        gate = asyncio.Semaphore(concurrency)
 
-    t0 = time.perf_counter()
-    await asyncio.gather(*(one() for _ in range(calls)))
-    wall = time.perf_counter() - t0
-    return {"ms_per_call": 1000 * statistics.median(times),
-            "ms_p90": 1000 * sorted(times)[int(0.9 * len(times))],
-            "calls_per_s": calls / wall}
+        async def one(call: Any = call, gate: asyncio.Semaphore = gate) -> None:
+            async with gate:
+                await call()
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(calls)))
+        wall = time.perf_counter() - t0
+        ts = sorted(times[name])
+        out[name] = {"ms_per_call": 1000 * statistics.median(ts),
+                     "ms_p90": 1000 * ts[int(0.9 * len(ts))], "calls_per_s": calls / wall}
+    return out
 
 
 def main() -> None:
@@ -95,13 +104,14 @@ def main() -> None:
     engine = TransformersEngine(model, tokenizer, max_batch_size=args.concurrency)
     gateway = Gateway(engine, tokenizer, model_name="tiny")
     httpx = http_client_module()
-    results: dict[str, dict[str, float]] = {}
+    server = GatewayServer(gateway).start()
 
-    async def in_process() -> None:
+    async def run() -> dict[str, dict[str, float]]:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(gateway)),
                                      base_url="http://gateway") as http:
             client = openai.AsyncOpenAI(base_url="http://gateway/v1", api_key="x",
                                         http_client=http, max_retries=0)
+            remote = openai.AsyncOpenAI(base_url=server.url, api_key="x", max_retries=0)
 
             async def on_episode() -> Any:  # as the runner: an endpoint per episode, kept
                 episode = gateway.open_episode()
@@ -113,23 +123,18 @@ def main() -> None:
                 finally:
                     gateway.close_episode(episode.capture.key)
 
-            results["direct"] = await _measure(lambda: _direct(engine, gateway, args.tokens),
-                                               args.calls, args.concurrency)
-            results["gateway in-process"] = await _measure(
-                lambda: _client_call(client, args.tokens), args.calls, args.concurrency)
-            results["in-process, episode"] = await _measure(on_episode, args.calls,
-                                                            args.concurrency)
+            return await _measure({
+                "direct": lambda: _direct(engine, gateway, args.tokens),
+                "gateway in-process": lambda: _client_call(client, args.tokens),
+                "in-process, episode": on_episode,
+                "gateway HTTP": lambda: _client_call(remote, args.tokens),
+            }, args.calls, args.concurrency)
 
-    asyncio.run(in_process())
-    with GatewayServer(gateway) as server:
-        async def over_http() -> None:
-            client = openai.AsyncOpenAI(base_url=server.url, api_key="x", max_retries=0)
-            results["gateway HTTP"] = await _measure(lambda: _client_call(client, args.tokens),
-                                                     args.calls, args.concurrency)
-            await client.close()
-
-        asyncio.run(over_http())
-    engine.close()
+    try:
+        results = asyncio.run(run())
+    finally:
+        server.stop()
+        engine.close()
     base = results["direct"]["ms_per_call"]
     print(f"{'path':<20} {'ms/call (median)':>17} {'p90':>8} {'overhead ms':>12} "
           f"{'calls/s @' + str(args.concurrency):>14}")
