@@ -115,9 +115,8 @@ def main() -> None:
 
             async def on_episode() -> Any:  # as the runner: an endpoint per episode, kept
                 episode = gateway.open_episode()
-                ep = openai.AsyncOpenAI(
-                    base_url=f"http://gateway/episodes/{episode.capture.key}/v1", api_key="x",
-                    http_client=http, max_retries=0)
+                ep = client.with_options(
+                    base_url=f"http://gateway/episodes/{episode.capture.key}/v1")
                 try:
                     return await _client_call(ep, args.tokens)
                 finally:
