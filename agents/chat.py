@@ -70,14 +70,7 @@ class ChatRenderer:
         add_generation_prompt: bool = False,
     ) -> list[int]:
         """Token ids of ``messages`` rendered by the chat template."""
-        out = self.tokenizer.apply_chat_template(
-            list(messages),
-            tools=list(tools) if tools else None,
-            add_generation_prompt=add_generation_prompt,
-            tokenize=True,
-        )
-        ids = out["input_ids"] if not isinstance(out, list) else out
-        return [int(t) for t in ids]
+        return render_chat(self.tokenizer, messages, tools, add_generation_prompt)
 
     def prompt_ids(
         self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = None
@@ -200,6 +193,23 @@ class ChatRenderer:
                 f"turn (at token {_first_diff(a, b)}); templates that drop past reasoning cannot "
                 "be used for token-exact multi-turn rollouts"
             )
+
+
+def render_chat(
+    tokenizer: Any,
+    messages: Sequence[Message],
+    tools: Sequence[dict[str, Any]] | None = None,
+    add_generation_prompt: bool = False,
+) -> list[int]:
+    """Token ids of ``messages`` rendered by ``tokenizer``'s chat template (no checks)."""
+    out = tokenizer.apply_chat_template(
+        list(messages),
+        tools=list(tools) if tools else None,
+        add_generation_prompt=add_generation_prompt,
+        tokenize=True,
+    )
+    ids = out["input_ids"] if not isinstance(out, list) else out
+    return [int(t) for t in ids]
 
 
 def _prompt_key(

@@ -34,6 +34,10 @@ holds the last ``info["verdict"]`` as the env made it, the extracted answer (``i
 else the verdict's ``details["extracted"]``), the turns, the tool calls and tool errors, and the
 error. Envs only return gymnasium's Verdict/info; training metrics and evaluation read the outcome.
 
+An ``envs.AgentEnv`` (an agent function registered as an env) is played by its agent through
+the gateway instead (``agents.gateway.agent``): the same trajectories, one per episode, with
+``extra_rows`` when the agent's calls did not extend each other.
+
 Env messages returned with the final step (or when the turn budget ends the episode) are kept in
 ``metadata["messages"]`` but not appended as tokens: the sequence always ends with a model token.
 A model turn cut off by its token budget is kept there too (as the text it got to), but never
@@ -60,6 +64,7 @@ from agents.errors import EngineAbortedError, EnvContractError, RunnerConfigErro
 from agents.event_loop import KeptLoop
 from agents.opening import OpenAheadJob, Opening
 from agents.runner_config import EpisodeSpec, RunnerConfig, group_specs, turn_seed
+from envs.agent_env import AgentEnv
 from envs.base import Message
 from rlvr.data import Trajectory
 
@@ -99,6 +104,7 @@ class EpisodeRunner:
         self._opener: concurrent.futures.ThreadPoolExecutor | None = None
         self._openings: list[Opening] = []
         self._loop = KeptLoop()
+        self._agents: Any = None
 
     # ------------------------------------------------------------------ public API
     def run(
@@ -372,6 +378,14 @@ class EpisodeRunner:
         opened: EpisodeState | None = None,
     ) -> Trajectory:
         state = opened if opened is not None else await self._open(index, spec, key)
+        if state.exc is None and isinstance(getattr(state.env, "unwrapped", None), AgentEnv):
+            try:  # an agent function's episode: played through the gateway
+                traj = await self._agent_player().play(index, state, base_seed, self._env_call,
+                                                       self._pad_id)
+                state.reusable = key is not None and state.exc is None
+                return traj
+            finally:
+                await self._release(state)
         try:
             if state.exc is None:
                 state.finish_reason = await self._turns(index, state, base_seed)
@@ -386,6 +400,14 @@ class EpisodeRunner:
         if state.record is not None and self.config.check_token_exact:
             state.record.check()
         return state.to_trajectory(self._pad_id)
+
+    def _agent_player(self) -> Any:
+        """The ``agents.gateway.agent.AgentPlayer`` of this runner (made on first use)."""
+        if self._agents is None:
+            from agents.gateway.agent import AgentPlayer
+
+            self._agents = AgentPlayer(self.engine, self.tokenizer, self.config, self.renderer)
+        return self._agents
 
     def _fail(self, index: int, state: EpisodeState, exc: BaseException) -> None:
         """End ``state``'s episode with an error (logged with its task)."""

@@ -4,6 +4,7 @@ Importing this package registers the built-in ids (``rlvr/Math-v0``, ``rlvr/Code
 ``rlvr/ToolUse-v0``) with gymnasium; :func:`make` builds one by id with helpful errors.
 """
 
+from envs.agent_env import AgentEnv, AgentTask, register_agent
 from envs.base import Message, TextEnv
 from envs.check import CheckReport, CheckResult, check_env, task_reference
 from envs.code_env import CodeEnv
@@ -50,6 +51,8 @@ from envs.verifier_env import Verifier, VerifierEnv
 register_builtins()
 
 __all__ = [
+    "AgentEnv",
+    "AgentTask",
     "BUILTIN_ENVS",
     "NAMESPACE",
     "ArithmeticSource",
@@ -90,6 +93,7 @@ __all__ = [
     "check_env",
     "function_schema",
     "import_plugins",
+    "register_agent",
     "list_envs",
     "list_suites",
     "load_suite",

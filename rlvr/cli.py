@@ -5,7 +5,8 @@ key or a bad value stops here, before any work, with a message naming the key) a
 ``rlvr.trainer.train``. ``rlvr eval ...`` parses its arguments here and runs
 ``rlvr.evaluate.evaluate``, then prints the summary table.
 ``rlvr check-env ENV_ID [--import MODULE]`` runs ``envs.check_env(env, deep=True)`` and prints
-its table (exit code 1 when a check failed).
+its table (exit code 1 when a check failed). ``rlvr serve --model PATH`` serves a checkpoint
+behind an OpenAI-compatible API (``rlvr.serve``).
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from typing import Any
 from envs.errors import EnvError
 from rlvr.errors import RlvrError
 
-USAGE = """usage: rlvr {train,eval,check-env} ...
+USAGE = """usage: rlvr {train,eval,check-env,serve} ...
 
   rlvr train CONFIG [key=value ...] [--import MODULE]   train with a YAML config
   rlvr eval --model PATH --suite NAME [...]            evaluate checkpoints (rlvr eval -h)
   rlvr check-env ENV_ID [--import MODULE]              check an env's contract and hackability
+  rlvr serve --model PATH [--host H] [--port P]        an OpenAI-compatible API on a checkpoint
 """
 
 
@@ -212,8 +214,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return eval_main(rest)
     if command == "check-env":
         return check_env_main(rest)
-    print(f"rlvr: error: unknown command {command!r}; allowed: train, eval, check-env\n{USAGE}",
-          file=sys.stderr)
+    if command == "serve":
+        from rlvr.serve import serve_main
+
+        return serve_main(rest)
+    print(f"rlvr: error: unknown command {command!r}; allowed: train, eval, check-env, "
+          f"serve\n{USAGE}", file=sys.stderr)
     return 2
 
 

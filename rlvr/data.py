@@ -105,6 +105,11 @@ class Trajectory:
         outcome: the verdict, answer, turns, tool calls and error of the episode.
         metadata: the rest, JSON-serialisable: ``messages`` (the chat), ``n_model_tokens``,
             ``n_env_tokens``, ``reset_seed``.
+        extra_rows: more rows of the same episode, for an episode whose token sequence broke
+            (an agent behind ``agents.gateway`` edited its history, or sampled several choices):
+            each is token-exact on its own and carries the episode's reward on its last model
+            token. ``RolloutBatch.from_trajectories`` collates them right after this row (same
+            group); the episode's reward, outcome and metrics are this row's.
     """
 
     prompt_ids: list[int]
@@ -118,6 +123,7 @@ class Trajectory:
     finish_reason: str = "stop"
     outcome: EpisodeOutcome = field(default_factory=EpisodeOutcome)
     metadata: dict[str, Any] = field(default_factory=dict)
+    extra_rows: list[Trajectory] = field(default_factory=list)
 
     @property
     def reward(self) -> float:
@@ -348,6 +354,8 @@ class RolloutBatch:
         """
         if len(trajectories) == 0:
             raise BatchError("trajectories is empty; need at least one to collate")
+        if any(t.extra_rows for t in trajectories):
+            trajectories = [row for t in trajectories for row in (t, *t.extra_rows)]
         for row, traj in enumerate(trajectories):
             _check_trajectory(row, traj)
         longest = max(len(t.response_ids) for t in trajectories)

@@ -242,6 +242,9 @@ class MetricsLogger:
 def rollout_metrics(trajs: Sequence[Trajectory], device: torch.device) -> dict[str, float]:
     """Reward mean/std, accuracy, response length, turns and finish reasons over all ranks.
 
+    ``gateway/prefix_breaks`` sums the episodes' ``metadata["gateway_prefix_breaks"]``: calls of
+    gateway agents whose prompt did not extend an earlier call (``agents.gateway.capture``).
+
     ``reward/accuracy`` is the share of ``Trajectory.passed`` episodes (what eval's pass@1 counts).
     """
     rewards = [t.reward for t in trajs]
@@ -251,6 +254,7 @@ def rollout_metrics(trajs: Sequence[Trajectory], device: torch.device) -> dict[s
         len(trajs), sum(rewards), sum(r * r for r in rewards), sum(t.passed for t in trajs),
         sum(lengths), sum(turns), sum(t.finish_reason == "length" for t in trajs),
         sum(t.finish_reason == "error" for t in trajs),
+        sum(t.metadata.get("gateway_prefix_breaks", 0) for t in trajs),
     ], device)
     n = max(sums[0], 1.0)
     mean = sums[1] / n
@@ -260,4 +264,5 @@ def rollout_metrics(trajs: Sequence[Trajectory], device: torch.device) -> dict[s
         "response/length_mean": sums[4] / n, "response/turns_mean": sums[5] / n,
         "response/clip_ratio": sums[6] / n, "response/error_ratio": sums[7] / n,
         "perf/rollout_tokens": sums[4],
+        "gateway/prefix_breaks": sums[8],
     }

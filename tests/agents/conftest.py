@@ -39,3 +39,16 @@ def frequent_stops(tiny_tokenizer) -> tuple[int, ...]:
                                               "</tool_response>"])
     )
     return tuple(i for i in range(len(tiny_tokenizer)) if i % 4 == 1 and i not in special)
+
+
+@pytest.fixture(scope="session")
+def tool_engine(tiny_tokenizer):
+    """The transformers engine on a one-layer tiny model taught one tool conversation
+    (``gateway_helpers.tool_model``): greedy requests get real tool calls."""
+    from gateway_helpers import tool_model
+
+    from agents.hf_engine import TransformersEngine
+
+    engine = TransformersEngine(tool_model(tiny_tokenizer), tiny_tokenizer, max_batch_size=16)
+    yield engine
+    engine.close()

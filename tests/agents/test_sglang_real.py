@@ -288,3 +288,70 @@ def test_training_on_the_real_server_keeps_the_gap_at_fp32_level(server, tiny_mo
         assert max(diffs) < 1e-4
     finally:
         server.update_weights(str(tiny_model_path))
+
+
+def test_the_gateway_serves_openai_clients_on_real_sglang(server, local, tiny_tokenizer):
+    """The gateway in front of the real server: chat with n and logprobs, streaming, token-id
+    completions; the returned logprobs are the server's, equal to transformers' at fp32."""
+    import openai
+
+    from agents.gateway import Gateway
+    from agents.gateway.server import GatewayServer
+
+    gateway = Gateway(server, tiny_tokenizer, model_name="tiny")
+    user = [{"role": "user", "content": "what is two plus two"}]
+    with GatewayServer(gateway) as srv:
+        episode = gateway.open_episode()
+        client = openai.OpenAI(base_url=srv.url, api_key="x", max_retries=0)
+        on_episode = openai.OpenAI(base_url=srv.url.replace(
+            "/v1", f"/episodes/{episode.capture.key}/v1"), api_key="x", max_retries=0)
+        out = on_episode.chat.completions.create(model="tiny", messages=user, n=2, max_tokens=8,
+                                                 temperature=1.0, logprobs=True)
+        [call] = episode.capture.calls
+        assert call.prompt_ids == gateway.templates.render(user, None)
+        for choice, kept in zip(out.choices, call.choices):
+            got = [t.logprob for t in choice.logprobs.content]
+            assert got == pytest.approx(kept.logprobs[: len(got)], abs=1e-6)
+            ref = _logprobs(local, call.prompt_ids, kept.token_ids, 1.0)
+            assert float((ref - torch.tensor(kept.logprobs)).abs().max()) < TOL
+        chunks = list(client.chat.completions.create(model="tiny", messages=user, max_tokens=6,
+                                                     stream=True))
+        assert chunks[-1].choices[0].finish_reason in ("stop", "length")
+        text = client.completions.create(model="tiny", prompt=PROMPTS[0], max_tokens=5,
+                                         temperature=0)
+        greedy = asyncio.run(server.generate(PROMPTS[0], SamplingParams(
+            temperature=0, max_new_tokens=5, stop_token_ids=tuple(sorted(
+                gateway.templates.end_ids)))))
+        assert text.choices[0].text == gateway.templates.reply_text(greedy.token_ids, ())[0]
+
+
+def test_an_agent_function_on_real_sglang_is_token_exact(server, local, tiny_tokenizer):
+    from agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
+    from envs.agent_env import AgentEnv
+    from verifiers import Verdict
+
+    async def two_turn_agent(client, task):
+        messages = list(task.messages)
+        for _ in range(2):
+            reply = await client.chat.completions.create(model="policy", messages=messages)
+            messages += [reply.choices[0].message.model_dump(exclude_none=True),
+                         {"role": "user", "content": "are you sure?"}]
+        return reply.choices[0].message.content
+
+    def grade(answer, task):
+        return Verdict(score=1.0, passed=True, reason="correct")
+
+    tasks = [{"id": "q", "question": "what is two plus two"}]
+    runner = EpisodeRunner(server, tiny_tokenizer, RunnerConfig(
+        max_turns=3, max_tokens_per_turn=8, max_response_tokens=200, check_token_exact=True))
+    try:
+        trajs = runner.run([EpisodeSpec(env_factory=lambda: AgentEnv(
+            two_turn_agent, source=tasks, verifier=grade), seed=0)], group_size=3)
+    finally:
+        runner.close()
+    for traj in trajs:
+        assert traj.finish_reason == "stop" and traj.reward == 1.0 and not traj.extra_rows
+        assert traj.outcome.turns == 2
+        mask = torch.tensor(traj.response_mask, dtype=torch.bool)
+        ref = _logprobs(local, traj.prompt_ids, traj.response_ids, 1.0)
+        assert float((ref - torch.tensor(traj.rollout_logprobs))[mask].abs().max()) < TOL

@@ -1,0 +1,135 @@
+"""The gateway's HTTP routes (FastAPI): ``/v1/...`` and each episode's ``/episodes/{key}/v1/...``.
+
+Routes: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models``; the same
+under ``/episodes/{key}`` for an episode's endpoint (``Gateway.open_episode``). Every error is an
+OpenAI error object: 400 for a malformed request (naming the field), 401 for a wrong API key,
+404 for an unknown route or episode, 405 for a wrong method; an unexpected failure is a 500 with
+``type: server_error`` (and is logged), never a bare traceback.
+"""
+
+# No ``from __future__ import annotations`` here: FastAPI reads the route functions' annotations
+# (``Request``, imported inside ``create_app`` because fastapi is optional) at definition time.
+import json
+import logging
+from typing import Any
+
+from agents.errors import MissingDependencyError
+from agents.gateway.protocol import GatewayHTTPError, parse_chat, parse_completion
+from agents.gateway.responses import (
+    chat_chunks,
+    chat_response,
+    completion_chunks,
+    completion_response,
+)
+from agents.gateway.service import Gateway
+
+logger = logging.getLogger(__name__)
+
+
+def create_app(gateway: Gateway) -> Any:
+    """The FastAPI application serving ``gateway``.
+
+    Raises:
+        MissingDependencyError: fastapi is not installed (``pip install 'rlvr[gateway]'``).
+    """
+    try:
+        from fastapi import FastAPI, Request
+        from fastapi.exceptions import RequestValidationError
+        from fastapi.responses import JSONResponse, StreamingResponse
+        from starlette.exceptions import HTTPException
+    except ImportError as exc:  # pragma: no cover - the gateway extra is missing
+        raise MissingDependencyError(
+            "the gateway needs fastapi and uvicorn: pip install 'rlvr[gateway]'") from exc
+
+    app = FastAPI(title="rlvr gateway", docs_url=None, redoc_url=None, openapi_url=None)
+
+    def error(exc: GatewayHTTPError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.exception_handler(GatewayHTTPError)
+    async def _gateway_error(_: Request, exc: GatewayHTTPError) -> JSONResponse:
+        return error(exc)
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(_: Request, exc: HTTPException) -> JSONResponse:
+        return error(GatewayHTTPError(exc.status_code, str(exc.detail),
+                                      code="not_found" if exc.status_code == 404 else None))
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return error(GatewayHTTPError(400, f"malformed request: {exc.errors()}"))
+
+    @app.exception_handler(Exception)
+    async def _server_error(_: Request, exc: Exception) -> JSONResponse:
+        logger.exception("gateway request failed")
+        return error(GatewayHTTPError(500, f"internal error: {type(exc).__name__}: {exc}",
+                                      kind="server_error"))
+
+    def authorize(request: Request) -> None:
+        if gateway.api_key is None:
+            return
+        header = request.headers.get("authorization", "")
+        if header != f"Bearer {gateway.api_key}":
+            raise GatewayHTTPError(401, "invalid API key (send 'Authorization: Bearer <key>')",
+                                   kind="authentication_error", code="invalid_api_key")
+
+    async def body_of(request: Request) -> Any:
+        raw = await request.body()
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise GatewayHTTPError(400, f"the request body is not valid JSON: {exc}") from exc
+
+    def respond(payload: Any, chunks: Any) -> Any:
+        if chunks is not None:
+            return StreamingResponse(chunks, media_type="text/event-stream")
+        return JSONResponse(payload)
+
+    async def chat(request: Request, episode: Any) -> Any:
+        authorize(request)
+        req = parse_chat(await body_of(request))
+        out = await gateway.chat(req, episode)
+        if req.sampling.stream:
+            return respond(None, chat_chunks(req, out, gateway.templates))
+        return respond(chat_response(req, out, gateway.templates), None)
+
+    async def complete(request: Request, episode: Any) -> Any:
+        authorize(request)
+        req = parse_completion(await body_of(request))
+        out = await gateway.complete(req, episode)
+        if req.sampling.stream:
+            return respond(None, completion_chunks(req, out, gateway.templates))
+        return respond(completion_response(req, out, gateway.templates), None)
+
+    def models(request: Request) -> Any:
+        authorize(request)
+        return JSONResponse({"object": "list", "data": [
+            {"id": gateway.model_name, "object": "model", "created": gateway.created,
+             "owned_by": "rlvr"}]})
+
+    @app.post("/v1/chat/completions")
+    async def _chat(request: Request) -> Any:
+        return await chat(request, None)
+
+    @app.post("/v1/completions")
+    async def _complete(request: Request) -> Any:
+        return await complete(request, None)
+
+    @app.get("/v1/models")
+    async def _models(request: Request) -> Any:
+        return models(request)
+
+    @app.post("/episodes/{key}/v1/chat/completions")
+    async def _episode_chat(key: str, request: Request) -> Any:
+        return await chat(request, gateway.episode(key))
+
+    @app.post("/episodes/{key}/v1/completions")
+    async def _episode_complete(key: str, request: Request) -> Any:
+        return await complete(request, gateway.episode(key))
+
+    @app.get("/episodes/{key}/v1/models")
+    async def _episode_models(key: str, request: Request) -> Any:
+        gateway.episode(key)
+        return models(request)
+
+    return app

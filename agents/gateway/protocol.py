@@ -1,0 +1,359 @@
+"""The OpenAI request bodies the gateway accepts, validated into typed objects, and its errors.
+
+``parse_chat`` and ``parse_completion`` turn a JSON body into a ``ChatRequest`` or a
+``CompletionRequest``, or raise ``GatewayHTTPError`` (HTTP 400 with an OpenAI error object that
+names the offending field). Fields OpenAI defines but the gateway cannot honour (``top_logprobs``,
+penalties, ``logit_bias``, ``echo``, JSON response formats) are refused with a 400 rather than
+silently ignored; fields that do not change the generated tokens (``user``, ``metadata``,
+``store``, ``parallel_tool_calls``, ...) are accepted and ignored, so clients and frameworks that
+send them work unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+#: The roles a chat message may have (``developer`` is rendered as ``system``).
+ROLES = ("system", "developer", "user", "assistant", "tool")
+#: The most choices one request may ask for.
+MAX_N = 16
+#: The most stop strings one request may give (OpenAI's limit).
+MAX_STOPS = 4
+
+
+class GatewayHTTPError(Exception):
+    """An error the gateway answers with an OpenAI error object.
+
+    Args:
+        status: the HTTP status (400 bad request, 401 bad key, 404 unknown episode/route, ...).
+        message: what was wrong, naming the field.
+        param: the request field at fault, or None.
+        code: a short machine-readable code, or None.
+        kind: the OpenAI error ``type`` (``invalid_request_error`` by default).
+    """
+
+    def __init__(self, status: int, message: str, *, param: str | None = None,
+                 code: str | None = None, kind: str = "invalid_request_error") -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+        self.kind = kind
+
+    def body(self) -> dict[str, Any]:
+        """The JSON body: ``{"error": {"message", "type", "param", "code"}}``."""
+        return {"error": {"message": self.message, "type": self.kind, "param": self.param,
+                          "code": self.code}}
+
+
+def bad_request(message: str, param: str | None = None, code: str | None = None
+                ) -> GatewayHTTPError:
+    """A 400 ``invalid_request_error`` naming ``param``."""
+    return GatewayHTTPError(400, message, param=param, code=code)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sampling:
+    """The sampling fields shared by both endpoints (None: the server's default).
+
+    Attributes:
+        n: choices to generate (1 to ``MAX_N``).
+        temperature: in [0, 2].
+        top_p: in (0, 1].
+        max_tokens: the most tokens per choice, or None for the server's default.
+        stop: strings that end a choice (not included in its text).
+        seed: sampling seed, or None.
+        stream: answer as server-sent events.
+        include_usage: with ``stream``, send a last chunk with token counts.
+    """
+
+    n: int = 1
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    stream: bool = False
+    include_usage: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChatRequest:
+    """A validated ``/v1/chat/completions`` body.
+
+    Attributes:
+        model: the model name the client asked for (echoed back).
+        messages: chat messages ready for the chat template (``developer`` -> ``system``, text
+            parts joined, tool-call arguments decoded to objects).
+        tools: function schemas (OpenAI format), or None.
+        tool_choice: "auto", "none", "required" or a named function (only "none" changes what
+            the gateway does: it then parses no tool calls).
+        logprobs: return each generated token's logprob.
+        sampling: n, temperature, top_p, max tokens, stop, seed, stream.
+    """
+
+    model: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+    tool_choice: Any
+    logprobs: bool
+    sampling: Sampling
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompletionRequest:
+    """A validated ``/v1/completions`` body (one prompt: text or token ids).
+
+    Attributes:
+        model: the model name the client asked for (echoed back).
+        prompt: the prompt text, or None when ``prompt_ids`` is given.
+        prompt_ids: the prompt as token ids, or None when ``prompt`` is given.
+        logprobs: return each generated token's logprob.
+        sampling: n, temperature, top_p, max tokens (default 16, as OpenAI's), stop, seed.
+    """
+
+    model: str
+    prompt: str | None
+    prompt_ids: list[int] | None
+    logprobs: bool
+    sampling: Sampling
+
+
+def parse_chat(body: Any) -> ChatRequest:
+    """Validate a chat completions body.
+
+    Raises:
+        GatewayHTTPError: 400, naming the field that is missing or malformed.
+    """
+    body = _object(body)
+    _refuse_unsupported(body)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise bad_request("'messages' must be a non-empty array of messages", "messages")
+    tools = _tools(body.get("tools"))
+    tool_choice = body.get("tool_choice", "auto")
+    if not (tool_choice in ("auto", "none", "required") or (
+            isinstance(tool_choice, dict) and tool_choice.get("type") == "function")):
+        raise bad_request("'tool_choice' must be 'auto', 'none', 'required' or "
+                          '{"type": "function", "function": {"name": ...}}', "tool_choice")
+    logprobs = body.get("logprobs", False)
+    if not isinstance(logprobs, bool) and logprobs is not None:
+        raise bad_request("'logprobs' must be a boolean", "logprobs")
+    max_tokens = body.get("max_completion_tokens")
+    key = "max_completion_tokens"
+    if max_tokens is None:
+        max_tokens, key = body.get("max_tokens"), "max_tokens"
+    return ChatRequest(
+        model=_model(body),
+        messages=[_message(m, i) for i, m in enumerate(messages)],
+        tools=tools,
+        tool_choice=tool_choice,
+        logprobs=bool(logprobs),
+        sampling=_sampling(body, max_tokens, key),
+    )
+
+
+def parse_completion(body: Any) -> CompletionRequest:
+    """Validate a (legacy) completions body.
+
+    Raises:
+        GatewayHTTPError: 400, naming the field that is missing or malformed.
+    """
+    body = _object(body)
+    _refuse_unsupported(body)
+    if body.get("echo"):
+        raise bad_request("'echo' is not supported", "echo")
+    if body.get("suffix") is not None:
+        raise bad_request("'suffix' is not supported", "suffix")
+    prompt = body.get("prompt")
+    text: str | None = None
+    ids: list[int] | None = None
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
+        prompt = prompt[0]  # a batch of one
+    if isinstance(prompt, str) and prompt:
+        text = prompt
+    elif isinstance(prompt, list) and prompt and all(
+            isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in prompt):
+        ids = list(prompt)
+    else:
+        raise bad_request("'prompt' must be a non-empty string or a non-empty array of token ids "
+                          "(one prompt per request)", "prompt")
+    logprobs = body.get("logprobs")
+    if logprobs is not None and (isinstance(logprobs, bool) or not isinstance(logprobs, int)
+                                 or not 0 <= logprobs <= 5):
+        raise bad_request("'logprobs' must be an integer in [0, 5]", "logprobs")
+    if logprobs:
+        raise bad_request("'logprobs' > 0 asks for top alternatives, which are not supported; "
+                          "use 0 for the sampled tokens' logprobs", "logprobs")
+    max_tokens = body.get("max_tokens", 16)
+    return CompletionRequest(model=_model(body), prompt=text, prompt_ids=ids,
+                             logprobs=logprobs is not None,
+                             sampling=_sampling(body, max_tokens, "max_tokens"))
+
+
+# ---------------------------------------------------------------------- fields
+def _object(body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise bad_request("the request body must be a JSON object")
+    return body
+
+
+def _model(body: dict[str, Any]) -> str:
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise bad_request("'model' must be a non-empty string", "model")
+    return model
+
+
+def _refuse_unsupported(body: dict[str, Any]) -> None:
+    for name in ("presence_penalty", "frequency_penalty"):
+        value = body.get(name)
+        if value not in (None, 0, 0.0):
+            raise bad_request(f"'{name}' is not supported (only 0)", name)
+    if body.get("logit_bias"):
+        raise bad_request("'logit_bias' is not supported", "logit_bias")
+    if body.get("top_logprobs"):
+        raise bad_request("'top_logprobs' is not supported (only 0): the engine returns the "
+                          "sampled tokens' logprobs", "top_logprobs")
+    fmt = body.get("response_format")
+    if fmt is not None and not (isinstance(fmt, dict) and fmt.get("type") == "text"):
+        raise bad_request("'response_format' supports only {\"type\": \"text\"}",
+                          "response_format")
+
+
+def _sampling(body: dict[str, Any], max_tokens: Any, max_key: str) -> Sampling:
+    n = body.get("n", 1)
+    if n is None:
+        n = 1
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N:
+        raise bad_request(f"'n' must be an integer in [1, {MAX_N}]", "n")
+    temperature = _number(body, "temperature", 0.0, 2.0)
+    top_p = _number(body, "top_p", 0.0, 1.0)
+    if top_p is not None and top_p == 0:
+        raise bad_request("'top_p' must be in (0, 1]", "top_p")
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
+                                   or max_tokens < 1):
+        raise bad_request(f"'{max_key}' must be an integer >= 1", max_key)
+    stop = body.get("stop")
+    stops: tuple[str, ...]
+    if stop is None:
+        stops = ()
+    elif isinstance(stop, str):
+        stops = (stop,) if stop else ()
+    elif isinstance(stop, list) and len(stop) <= MAX_STOPS and all(
+            isinstance(s, str) and s for s in stop):
+        stops = tuple(stop)
+    else:
+        raise bad_request(f"'stop' must be a non-empty string or an array of at most {MAX_STOPS} "
+                          "non-empty strings", "stop")
+    seed = body.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise bad_request("'seed' must be an integer", "seed")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool) and stream is not None:
+        raise bad_request("'stream' must be a boolean", "stream")
+    options = body.get("stream_options") or {}
+    if not isinstance(options, dict):
+        raise bad_request("'stream_options' must be an object", "stream_options")
+    return Sampling(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, stop=stops,
+                    seed=None if seed is None else seed % 2**63, stream=bool(stream),
+                    include_usage=bool(options.get("include_usage", False)))
+
+
+def _number(body: dict[str, Any], name: str, low: float, high: float) -> float | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+            or not low <= value <= high:
+        raise bad_request(f"'{name}' must be a number in [{low:g}, {high:g}]", name)
+    return float(value)
+
+
+def _tools(tools: Any) -> list[dict[str, Any]] | None:
+    if tools is None or tools == []:
+        return None
+    if not isinstance(tools, list):
+        raise bad_request("'tools' must be an array of function tools", "tools")
+    out = []
+    for i, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not (isinstance(tool, dict) and tool.get("type", "function") == "function"
+                and isinstance(function, dict) and isinstance(function.get("name"), str)
+                and function["name"]):
+            raise bad_request('each tool must be {"type": "function", "function": {"name": ..., '
+                              '"parameters": {...}}}', f"tools[{i}]")
+        params = function.get("parameters")
+        if params is not None and not isinstance(params, dict):
+            raise bad_request("a tool's 'parameters' must be a JSON schema object",
+                              f"tools[{i}].function.parameters")
+        out.append({"type": "function", "function": dict(function)})
+    return out
+
+
+def _message(message: Any, i: int) -> dict[str, Any]:
+    where = f"messages[{i}]"
+    if not isinstance(message, dict):
+        raise bad_request("each message must be an object with a 'role'", where)
+    role = message.get("role")
+    if role not in ROLES:
+        raise bad_request(f"'role' must be one of {list(ROLES)}; got {role!r}", f"{where}.role")
+    content = _content(message.get("content"), f"{where}.content")
+    out: dict[str, Any] = {"role": "system" if role == "developer" else role}
+    calls = message.get("tool_calls") if role == "assistant" else None
+    if content is None and not calls:
+        raise bad_request("a message needs 'content' (an assistant message may have "
+                          "'tool_calls' instead)", f"{where}.content")
+    out["content"] = content if content is not None else ""
+    if calls:
+        out["tool_calls"] = _tool_calls(calls, where)
+    if role == "tool":
+        if message.get("tool_call_id") is not None:
+            out["tool_call_id"] = str(message["tool_call_id"])
+        if isinstance(message.get("name"), str):
+            out["name"] = message["name"]
+    elif isinstance(message.get("name"), str):
+        out["name"] = message["name"]
+    return out
+
+
+def _content(content: Any, where: str) -> str | None:
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for j, part in enumerate(content):
+            if not (isinstance(part, dict) and part.get("type") == "text"
+                    and isinstance(part.get("text"), str)):
+                raise bad_request("only text content parts are supported: "
+                                  '{"type": "text", "text": ...}', f"{where}[{j}]")
+            texts.append(part["text"])
+        return "".join(texts)
+    raise bad_request("'content' must be a string or an array of text parts", where)
+
+
+def _tool_calls(calls: Any, where: str) -> list[dict[str, Any]]:
+    import json
+
+    if not isinstance(calls, list):
+        raise bad_request("'tool_calls' must be an array", f"{where}.tool_calls")
+    out = []
+    for j, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not (isinstance(function, dict) and isinstance(function.get("name"), str)):
+            raise bad_request('each tool call must be {"id": ..., "type": "function", '
+                              '"function": {"name": ..., "arguments": "<JSON>"}}',
+                              f"{where}.tool_calls[{j}]")
+        arguments = function.get("arguments", "{}")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except ValueError:
+                raise bad_request("'arguments' must be a JSON object encoded as a string",
+                                  f"{where}.tool_calls[{j}].function.arguments") from None
+        out.append({"id": str(call.get("id", "")), "type": "function",
+                    "function": {"name": function["name"], "arguments": arguments}})
+    return out

@@ -1,0 +1,235 @@
+"""The gateway's work behind the HTTP routes: requests in, engine calls, OpenAI objects out.
+
+``Gateway`` serves chat and text completions on any ``agents.engine.Engine`` (token ids in, token
+ids and logprobs out). A call outside an episode is answered and forgotten. A call on an
+episode's endpoint (``open_episode``) is also kept, token-exact, in the episode's
+``EpisodeCapture``; there the run's ``EpisodeLimits`` hold: the run's temperature, top_p and
+top_k replace the request's (the learner recomputes logprobs at the run's temperature), a call
+gets at most ``max_tokens_per_call`` tokens and the run's per-call seed, and the endpoint refuses
+calls past ``max_calls`` or the ``max_response_tokens`` budget (HTTP 400, code
+``episode_budget_exhausted``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agents.engine import Completion, Engine, SamplingParams
+from agents.errors import EngineAbortedError, RequestError, SamplingParamsError
+from agents.gateway.capture import CallChoice, CallNode, EpisodeCapture
+from agents.gateway.protocol import (
+    ChatRequest,
+    CompletionRequest,
+    GatewayHTTPError,
+    Sampling,
+    bad_request,
+)
+from agents.gateway.render import Templates, assistant_message, same_assistant
+
+#: Tokens per choice when a request names no ``max_tokens`` (outside episodes).
+DEFAULT_MAX_TOKENS = 512
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpisodeLimits:
+    """What a training run imposes on an episode's calls.
+
+    Attributes:
+        sampling: the run's sampling (temperature, top_p, top_k and extra stops are used).
+        max_calls: calls allowed per episode (the runner's ``max_turns``).
+        max_tokens_per_call: the most tokens one choice may generate.
+        max_response_tokens: the most response tokens (model and env) of one row.
+        stop_at_tool_call: with tools, also stop at ``</tool_call>``.
+        seed: ``seed(call_index, choice_index)`` gives each choice's sampling seed (or None).
+    """
+
+    sampling: SamplingParams
+    max_calls: int
+    max_tokens_per_call: int
+    max_response_tokens: int
+    stop_at_tool_call: bool = True
+    seed: Callable[[int, int], int | None] | None = None
+
+
+@dataclass
+class Episode:
+    """An open episode endpoint: its capture and its limits (None: no limits)."""
+
+    capture: EpisodeCapture
+    limits: EpisodeLimits | None
+
+
+@dataclass(frozen=True)
+class Generated:
+    """One answered call: the choices, the prompt length, and (chat) each choice's reply."""
+
+    prompt_len: int
+    completions: list[Completion]
+    texts: list[tuple[str, int, bool]]
+    replies: list[Any]
+
+
+class Gateway:
+    """An OpenAI-compatible front for one engine and tokenizer.
+
+    Args:
+        engine: any ``Engine``.
+        tokenizer: the policy's tokenizer (its chat template renders the messages).
+        model_name: the id ``/v1/models`` lists and responses carry by default.
+        api_key: when set, requests must send ``Authorization: Bearer <api_key>``.
+        stop_at_tool_call: outside episodes, stop a choice at ``</tool_call>`` when the request
+            offers tools (the agent then gets one call per turn).
+        sampling: defaults outside episodes (temperature, top_p, top_k when the request does
+            not say).
+    """
+
+    def __init__(self, engine: Engine, tokenizer: Any, *, model_name: str = "rlvr",
+                 api_key: str | None = None, stop_at_tool_call: bool = False,
+                 sampling: SamplingParams | None = None) -> None:
+        self.engine = engine
+        self.templates = Templates(tokenizer)
+        self.model_name = model_name
+        self.api_key = api_key
+        self.stop_at_tool_call = stop_at_tool_call
+        self.defaults = sampling or SamplingParams()
+        self.episodes: dict[str, Episode] = {}
+        self.created = int(time.time())
+
+    # ------------------------------------------------------------------ episodes
+    def open_episode(self, limits: EpisodeLimits | None = None) -> Episode:
+        """A fresh episode endpoint (its key is ``episode.capture.key``)."""
+        key = uuid.uuid4().hex
+        episode = Episode(EpisodeCapture(key), limits)
+        self.episodes[key] = episode
+        return episode
+
+    def close_episode(self, key: str) -> None:
+        """Forget an episode; later calls on its endpoint get 404."""
+        self.episodes.pop(key, None)
+
+    def episode(self, key: str) -> Episode:
+        """The open episode ``key``.
+
+        Raises:
+            GatewayHTTPError: 404 when no such episode is open.
+        """
+        episode = self.episodes.get(key)
+        if episode is None:
+            raise GatewayHTTPError(404, f"no open episode {key!r} (it ended or never existed)",
+                                   code="episode_not_found")
+        return episode
+
+    # ------------------------------------------------------------------ calls
+    async def chat(self, req: ChatRequest, episode: Episode | None) -> Generated:
+        """Generate the choices of a chat request (kept in ``episode`` when given)."""
+        t = self.templates
+        parent: tuple[int, int] | None = None
+        capture = episode.capture if episode is not None else None
+        prompt: list[int] | None = None
+        if capture is not None and t.delta is not None:
+            found = capture.continued_message(req.messages, req.tools, same_assistant)
+            if found is not None:
+                parent, new = found
+                done = capture.context(parent)
+                closing = t.delta.turn_close(done[len(capture.calls[parent[0]].prompt_ids):])
+                prompt = done + closing + t.delta.env_delta(t.prepare(new), req.tools)
+        if prompt is None:
+            prompt = self._render(req)
+            if capture is not None:
+                parent = capture.longest_prefix(prompt)
+        parse_tools = req.tools is not None and req.tool_choice != "none"
+        node = CallNode(prompt, parent, messages=req.messages, tools=req.tools)
+        out = await self._generate(prompt, req.sampling, parse_tools, episode, node)
+        replies = [assistant_message(text, parse_tools) for text, _, _ in out.texts]
+        for choice, reply in zip(node.choices, replies):
+            choice.message = reply.message()
+        return Generated(out.prompt_len, out.completions, out.texts, replies)
+
+    async def complete(self, req: CompletionRequest, episode: Episode | None) -> Generated:
+        """Generate the choices of a text completion request (token ids or text)."""
+        prompt = req.prompt_ids if req.prompt_ids is not None else self.templates.encode(
+            req.prompt or "")
+        parent = episode.capture.longest_prefix(prompt) if episode is not None else None
+        node = CallNode(list(prompt), parent)
+        return await self._generate(list(prompt), req.sampling, False, episode, node)
+
+    def _render(self, req: ChatRequest) -> list[int]:
+        try:
+            return self.templates.render(req.messages, req.tools)
+        except Exception as exc:  # a template that rejects the conversation (jinja raise)
+            raise bad_request(f"the chat template could not render these messages: {exc}",
+                              "messages") from exc
+
+    async def _generate(self, prompt: list[int], sampling: Sampling, tools: bool,
+                        episode: Episode | None, node: CallNode) -> Generated:
+        limits = episode.limits if episode is not None else None
+        capture = episode.capture if episode is not None else None
+        index = len(capture.calls) if capture is not None else 0
+        params = self._params(sampling, tools, limits, capture, node.parent, len(prompt))
+        seeds = self._seeds(sampling, limits, index)
+        if capture is not None:
+            capture.add_call(node)
+        try:
+            completions = list(await asyncio.gather(*(
+                self.engine.generate(prompt, params.seeded(seed)) for seed in seeds)))
+        except (RequestError, SamplingParamsError) as exc:
+            raise bad_request(str(exc), code="invalid_prompt") from exc
+        except EngineAbortedError as exc:
+            raise GatewayHTTPError(503, f"the engine aborted the request: {exc}",
+                                   kind="server_error", code="engine_aborted") from exc
+        node.choices = [CallChoice(list(c.token_ids), [float(x) for x in c.logprobs],
+                                   c.finish_reason) for c in completions]
+        texts = [self.templates.reply_text(c.token_ids, sampling.stop) for c in completions]
+        return Generated(len(prompt), completions, texts, [])
+
+    def _params(self, sampling: Sampling, tools: bool, limits: EpisodeLimits | None,
+                capture: EpisodeCapture | None, parent: tuple[int, int] | None,
+                prompt_len: int) -> SamplingParams:
+        t = self.templates
+        stop_ids = set(t.end_ids)
+        if limits is not None:
+            base = limits.sampling
+            stop_ids |= set(base.stop_token_ids)
+            stops = tuple(dict.fromkeys((*base.stop, *sampling.stop)))
+            cap = limits.max_tokens_per_call
+            if sampling.max_tokens is not None:
+                cap = min(cap, sampling.max_tokens)
+            if capture is not None:
+                if len(capture.calls) >= limits.max_calls:
+                    capture.exhausted = "max_turns"
+                    raise GatewayHTTPError(400, f"this episode may make {limits.max_calls} calls",
+                                           code="episode_budget_exhausted")
+                room = limits.max_response_tokens - capture.response_len(parent, prompt_len)
+                if room < 1:
+                    capture.exhausted = "length"
+                    raise GatewayHTTPError(400, "this episode's token budget is spent",
+                                           code="episode_budget_exhausted")
+                cap = min(cap, room)
+            stop_tools = limits.stop_at_tool_call
+            temperature, top_p, top_k = base.temperature, base.top_p, base.top_k
+        else:
+            d = self.defaults
+            stops = sampling.stop
+            cap = sampling.max_tokens or DEFAULT_MAX_TOKENS
+            stop_tools = self.stop_at_tool_call
+            temperature = d.temperature if sampling.temperature is None else sampling.temperature
+            top_p = d.top_p if sampling.top_p is None else sampling.top_p
+            top_k = d.top_k
+        if tools and stop_tools and t.tool_stop_id is not None:
+            stop_ids.add(t.tool_stop_id)
+        return SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k,
+                              max_new_tokens=cap, stop_token_ids=tuple(sorted(stop_ids)),
+                              stop=stops)
+
+    @staticmethod
+    def _seeds(sampling: Sampling, limits: EpisodeLimits | None, index: int) -> list[int | None]:
+        if limits is not None and limits.seed is not None:
+            return [limits.seed(index, i) for i in range(sampling.n)]
+        if sampling.seed is not None:
+            return [(sampling.seed + i) % 2**63 for i in range(sampling.n)]
+        return [None] * sampling.n
