@@ -56,4 +56,4 @@ def build(request: EngineRequest) -> BuiltEngine:
     except BaseException:
         engine.close()
         raise
-    return BuiltEngine(engine, dtype, False, {"urls": list(engine.urls)})
+    return BuiltEngine(engine, dtype, info={"urls": list(engine.urls)})
