@@ -74,14 +74,14 @@ class Actor(TrainedModel):
         info = dist_info or init_distributed()
         lora = config.lora
 
-        def prepare(module: torch.nn.Module) -> torch.nn.Module:
-            if lora is not None:
-                apply_lora(module, lora)
-            return shard(module, config, info, trainable=True)
+        def adapted(module: torch.nn.Module) -> torch.nn.Module:
+            # Before the state dict is read: rank 0 scatters the adapter it initialised too.
+            return apply_lora(module, lora) if lora is not None else module
 
         module = build_sharded(
-            lambda device: load_causal_lm(path, device), lambda: empty_causal_lm(path),
-            prepare, info,
+            lambda device: adapted(load_causal_lm(path, device)),
+            lambda: adapted(empty_causal_lm(path)),
+            lambda m: shard(m, config, info, trainable=True), info,
         )
         return cls(module, config, info)
 
