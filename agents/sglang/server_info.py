@@ -44,6 +44,9 @@ class ServerInfo:
             release).
         device: the server's ``--device`` ("cuda", "cpu", ...).
         model_path: what it was launched on.
+        lora_enabled: launched with ``--enable-lora`` (it can serve adapters).
+        max_lora_rank: its ``--max-lora-rank`` (None when not set).
+        lora_target_modules: its ``--lora-target-modules`` (``("all",)`` for every layer).
     """
 
     version: str = "unknown"
@@ -58,6 +61,9 @@ class ServerInfo:
     weights_cpu_backup: bool = False
     device: str = "cuda"
     model_path: str = ""
+    lora_enabled: bool = False
+    max_lora_rank: int | None = None
+    lora_target_modules: tuple[str, ...] = ()
 
     @property
     def ranks(self) -> int:
@@ -92,7 +98,17 @@ class ServerInfo:
             weights_cpu_backup=bool(get("enable_weights_cpu_backup", False)),
             device=str(get("device", "cuda")),
             model_path=str(get("model_path", "")),
+            lora_enabled=bool(get("enable_lora", False)),
+            max_lora_rank=int(rank) if isinstance(rank := get("max_lora_rank", None), int)
+            else None,
+            lora_target_modules=_names(get("lora_target_modules", ())),
         )
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    return tuple(sorted(str(v) for v in value)) if isinstance(value, list | tuple | set) else ()
 
 
 def parse_version(version: str) -> tuple[int, ...] | None:

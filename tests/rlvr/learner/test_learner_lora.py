@@ -197,3 +197,64 @@ def test_target_modules_that_match_nothing_are_named(tiny_model_path, dist_info)
                                           r"q_proj"):
         Actor.from_pretrained(tiny_model_path, lora_config(lora=LoraConfig(
             target_modules=["qkv"])), dist_info)
+
+
+def _sglang_lora_engine(fake, tiny_model_path, tmp_path):
+    from agents.sglang import SGLangOptions
+
+    return build_engine(EngineRequest(
+        engine="sglang", model_path=tiny_model_path, work_dir=tmp_path, lora=LORA.peft_kwargs(),
+        options=SGLangOptions(url=fake.url)))
+
+
+def test_an_sglang_server_serves_the_adapter_by_name_and_the_guard_proves_it(
+        trained, tiny_model_path, tmp_path):
+    sys.path.insert(0, str(Path(__file__).parents[2] / "agents"))
+    from sglang_standin import FakeSGLang, json_body
+
+    fake = FakeSGLang(tiny_model_path, lora=True, max_lora_rank=8)
+    built = _sglang_lora_engine(fake, tiny_model_path, tmp_path)
+    engine = built.engine
+    try:
+        assert built.serves_adapter
+        prompts = [[5, 9, 13, 2], [7, 7, 21], [30, 4, 4, 4, 11]]
+        guard = SyncGuard(None, torch.float32, "sglang")
+        for version in (1, 2):  # each sync: a new adapter name, the previous one unloaded
+            sent = list(trained.named_sync_tensors(adapter_only=True))
+            assert sent and all(is_adapter_name(name) for name, _ in sent)
+            engine.update_weights(iter(sent))
+            name = engine.lora_name
+            assert name is not None and name.endswith(f"-v{version}")
+            assert set(fake.adapters) == {name}
+            loaded = json_body(fake, "/load_lora_adapter")[-1]
+            assert loaded["lora_name"] == name
+            assert (Path(loaded["lora_path"]) / "adapter_model.safetensors").is_file()
+            guard.check(version, {METRIC: _logprob_diff(trained, _episode_batch(engine, prompts))})
+            assert json_body(fake, "/generate")[-1]["lora_path"] == name
+        assert [b["lora_name"] for b in json_body(fake, "/unload_lora_adapter")] == [
+            name.replace("-v2", "-v1")]
+        assert not (tmp_path / "weights_sync" / "lora" / name.replace("-v2", "-v1")).exists()
+        # A server that silently serves the base under the adapter's name: the run stops.
+        fake.adapters[name] = fake.engine
+        with pytest.raises(WeightSyncError, match="did not land"):
+            guard.check(3, {METRIC: _logprob_diff(trained, _episode_batch(engine, prompts))})
+    finally:
+        engine.close()
+        fake.close()
+
+
+@pytest.mark.parametrize("server", [{"lora": False}, {"lora": True, "max_lora_rank": 2}])
+def test_an_sglang_server_that_cannot_serve_the_adapter_gets_merged_weights(
+        server, tiny_model_path, tmp_path, caplog):
+    sys.path.insert(0, str(Path(__file__).parents[2] / "agents"))
+    from sglang_standin import FakeSGLang
+
+    fake = FakeSGLang(tiny_model_path, **server)
+    try:
+        with caplog.at_level("WARNING", logger="agents.sglang.engine_builder"):
+            built = _sglang_lora_engine(fake, tiny_model_path, tmp_path)
+        built.engine.close()
+        assert not built.serves_adapter
+        assert len([r for r in caplog.records if "merged weights" in r.getMessage()]) == 1
+    finally:
+        fake.close()
