@@ -407,7 +407,9 @@ class SGLangEngine:
             lora: the adapter as ``peft.LoraConfig`` arguments.
             prefix: the adapters' served names are ``<prefix>-v<n>``, the same on every rank
                 (non-leaders name the adapter the leader loaded).
-            base_model: written as the adapter's ``base_model_name_or_path``.
+            base_model: the base model's directory: written as the adapter's
+                ``base_model_name_or_path``, and reloaded when a memory release dropped the
+                servers' weights.
         """
         self._lora = dict(lora)
         self._lora_prefix = prefix
@@ -439,6 +441,8 @@ class SGLangEngine:
             return
         if old is None:
             self._unload_stale()
+        if self._weights_stale:  # the base was released without a CPU backup: reload it
+            self._load_from_disk(self._lora_base, None)
         root = self.sync_dir / "lora"
         path = write_peft_adapter(weights, lora, self._lora_base, root / name,
                                   dtype=self.dtype)

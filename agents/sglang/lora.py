@@ -58,11 +58,13 @@ def launch_flags(lora: Mapping[str, Any], device: str) -> list[str]:
 
 
 CPU_REFUSAL = (
-    "sglang 0.5.23 cannot serve LoRA on CPU: every LoRA layer pins host memory when the server "
-    "starts (sglang/srt/lora/layers.py, e.g. QKVParallelLinearWithLoRA.__init__: "
-    "torch.tensor(..., pin_memory=True)), which raises 'pin_memory=True requires a CUDA or "
-    "other accelerator backend'"
+    "sglang 0.5.23 cannot serve LoRA on CPU: at start its LoRA manager wraps each target layer "
+    "(srt/lora/lora_manager.py:1154 init_lora_modules), and every LoRA layer pins host memory "
+    "(srt/lora/layers.py:475, ColumnParallelLinearWithLoRA.__init__: torch.tensor(offsets, "
+    "device='cpu', pin_memory=True)), which raises 'pin_memory=True requires a CUDA or other "
+    "accelerator backend'"
 )
+"""Measured: ``launch_server --device cpu --enable-lora --lora-backend torch_native`` dies there."""
 
 
 def launchable(lora: Mapping[str, Any], device: str) -> str | None:
