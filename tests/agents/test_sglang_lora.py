@@ -127,3 +127,27 @@ def test_a_base_released_without_backup_is_reloaded_before_the_adapter(tiny_mode
     finally:
         engine.close()
         fake.close()
+
+
+def test_other_ranks_name_the_adapter_the_leader_loaded(tiny_model_path, tmp_path):
+    fake = FakeSGLang(tiny_model_path, lora=True, max_lora_rank=8)
+    lora = {**LORA, "target_modules": ["q_proj"]}
+    adapter = [("model.layers.0.self_attn.q_proj.lora_A.default.weight", torch.zeros(4, 192)),
+               ("model.layers.0.self_attn.q_proj.lora_B.default.weight", torch.zeros(192, 4))]
+    engines = [SGLangEngine(fake.url, sync_dir=tmp_path / str(rank), leader=rank == 0,
+                            allow_unseeded=True) for rank in (0, 1)]
+    try:
+        for engine in engines:
+            engine.serve_lora(lora, prefix="rlvr-run", base_model=str(tiny_model_path))
+        for _ in range(2):
+            for engine in engines:  # collective: every rank syncs
+                engine.update_weights(iter(adapter))
+            asyncio.run(engines[1].generate([5, 9, 13], SamplingParams(max_new_tokens=2)))
+        assert [e.lora_name for e in engines] == ["rlvr-run-v2"] * 2
+        assert len(json_body(fake, "/load_lora_adapter")) == 2  # the leader's calls only
+        assert json_body(fake, "/generate")[-1]["lora_path"] == "rlvr-run-v2"
+        assert not (tmp_path / "1").exists()
+    finally:
+        for engine in engines:
+            engine.close()
+        fake.close()
