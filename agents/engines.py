@@ -48,6 +48,9 @@ class EngineRequest:
             syncs its own weights at start.
         options: the engine's own options: its options dataclass (``rollout.<engine>`` in the
             training config, e.g. ``agents.sglang.SGLangOptions``) or a mapping of its fields.
+        lora: the policy's LoRA adapter as ``peft.LoraConfig`` arguments, or None. An engine
+            that can hold the same adapter layers does (then a sync sends the adapter alone);
+            one that cannot receives merged weights.
     """
 
     engine: str
@@ -61,6 +64,7 @@ class EngineRequest:
     work_dir: str | Path | None = None
     serve_model: bool = False
     options: Any = None
+    lora: dict[str, Any] | None = None
 
 
 @dataclass
@@ -71,12 +75,15 @@ class BuiltEngine:
         engine: the ``Engine``.
         dtype: the dtype it computes in (the sync guard's default threshold depends on it).
         shares_weights: it runs the caller's own module: there is nothing to sync.
+        serves_adapter: it holds the request's LoRA layers: a sync sends the adapter tensors
+            alone (else merged weights).
         info: engine-specific extras for logs (e.g. the server URL).
     """
 
     engine: Engine
     dtype: torch.dtype
     shares_weights: bool = False
+    serves_adapter: bool = False
     info: dict[str, Any] = field(default_factory=dict)
 
 
@@ -114,11 +121,27 @@ def build_transformers(request: EngineRequest) -> BuiltEngine:
     kwargs: dict[str, Any] = {"max_batch_size": request.max_batch_size, **dict(options or {})}
     if request.module is not None:
         engine = TransformersEngine(request.module, request.tokenizer, **kwargs)
-        shares = True
-    else:
-        if request.device is not None:
-            kwargs.setdefault("device", request.device)
-        engine = TransformersEngine(str(request.model_path), tokenizer=request.tokenizer,
-                                    **kwargs)
-        shares = False
-    return BuiltEngine(engine, next(engine.model.parameters()).dtype, shares)
+        return BuiltEngine(engine, next(engine.model.parameters()).dtype, shares_weights=True,
+                           serves_adapter=request.lora is not None)
+    if request.device is not None:
+        kwargs.setdefault("device", request.device)
+    model: Any = str(request.model_path)
+    if request.lora is not None:  # its own copy, with the same adapter layers
+        from transformers import AutoModelForCausalLM
+
+        loaded: Any = AutoModelForCausalLM.from_pretrained(
+            model, dtype=kwargs.get("dtype") or torch.float32)
+        loaded = loaded.to(kwargs.get("device") or "cpu")
+        model = with_lora_layers(loaded, request.lora)
+    engine = TransformersEngine(model, tokenizer=request.tokenizer, **kwargs)
+    return BuiltEngine(engine, next(engine.model.parameters()).dtype,
+                       serves_adapter=request.lora is not None)
+
+
+def with_lora_layers(model: torch.nn.Module, lora: dict[str, Any]) -> torch.nn.Module:
+    """``model`` with peft's LoRA layers injected (``peft.LoraConfig(**lora)``), in place."""
+    import peft
+
+    peft.inject_adapter_in_model(peft.LoraConfig(**lora), model, adapter_name="default")
+    model.requires_grad_(False)
+    return model

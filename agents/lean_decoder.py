@@ -72,6 +72,8 @@ def lean_unsupported(model: nn.Module) -> str | None:
     inner = getattr(model, "model", None)
     if inner is None or not hasattr(inner, "rotary_emb") or not hasattr(model, "lm_head"):
         return "no .model.rotary_emb / .lm_head"
+    if any(hasattr(sub, "lora_A") for sub in model.modules()):
+        return "LoRA adapter layers (the lean forward reads the base weights only)"
     params = list(model.parameters())
     if any(type(p.data) is not torch.Tensor for p in params):
         return "sharded (DTensor) parameters"

@@ -16,6 +16,11 @@ first micro-batch). ``--no-checkpointing`` turns it off in both arms.
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python bench/bench_learner_scale.py      # full size, ~35 min
     .venv/bin/python bench/bench_learner_scale.py --layers 2 --rows 4 --tokens 128 --budget 256
 
+``--lora R`` runs the same update twice on the 2 ranks, full fine-tuning and a rank-R LoRA
+adapter on every projection (``actor.lora``), and prints them side by side: trainable
+parameters, optimizer and gradient bytes, peak RSS, seconds per update, and the bytes one weight
+sync sends (every full tensor vs the adapter's).
+
 Prints a table and writes bench/results/learner_scale.json. CPU timings on a shared machine
 are noisy; compare the two columns of one run.
 """
@@ -85,13 +90,14 @@ def rank_main(rank: int, world: int, port: int, model_dir: str, args, out: str) 
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    from rlvr.learner import Actor, ActorConfig, OptimConfig, init_distributed
+    from rlvr.learner import Actor, ActorConfig, LoraConfig, OptimConfig, init_distributed
 
     info = init_distributed("cpu")
+    lora = LoraConfig(rank=args.arm_lora, alpha=2.0 * args.arm_lora) if args.arm_lora else None
     cfg = ActorConfig(optim=OptimConfig(lr=1e-6), micro_batch_size=args.rows,
                         max_tokens_per_micro_batch=args.budget,
                         sequence_packing=args.packing,
-                        activation_checkpointing=args.checkpointing)
+                        activation_checkpointing=args.checkpointing, lora=lora)
     t0 = time.perf_counter()
     actor = Actor.from_pretrained(model_dir, cfg, info)
     load_s = time.perf_counter() - t0
@@ -120,10 +126,14 @@ def rank_main(rank: int, world: int, port: int, model_dir: str, args, out: str) 
     optim_b = sum(_local_bytes(v) for st in actor.optimizer.state.values() for v in st.values()
                   if torch.is_tensor(v) and v.dim() > 0)
     tokens = int(local.attention_mask.sum())
+    trainable = sum(p.numel() for p in actor.module.parameters() if p.requires_grad)  # global
+    sync_bytes = sum(t.numel() * t.element_size()
+                     for _, t in actor.named_sync_tensors(adapter_only=True))
     Path(out, f"rank{rank}.json").write_text(json.dumps({
         "rank": rank, "peak_rss_bytes": _kib("VmHWM"), "param_bytes": params_b,
         "grad_bytes": grads.get("bytes", 0), "optim_bytes": optim_b, "load_s": load_s,
-        "update_s": update_s, "tokens": tokens, "micro_batches": grads.get("micro", 0)}))
+        "update_s": update_s, "tokens": tokens, "micro_batches": grads.get("micro", 0),
+        "trainable_params": trainable, "sync_bytes": sync_bytes}))
     torch.distributed.destroy_process_group()
 
 
@@ -158,6 +168,30 @@ def baseline(model_dir: str, args) -> dict:
             "peak_rss_bytes": _kib("VmHWM")}
 
 
+def _print_lora(full: list[dict], lora: list[dict], args, n_params: int) -> None:
+    mib = 2**20
+    rows = [
+        ("trainable parameters", f"{full[0]['trainable_params'] / 1e6:.2f} M",
+         f"{lora[0]['trainable_params'] / 1e6:.3f} M"),
+        ("AdamW state per rank", f"{full[0]['optim_bytes'] / mib:.1f} MiB",
+         f"{lora[0]['optim_bytes'] / mib:.2f} MiB"),
+        ("gradients per rank", f"{full[0]['grad_bytes'] / mib:.1f} MiB",
+         f"{lora[0]['grad_bytes'] / mib:.2f} MiB"),
+        ("peak RSS, rank 0 / 1", " / ".join(f"{r['peak_rss_bytes'] / mib:.0f}" for r in full)
+         + " MiB", " / ".join(f"{r['peak_rss_bytes'] / mib:.0f}" for r in lora) + " MiB"),
+        ("seconds per update", f"{max(r['update_s'] for r in full):.2f} s",
+         f"{max(r['update_s'] for r in lora):.2f} s"),
+        ("bytes sent per sync", f"{full[0]['sync_bytes'] / mib:.1f} MiB",
+         f"{lora[0]['sync_bytes'] / mib:.2f} MiB"),
+    ]
+    print(f"\nfull fine-tuning vs LoRA rank {args.lora} (alpha {2 * args.lora}), "
+          f"{n_params / 1e6:.1f} M parameters, 2 gloo ranks, {args.rows} x {args.tokens} tokens")
+    width = max(len(r[0]) for r in rows)
+    print(f"  {'':<{width}}  {'full':>14}  {'LoRA':>14}")
+    for name, a, b in rows:
+        print(f"  {name:<{width}}  {a:>14}  {b:>14}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--layers", type=int, default=24)
@@ -169,6 +203,8 @@ def main() -> None:
     ap.add_argument("--no-checkpointing", dest="checkpointing", action="store_false",
                     help="keep every activation (both arms); the full size then needs > 24 GiB")
     ap.add_argument("--no-baseline", action="store_true")
+    ap.add_argument("--lora", type=int, default=0, metavar="R",
+                    help="also run a rank-R LoRA adapter and compare it with full fine-tuning")
     args = ap.parse_args()
     from transformers import Qwen2ForCausalLM
 
@@ -182,9 +218,18 @@ def main() -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        mp.spawn(rank_main, args=(world, port, str(Path(tmp, "model")), args, tmp), nprocs=world)
-        ranks = [json.loads(Path(tmp, f"rank{r}.json").read_text()) for r in range(world)]
-        base = None if args.no_baseline else baseline(str(Path(tmp, "model")), args)
+        arms = {}
+        for arm in ([0, args.lora] if args.lora else [0]):
+            args.arm_lora = arm
+            mp.spawn(rank_main, args=(world, port, str(Path(tmp, "model")), args, tmp),
+                     nprocs=world)
+            arms[arm] = [json.loads(Path(tmp, f"rank{r}.json").read_text())
+                         for r in range(world)]
+            port += 1
+        ranks = arms[0]
+        base = None if args.no_baseline or args.lora else baseline(str(Path(tmp, "model")), args)
+    if args.lora:
+        _print_lora(arms[0], arms[args.lora], args, n_params)
     total = n_params * 4
     sharded_s = max(r["update_s"] for r in ranks)
     tokens = sum(r["tokens"] for r in ranks)
@@ -214,6 +259,7 @@ def main() -> None:
     for name, a, b in rows:
         print(f"  {name:<{width}}  {a:>12}  {b}")
     result = {"args": vars(args), "n_params": n_params, "ranks": ranks, "baseline": base,
+              "lora_ranks": arms.get(args.lora) if args.lora else None,
               "machine": platform.platform(), "torch": torch.__version__,
               "cpus": os.cpu_count()}
     out = ROOT / "bench" / "results" / "learner_scale.json"

@@ -57,6 +57,9 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         args = typing.get_args(tp)
         if value is None and type(None) in args:
             return None
+        sections = [a for a in args if dataclasses.is_dataclass(a) and isinstance(a, type)]
+        if isinstance(value, Mapping) and len(sections) == 1:  # an optional section: its own
+            return _coerce(value, sections[0], key)             # errors name its keys
         for arg in (a for a in args if a is not type(None)):
             with contextlib.suppress(ConfigError):
                 return _coerce(value, arg, key)

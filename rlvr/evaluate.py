@@ -22,6 +22,7 @@ import dataclasses
 import importlib.metadata
 import json
 import platform
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -39,6 +40,7 @@ from rlvr.eval.plan import SuiteEntry, plan_episodes
 from rlvr.eval.plots import write_plots
 from rlvr.eval.report import write_report
 from rlvr.eval.rollout import play
+from rlvr.learner.lora import is_adapter_dir
 
 __all__ = [
     "ENGINES",
@@ -211,12 +213,31 @@ def check_model_path(path: str | Path) -> Path:
     target = Path(path).expanduser()
     if not target.exists():
         raise ConfigError(f"--model {str(path)!r}: no such file or directory")
+    if is_adapter_dir(target):
+        return target.resolve()
     if not target.is_dir() or not (target / "config.json").is_file():
         raise ConfigError(
             f"--model {str(path)!r}: not a HuggingFace model directory (expected a config.json "
-            "and weights saved with save_pretrained)"
+            "and weights saved with save_pretrained) nor a LoRA adapter directory (an "
+            "adapter_config.json, as peft and rlvr's LoRA export write)"
         )
     return target.resolve()
+
+
+def _merge_adapter(adapter_dir: Path, out_dir: Path) -> Path:
+    """Write the adapter's base model with the adapter merged in to ``out_dir`` (a HF dir)."""
+    from transformers import AutoTokenizer
+
+    from rlvr.learner.lora import load_merged
+
+    merged = load_merged(adapter_dir)
+    merged.save_pretrained(out_dir, safe_serialization=True)
+    has_tokenizer = any((adapter_dir / name).is_file()
+                        for name in ("tokenizer.json", "tokenizer_config.json"))
+    base = json.loads((adapter_dir / "adapter_config.json").read_text())
+    source = adapter_dir if has_tokenizer else Path(base["base_model_name_or_path"])
+    AutoTokenizer.from_pretrained(str(source)).save_pretrained(out_dir)
+    return out_dir
 
 
 def model_labels(paths: Sequence[Path]) -> list[str]:
@@ -365,7 +386,15 @@ def _evaluate_model(
     engine_kwargs: Mapping[str, Any],
     progress: bool,
 ) -> list[dict[str, Any]]:
-    """The episodes.jsonl records of the checkpoint at ``path`` (its own engine and runner)."""
+    """The episodes.jsonl records of the checkpoint at ``path`` (its own engine and runner).
+
+    A LoRA adapter directory is evaluated as its base model with the adapter merged in, written
+    to a temporary directory for the engine to load.
+    """
+    if is_adapter_dir(path):
+        with tempfile.TemporaryDirectory(prefix="rlvr-merged-") as merged:
+            return _evaluate_model(_merge_adapter(path, Path(merged)), label, entries, config,
+                                   engine_kwargs, progress)
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(path))

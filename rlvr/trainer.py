@@ -49,10 +49,11 @@ from rlvr.learner import (
     Actor,
     Checkpointer,
     Critic,
-    Reference,
+    export_adapter,
     export_hf,
     free_cached_memory,
     init_distributed,
+    reference_for,
 )
 from rlvr.metrics import MetricsLogger, rollout_metrics
 from rlvr.tool_metrics import tool_metrics
@@ -153,12 +154,13 @@ class Trainer:
         needs_critic = get_estimator(cfg.algorithm.estimator).needs_critic
         self.critic = Critic.from_pretrained(self.policy_dir, critic_cfg, self.dist) \
             if needs_critic else None
-        self.reference = Reference.from_pretrained(self.policy_dir, actor_cfg, self.dist) \
+        self.reference = reference_for(self.actor, self.policy_dir, actor_cfg, self.dist) \
             if cfg.algorithm.kl.enabled else None
         sampling = cfg.rollout.runner.sampling
         self.temperature = sampling.temperature if sampling.temperature > 0 else 1.0
         built = self._build_engine()
         self.engine, self.shares_weights = built.engine, built.shares_weights
+        self.adapter_sync = built.serves_adapter
         self.sync_guard = SyncGuard(cfg.rollout.max_logprob_diff, built.dtype, cfg.rollout.engine)
         from agents.runner import EpisodeRunner
 
@@ -212,6 +214,7 @@ class Trainer:
             world_size=self.dist.world_size,
             work_dir=self.out,
             options=getattr(rollout, rollout.engine, None),
+            lora=lora.peft_kwargs() if (lora := self.config.actor.lora) is not None else None,
         ))
 
     def stream_rows(self) -> int:
@@ -332,7 +335,7 @@ class Trainer:
             return
         free_cached_memory(self.dist.device)
         self.engine.resume_memory(("weights",))
-        self.engine.update_weights(self.actor.named_full_tensors())
+        self.engine.update_weights(self.actor.named_sync_tensors(adapter_only=self.adapter_sync))
         self.engine.resume_memory()
         barrier()  # no rank generates before the new weights are in
 
@@ -376,7 +379,13 @@ class Trainer:
 
     def export(self, path: str | Path | None = None) -> Path:
         """Write the current policy as a HF directory (default ``output_dir/export``)."""
-        return export_hf(self.actor.module, path or self.out / "export", self.tokenizer)
+        target = Path(path or self.out / "export")
+        lora = self.config.actor.lora
+        if lora is None:
+            return export_hf(self.actor.module, target, self.tokenizer)
+        merged = target.with_name(target.name + "_merged") if lora.export_merged else None
+        return export_adapter(self.actor.module, target, lora, self.policy_dir, self.tokenizer,
+                              merged_dir=merged)
 
     def close(self) -> None:
         """Close the metric writers, env threads and engine; restore torch's thread count.

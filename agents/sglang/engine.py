@@ -27,6 +27,10 @@ sessions, broadcasts): ``agents.sglang.dist_sync``.
   ``--enable-weights-cpu-backup``) until the next ``update_weights``. The colocated order is the
   caller's: free its own cached memory, ``resume_memory(("weights",))``, ``update_weights``,
   ``resume_memory()`` (KV cache and CUDA graphs come back after the update, not before).
+* LoRA (``serve_lora``): the servers keep the base and serve the policy's adapter; each
+  ``update_weights`` with ``(name, tensor)`` pairs takes the adapter alone, writes it in peft's
+  format under ``sync_dir/lora/<name>``, loads it as ``<prefix>-v<n>`` and unloads the previous
+  one; every ``/generate`` names the current adapter (``agents.sglang.lora``).
 * Only the ``leader`` (trainer rank 0) sends weight and memory calls; other ranks' engines drain
   the (collective) weight iterator and return.
 """
@@ -38,6 +42,7 @@ import concurrent.futures
 import importlib.util
 import itertools
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -59,6 +64,7 @@ from agents.errors import EngineClosedError, MissingDependencyError, RequestErro
 from agents.sglang.client import ServerClient, SGLangHTTPError, check_success
 from agents.sglang.dist_sync import DistributedWeights
 from agents.sglang.launch import default_device, launch_command, launch_env, server_python
+from agents.sglang.lora import serving_refusal, write_peft_adapter
 from agents.sglang.placement import (
     SyncFacts,
     choose_weight_sync,
@@ -159,6 +165,11 @@ class SGLangEngine:
         self._weights_stale = False
         self._closed = False
         self._log: Path | None = None
+        self._lora: dict[str, Any] | None = None
+        self._lora_prefix = ""
+        self._lora_base = ""
+        self._lora_version = 0
+        self._lora_name: str | None = None
 
     # ------------------------------------------------------------------ launching
     @classmethod
@@ -373,6 +384,8 @@ class SGLangEngine:
             "logprob_start_len": -1,
             "stream": False,
         }
+        if self._lora_name is not None:
+            payload["lora_path"] = self._lora_name
         client = self.clients[next(self._next_url)]
         try:
             body = await loop.run_in_executor(self._pool, client.post, "/generate", payload)
@@ -407,6 +420,9 @@ class SGLangEngine:
         """
         if self._closed:
             raise EngineClosedError("SGLangEngine.update_weights called after close()")
+        if self._lora is not None and not isinstance(weights, str | PathLike):
+            self._load_adapter(weights, self._lora)
+            return
         if not self.leader:
             if not isinstance(weights, str | PathLike):
                 for _ in weights:
@@ -424,6 +440,74 @@ class SGLangEngine:
         else:
             self._update_from_distributed(weights, weight_version)
         self._weights_stale = False
+
+    # ------------------------------------------------------------------ LoRA
+    def serve_lora(self, lora: dict[str, Any], *, prefix: str, base_model: str = "") -> None:
+        """Serve the policy's LoRA adapter instead of taking merged weights.
+
+        From now on ``update_weights`` with ``(name, tensor)`` pairs takes the adapter's
+        entries alone (``...lora_A.default.weight``) and every ``/generate`` names the adapter
+        last loaded. Check the servers first with ``lora_refusal``.
+
+        Args:
+            lora: the adapter as ``peft.LoraConfig`` arguments.
+            prefix: the adapters' served names are ``<prefix>-v<n>``, the same on every rank
+                (non-leaders name the adapter the leader loaded).
+            base_model: the base model's directory: written as the adapter's
+                ``base_model_name_or_path``, and reloaded when a memory release dropped the
+                servers' weights.
+        """
+        self._lora = dict(lora)
+        self._lora_prefix = prefix
+        self._lora_base = base_model
+
+    def lora_refusal(self, lora: dict[str, Any]) -> str | None:
+        """Why these servers cannot serve ``lora`` (None: every one can)."""
+        for url, info in self.infos.items():
+            why = serving_refusal(info, lora)
+            if why is not None:
+                return f"{url}: {why}"
+        return None
+
+    @property
+    def lora_name(self) -> str | None:
+        """The adapter ``/generate`` requests name (None: the base, or merged weights)."""
+        return self._lora_name
+
+    def _load_adapter(self, weights: Iterable[tuple[str, torch.Tensor]],
+                      lora: dict[str, Any]) -> None:
+        """Load the adapter as the next version, then unload the previous one (leader)."""
+        self._lora_version += 1
+        name = f"{self._lora_prefix}-v{self._lora_version}"
+        old = self._lora_name
+        if not self.leader:
+            for _ in weights:
+                pass
+            self._lora_name = name
+            return
+        if old is None:
+            self._unload_stale()
+        if self._weights_stale:  # the base was released without a CPU backup: reload it
+            self._load_from_disk(self._lora_base, None)
+        root = self.sync_dir / "lora"
+        path = write_peft_adapter(weights, lora, self._lora_base, root / name,
+                                  dtype=self.dtype)
+        self._post_all("/load_lora_adapter", {"lora_name": name, "lora_path": str(path)})
+        self._lora_name = name
+        self._weights_stale = False
+        if old is not None:
+            self._post_all("/unload_lora_adapter", {"lora_name": old})
+            shutil.rmtree(root / old, ignore_errors=True)
+
+    def _unload_stale(self) -> None:
+        """Unload adapters of an earlier process with this prefix (their names would clash)."""
+        for url in self.server_urls:
+            listed = _first_answer(self.clients[url], ("/v1/models",)) or {}
+            for entry in listed.get("data", []) or []:
+                ident = entry.get("id") if isinstance(entry, dict) else None
+                if isinstance(ident, str) and ident.startswith(f"{self._lora_prefix}-v"):
+                    check_success("/unload_lora_adapter", self.clients[url].post(
+                        "/unload_lora_adapter", {"lora_name": ident}))
 
     @property
     def sync_dir(self) -> Path:

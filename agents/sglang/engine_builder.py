@@ -1,7 +1,15 @@
-"""``build``: the SGLang entry of ``agents.engines.ENGINES`` (attach by URL, or launch one)."""
+"""``build``: the SGLang entry of ``agents.engines.ENGINES`` (attach by URL, or launch one).
+
+With a LoRA policy (``request.lora``) a launched server is started with LoRA enabled and serves
+the adapter; an attached one serves it when its launch arguments allow
+(``agents.sglang.lora.serving_refusal``). Otherwise the engine takes merged weights, and the
+log says why, once.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -10,8 +18,11 @@ from typing import Any
 from agents.engines import BuiltEngine, EngineRequest
 from agents.errors import EngineConfigError
 from agents.sglang.engine import SGLangEngine
-from agents.sglang.launch import PYTHON_ENV
+from agents.sglang.launch import PYTHON_ENV, default_device
+from agents.sglang.lora import launch_flags, launchable
 from agents.sglang.options import SGLangOptions
+
+logger = logging.getLogger(__name__)
 
 
 def build(request: EngineRequest) -> BuiltEngine:
@@ -49,14 +60,35 @@ def build(request: EngineRequest) -> BuiltEngine:
                 f"{request.world_size} trainer ranks: start the servers yourself and set "
                 "rollout.sglang.url"
             )
+        extra = list(opts.launch_args)
+        if request.lora is not None and launchable(request.lora, default_device()) is None:
+            extra = launch_flags(request.lora, default_device()) + extra
         engine = SGLangEngine.launch(str(request.model_path), python=opts.python,
-                                     api_key=opts.api_key, extra_args=opts.launch_args,
+                                     api_key=opts.api_key, extra_args=extra,
                                      startup_timeout_s=opts.startup_timeout_s, **common)
     try:
         dtype = engine.dtype  # attaches: reads and checks every server
         if opts.url and request.serve_model and request.leader:
             engine.update_weights(str(request.model_path))
+        serves_adapter = request.lora is not None and _serve_lora(engine, request)
     except BaseException:
         engine.close()
         raise
-    return BuiltEngine(engine, dtype, False, {"urls": list(engine.urls)})
+    return BuiltEngine(engine, dtype, serves_adapter=serves_adapter,
+                       info={"urls": list(engine.urls)})
+
+
+def _serve_lora(engine: SGLangEngine, request: EngineRequest) -> bool:
+    """Make ``engine`` serve the request's adapter if its servers can; else log why not."""
+    lora = request.lora or {}
+    launched = engine.process is not None  # on this machine's device
+    why = (launchable(lora, default_device()) if launched else None) or engine.lora_refusal(lora)
+    if why is not None:
+        if request.leader:
+            logger.warning("sglang cannot serve the LoRA adapter (%s): each sync sends the "
+                           "merged weights instead (a full-model update)", why)
+        return False
+    seed = str(request.work_dir or request.model_path).encode()
+    engine.serve_lora(lora, prefix=f"rlvr-{hashlib.sha1(seed).hexdigest()[:8]}",
+                      base_model=str(request.model_path))
+    return True

@@ -51,6 +51,9 @@ class ServerInfo:
         model_path: what it was launched on.
         base_gpu_id / gpu_id_step: its ranks' GPUs are ``base_gpu_id + i * gpu_id_step``.
         nccl_version: the server's NCCL version when it reports one (None otherwise).
+        lora_enabled: launched with ``--enable-lora`` (it can serve adapters).
+        max_lora_rank: its ``--max-lora-rank`` (None when not set).
+        lora_target_modules: its ``--lora-target-modules`` (``("all",)`` for every layer).
     """
 
     version: str = "unknown"
@@ -68,6 +71,9 @@ class ServerInfo:
     base_gpu_id: int = 0
     gpu_id_step: int = 1
     nccl_version: str | None = None
+    lora_enabled: bool = False
+    max_lora_rank: int | None = None
+    lora_target_modules: tuple[str, ...] = ()
 
     @property
     def ranks(self) -> int:
@@ -105,7 +111,17 @@ class ServerInfo:
             base_gpu_id=int(get("base_gpu_id", 0)),
             gpu_id_step=int(get("gpu_id_step", 1)) or 1,
             nccl_version=str(get("nccl_version", "")) or None,
+            lora_enabled=bool(get("enable_lora", False)),
+            max_lora_rank=int(rank) if isinstance(rank := get("max_lora_rank", None), int)
+            else None,
+            lora_target_modules=_names(get("lora_target_modules", ())),
         )
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    return tuple(sorted(str(v) for v in value)) if isinstance(value, list | tuple | set) else ()
 
 
 def parse_version(version: str) -> tuple[int, ...] | None:

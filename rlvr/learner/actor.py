@@ -25,6 +25,7 @@ from whichever forward gave the old logprobs.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -38,6 +39,7 @@ from rlvr.kl import kl_loss, kl_penalty
 from rlvr.learner.config import ActorConfig
 from rlvr.learner.loading import build_sharded, empty_causal_lm
 from rlvr.learner.logprobs import policy_forward
+from rlvr.learner.lora import adapter_state, apply_lora, merged_tensors
 from rlvr.learner.modules import load_causal_lm
 from rlvr.learner.parallel import DistInfo, init_distributed
 from rlvr.learner.worker import TrainedModel, shard
@@ -70,11 +72,31 @@ class Actor(TrainedModel):
                 torchrun) when omitted.
         """
         info = dist_info or init_distributed()
+        lora = config.lora
+
+        def adapted(module: torch.nn.Module) -> torch.nn.Module:
+            # Before the state dict is read: rank 0 scatters the adapter it initialised too.
+            return apply_lora(module, lora) if lora is not None else module
+
         module = build_sharded(
-            lambda device: load_causal_lm(path, device), lambda: empty_causal_lm(path),
+            lambda device: adapted(load_causal_lm(path, device)),
+            lambda: adapted(empty_causal_lm(path)),
             lambda m: shard(m, config, info, trainable=True), info,
         )
         return cls(module, config, info)
+
+    def named_sync_tensors(self, *, adapter_only: bool) -> Iterator[tuple[str, torch.Tensor]]:
+        """What a weight sync sends (every full tensor, or with LoRA less).
+
+        With LoRA: the adapter alone when the engine holds the same adapter layers
+        (``adapter_only``), else the merged weights.
+
+        Collective, like ``named_full_tensors``: every rank iterates it to the end.
+        """
+        named = self.named_full_tensors()
+        if self.config.lora is None:
+            return named
+        return adapter_state(named) if adapter_only else merged_tensors(named, self.config.lora)
 
     def compute_logprobs(self, batch: RolloutBatch, temperature: float = 1.0) -> torch.Tensor:
         """Token logprobs of the responses, without grad (stage B's ``old_logprobs``).

@@ -170,12 +170,50 @@ def full_state_dict(module: nn.Module) -> dict[str, Any]:
     return get_model_state_dict(module, options=options)
 
 
+def export_adapter(
+    module: nn.Module,
+    out_dir: str | Path,
+    lora: Any,
+    base_model: str | Path,
+    tokenizer: Any = None,
+    *,
+    merged_dir: str | Path | None = None,
+) -> Path:
+    """Write a LoRA module's adapter in peft's format (collective; rank 0 writes, atomically).
+
+    Args:
+        module: the sharded causal LM with LoRA layers (``actor.module``).
+        out_dir: the adapter directory to create (replaced if it exists).
+        lora: its ``rlvr.learner.lora.LoraConfig``.
+        base_model: the base model directory, recorded in ``adapter_config.json``.
+        tokenizer: saved beside the adapter when given.
+        merged_dir: also write the merged model as a plain HF directory there.
+    """
+    from rlvr.learner.lora import is_adapter_name, merged_tensors, save_adapter
+
+    target = Path(out_dir)
+    state = full_state_dict(module)
+    tmp = _prepare_tmp(target, "export")
+    if rank_and_world()[0] == 0:
+        adapter = {k: v for k, v in state.items() if is_adapter_name(k)}
+        save_adapter(adapter, lora, str(base_model), tmp)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
+        _publish(tmp, target)
+    barrier()
+    if merged_dir is not None:
+        merged = dict(merged_tensors(iter(state.items()), lora))
+        export_hf(module, merged_dir, tokenizer, state=merged)
+    return target
+
+
 def export_hf(
     module: nn.Module,
     out_dir: str | Path,
     tokenizer: Any = None,
     *,
     dtype: torch.dtype | None = None,
+    state: Mapping[str, torch.Tensor] | None = None,
 ) -> Path:
     """Write an FSDP2-sharded HF causal LM as a plain HuggingFace directory (collective).
 
@@ -188,6 +226,8 @@ def export_hf(
         out_dir: the directory to create (replaced if it exists).
         tokenizer: saved with ``save_pretrained`` when given.
         dtype: the weights' dtype on disk; default the master dtype (fp32).
+        state: the full state dict to write (plain HF names), when it is not the module's own
+            (a LoRA module's merged weights); default ``full_state_dict(module)``.
 
     Returns:
         ``out_dir`` as a ``Path``.
@@ -202,7 +242,7 @@ def export_hf(
             f"module must be an HF causal LM such as actor.module; got {type(module).__name__}"
         )
     target = Path(out_dir)
-    state = full_state_dict(module)
+    state = full_state_dict(module) if state is None else state
     tmp = _prepare_tmp(target, "export")
     if rank_and_world()[0] == 0:
         config = module.config  # type: ignore[union-attr]
@@ -228,6 +268,7 @@ def export_hf(
 __all__ = [
     "COMPLETE_MARKER",
     "Checkpointer",
+    "export_adapter",
     "export_hf",
     "full_state_dict",
     "latest_checkpoint",

@@ -18,6 +18,7 @@ from typing import Literal
 from rlvr.config_checks import Checked, bounded, check_choice, check_fields
 from rlvr.errors import ConfigError
 from rlvr.kl import KL_KINDS
+from rlvr.learner.lora import LoraConfig
 from rlvr.losses import POLICY_LOSSES
 
 Schedule = Literal["constant", "cosine", "linear"]
@@ -170,6 +171,9 @@ class ActorConfig(LearnerConfig):
         tis_cap: when set (> 0), multiply the per-token policy loss by truncated
             importance-sampling weights ``min(exp(old_logp - rollout_logp), tis_cap)``; None
             = off.
+        lora: train a LoRA adapter instead of the whole model (``rank``, ``alpha``,
+            ``target_modules``; ``rlvr.learner.lora``); the reference policy is then the base
+            with the adapter switched off. None = full fine-tuning.
     """
 
     sequence_packing: bool = False
@@ -181,6 +185,7 @@ class ActorConfig(LearnerConfig):
     kl_loss_coef: float = bounded(0.0, ge=0)
     kl_loss_estimator: str = "k3"
     tis_cap: float | None = bounded(None, gt=0)
+    lora: LoraConfig | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -1,8 +1,9 @@
 """The reference policy: a frozen copy of the initial policy, for KL terms (no grad, no optimizer).
 
-Build it only when a KL term is configured. Its weights are read on rank 0 and broadcast into the
-shards; under bf16 compute (``mixed_precision`` auto on GPU, or bf16) they are stored in bf16,
-half the memory of fp32 master weights it has no use for.
+Build it only when a KL term is configured, with ``reference_for``. Its weights are read on rank 0
+and broadcast into the shards; under bf16 compute (``mixed_precision`` auto on GPU, or bf16) they
+are stored in bf16, half the memory of fp32 master weights it has no use for. A LoRA actor needs
+no copy: its reference is its own module with the adapters switched off (``AdapterOffReference``).
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from pathlib import Path
 import torch
 
 from rlvr.data import RolloutBatch
+from rlvr.learner.actor import Actor
 from rlvr.learner.config import ActorConfig
 from rlvr.learner.loading import build_sharded, empty_causal_lm
+from rlvr.learner.lora import adapters_disabled
 from rlvr.learner.modules import load_causal_lm
 from rlvr.learner.parallel import DistInfo, init_distributed, mixed_precision_policy
 from rlvr.learner.worker import ShardedModel, shard
@@ -56,4 +59,29 @@ class Reference(ShardedModel):
         return self._policy_logprobs(batch, temperature)
 
 
-__all__ = ["Reference"]
+class AdapterOffReference:
+    """The reference of a LoRA actor: the actor's own module with its adapters switched off.
+
+    The base weights are frozen, so this is exactly the initial policy, at the cost of one
+    forward and no weights of its own.
+    """
+
+    def __init__(self, actor: Actor) -> None:
+        self.actor = actor
+
+    def compute_logprobs(self, batch: RolloutBatch, temperature: float = 1.0) -> torch.Tensor:
+        """The base model's token logprobs of the responses (``ref_logprobs``), without grad."""
+        with adapters_disabled(self.actor.module):
+            return self.actor._policy_logprobs(batch, temperature)
+
+
+def reference_for(
+    actor: Actor, path: str | Path, config: ActorConfig, dist_info: DistInfo
+) -> Reference | AdapterOffReference:
+    """The reference policy of ``actor``: the adapter-off actor with LoRA, else a frozen copy."""
+    if config.lora is not None:
+        return AdapterOffReference(actor)
+    return Reference.from_pretrained(path, config, dist_info)
+
+
+__all__ = ["AdapterOffReference", "Reference", "reference_for"]

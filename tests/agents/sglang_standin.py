@@ -24,18 +24,26 @@ wheel's ``http_server.py``, ``tokenizer_manager.py`` and weight updater):
   ``weights_cpu_backup`` (they come back as zeros); without ``memory_saver`` release/resume
   answer 200 and do nothing;
 * ``/flush_cache`` answers 400 while requests run; with ``api_key`` every route but ``/health``
-  needs ``Authorization: Bearer <key>``.
+  needs ``Authorization: Bearer <key>``;
+* LoRA (``lora=True``: ``--enable-lora``; sglang 0.5.23's ``tokenizer_control_mixin``):
+  ``/load_lora_adapter`` ``{lora_name, lora_path, pinned}`` reads a peft directory (here with
+  ``peft``, merged into a copy of the served model) and refuses a name already loaded, a rank
+  over ``max_lora_rank`` or a server without LoRA (HTTP 400, ``success: false``);
+  ``/unload_lora_adapter`` ``{lora_name}`` refuses an unknown name; a ``/generate`` with
+  ``lora_path`` runs that adapter (an unknown one: HTTP 400); ``/v1/models`` lists adapters.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import socket
 import threading
 import time
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -45,7 +53,7 @@ from agents.engine import SamplingParams
 from agents.hf_engine import TransformersEngine
 
 GENERATE_KEYS = {"input_ids", "text", "sampling_params", "return_logprob", "logprob_start_len",
-                 "top_logprobs_num", "stream", "rid"}
+                 "top_logprobs_num", "stream", "rid", "lora_path"}
 SAMPLING_KEYS = {"max_new_tokens", "temperature", "top_p", "top_k", "min_p", "stop",
                  "stop_token_ids", "ignore_eos", "skip_special_tokens", "no_stop_trim", "n",
                  "sampling_seed"}
@@ -63,6 +71,8 @@ ADMIN_KEYS = {
     "/begin_weight_update": {"selector"},
     "/end_weight_update": set(),
     "/flush_cache": set(),
+    "/load_lora_adapter": {"lora_name", "lora_path", "pinned", "lora_id"},
+    "/unload_lora_adapter": {"lora_name", "lora_id"},
 }
 
 
@@ -125,7 +135,8 @@ class FakeSGLang:
                  context_length=4096, deterministic=True, memory_saver=True,
                  weights_cpu_backup=False, original_logprob=False, api_key=None,
                  memory_limit_bytes=None, dtype="float32", host="127.0.0.1", device="cuda",
-                 keep_old_weights=False, group_timeout_s=60, base_gpu_id=0):
+                 keep_old_weights=False, group_timeout_s=60, base_gpu_id=0, lora=False,
+                 max_lora_rank=None, lora_target_modules=("all",)):
         self.engine = TransformersEngine(model_path)
         self.version = version
         self.args = {"tp_size": tp_size, "dp_size": dp_size, "pp_size": pp_size,
@@ -134,7 +145,10 @@ class FakeSGLang:
                      "enable_memory_saver": memory_saver,
                      "enable_weights_cpu_backup": weights_cpu_backup,
                      "model_path": str(model_path), "base_gpu_id": base_gpu_id,
-                     "gpu_id_step": 1}
+                     "gpu_id_step": 1, "enable_lora": lora,
+                     "max_lora_rank": max_lora_rank,
+                     "lora_target_modules": list(lora_target_modules) if lora else None}
+        self.adapters: dict[str, TransformersEngine] = {}
         self.context_length = context_length
         self.original_logprob = original_logprob
         self.api_key = api_key
@@ -211,8 +225,10 @@ class FakeSGLang:
             return 200, {**self.args, "version": self.version, "internal_states": [],
                          "max_req_input_len": self.context_length - 6}
         if path == "/v1/models":
+            loras = [{"id": name, "object": "model", "parent": "m"} for name in self.adapters]
             return 200, {"object": "list", "data": [{"id": "m", "object": "model",
-                                                     "max_model_len": self.context_length}]}
+                                                     "max_model_len": self.context_length},
+                                                    *loras]}
         return 404, {"detail": "Not Found"}
 
     def handle(self, path, body):
@@ -253,6 +269,8 @@ class FakeSGLang:
             return self.release(body)
         if path == "/resume_memory_occupation":
             return self.resume(body)
+        if path in ("/load_lora_adapter", "/unload_lora_adapter"):
+            return self.lora_update(path, body)
         if path == "/update_weights_from_disk":
             if not self.keep_old_weights:
                 self.engine.update_weights(body["model_path"])
@@ -265,6 +283,31 @@ class FakeSGLang:
         elif path == "/update_weights_from_distributed":
             return self.update_distributed(body)
         return 200, {"success": True, "message": "ok"}
+
+    def lora_update(self, path, body):
+        def refused(message):
+            return 400, {"success": False, "error_message": message, "loaded_adapters": None}
+
+        if not self.args["enable_lora"]:
+            return refused("LoRA is not enabled. Please set `--enable-lora` to enable LoRA.")
+        name = body["lora_name"]
+        if path == "/unload_lora_adapter":
+            if self.adapters.pop(name, None) is None:
+                return refused(f"LoRA adapter {name} is not loaded")
+        else:
+            if name in self.adapters:
+                return refused(f"LoRA adapter {name} is already loaded")
+            import peft
+
+            rank = json.loads((Path(body["lora_path"]) / "adapter_config.json").read_text())["r"]
+            if rank > (self.args["max_lora_rank"] or 0):
+                return refused(f"LoRA adapter rank {rank} exceeds --max-lora-rank "
+                               f"{self.args['max_lora_rank']}")
+            base = copy.deepcopy(self.engine.model)
+            merged = peft.PeftModel.from_pretrained(base, body["lora_path"]).merge_and_unload()
+            self.adapters[name] = TransformersEngine(merged.eval(), self.engine.tokenizer)
+        return 200, {"success": True, "error_message": None,
+                     "loaded_adapters": {n: n for n in self.adapters}}
 
     def update_distributed(self, body):
         if self.has_sessions and not self.session:  # 0.5.23: refused before any broadcast
@@ -330,6 +373,9 @@ class FakeSGLang:
         if len(ids) + max_new > self.context_length:
             raise ValueError("Requested token count exceeds the model's maximum context length "
                              f"of {self.context_length} tokens.")
+        lora = body.get("lora_path")
+        if lora is not None and lora not in self.adapters:
+            raise ValueError(f"The following requested LoRA adapters are not loaded: {lora}")
         if self.abort_next is not None:
             status, message = self.abort_next
             self.abort_next = None
@@ -354,12 +400,13 @@ class FakeSGLang:
             stop_token_ids=tuple(sp.get("stop_token_ids", ())), stop=tuple(sp.get("stop", ())),
             seed=seed,
         )
-        out = asyncio.run(self.engine.generate(ids, sampling))
+        engine = self.adapters[body["lora_path"]] if body.get("lora_path") else self.engine
+        out = asyncio.run(engine.generate(ids, sampling))
         logprobs = out.logprobs
         t = temperature if temperature > 0 else 1.0
         if self.original_logprob or body.get("top_logprobs_num"):
-            full = self._logprobs(ids, out.token_ids, t)
-            untempered = self._logprobs(ids, out.token_ids, 1.0)
+            full = self._logprobs(ids, out.token_ids, t, engine)
+            untempered = self._logprobs(ids, out.token_ids, 1.0, engine)
             if self.original_logprob:
                 logprobs = [float(full_row[tok]) for full_row, tok in zip(untempered,
                                                                           out.token_ids)]
@@ -382,10 +429,10 @@ class FakeSGLang:
                 [[float(v), int(i), None] for v, i in zip(*row.topk(k))] for row in rows]
         return {"output_ids": out_ids, "meta_info": meta}
 
-    def _logprobs(self, ids, out_ids, temperature):
+    def _logprobs(self, ids, out_ids, temperature, engine):
         seq = torch.tensor([ids + out_ids])
         with torch.no_grad():
-            logits = self.engine.model(seq).logits[0, len(ids) - 1: -1].float()
+            logits = engine.model(seq).logits[0, len(ids) - 1: -1].float()
         return torch.log_softmax(logits / temperature, -1)
 
     def close(self):

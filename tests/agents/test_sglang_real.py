@@ -165,6 +165,46 @@ def test_weight_sync_after_a_training_step_lands(server, tiny_model_path, local,
     assert _max_gap(local, PROMPTS[:2], outs, 1.0) < TOL
 
 
+def test_a_lora_policy_gets_merged_weights_equal_to_the_adapted_model(
+        server, tiny_model_path, local, tmp_path, caplog):
+    """CPU sglang cannot serve LoRA (``agents.sglang.lora.CPU_REFUSAL``), so a LoRA policy's
+    engine takes merged weights: after the sync the server's logprobs equal the learner's module
+    with its adapter applied (peft's layers), and differ from the base's (the adapter landed)."""
+    from transformers import AutoModelForCausalLM
+
+    from agents.engines import EngineRequest, build_engine
+    from agents.sglang import SGLangOptions
+    from rlvr.learner.lora import LoraConfig, apply_lora, merged_tensors
+
+    lora = LoraConfig(rank=4, alpha=8.0)
+    adapted = apply_lora(AutoModelForCausalLM.from_pretrained(tiny_model_path,
+                                                              dtype=torch.float32), lora).eval()
+    torch.manual_seed(0)
+    for name, param in adapted.named_parameters():
+        if ".lora_B." in name:
+            param.data.normal_(0, 0.05)
+    with caplog.at_level("WARNING", logger="agents.sglang.engine_builder"):
+        built = build_engine(EngineRequest(
+            engine="sglang", model_path=tiny_model_path, work_dir=tmp_path,
+            lora=lora.peft_kwargs(), options=SGLangOptions(url=server.urls[0],
+                                                           allow_unseeded=True,
+                                                           weight_sync="disk")))
+    sg = built.engine
+    try:
+        assert not built.serves_adapter
+        assert any("without --enable-lora" in r.getMessage() for r in caplog.records)
+        sg.update_weights(merged_tensors(iter(adapted.state_dict().items()), lora))
+        outs = asyncio.run(_many(sg, PROMPTS, SamplingParams(temperature=1.0, max_new_tokens=12)))
+        new_gap = _max_gap(adapted, PROMPTS, outs, 1.0)
+        old_gap = _max_gap(local, PROMPTS, outs, 1.0)
+        print(f"\n[test_sglang_real] LoRA merged sync: gap to the adapted model {new_gap:.2e}, "
+              f"to the base {old_gap:.2e}")
+        assert new_gap < TOL and old_gap > 100 * TOL
+    finally:
+        sg.update_weights(str(tiny_model_path))  # back to the module's weights
+        sg.close()
+
+
 def test_flush_release_resume(server):
     server.flush_cache()
     server.release_memory()  # no memory saver on CPU: nothing to free, nothing sent

@@ -60,3 +60,48 @@ def test_real_sglang_matches_the_logprob_convention(tiny_model_path, tmp_path):
         assert len(trajs) == 8
     finally:
         engine.close()
+
+
+def test_real_sglang_serves_the_lora_adapter_it_is_synced(tiny_model_path, tmp_path):
+    """A LoRA policy on a launched GPU server: the adapter is loaded by name (no merged weights)
+    and the server's logprobs are the adapted model's, not the base's."""
+    from transformers import AutoModelForCausalLM
+
+    from agents.engine import SamplingParams
+    from agents.engines import EngineRequest, build_engine
+    from agents.sglang import SGLangOptions
+    from rlvr.learner.lora import LoraConfig, adapter_state, apply_lora
+
+    lora = LoraConfig(rank=4, alpha=8.0)
+    built = build_engine(EngineRequest(
+        engine="sglang", model_path=tiny_model_path, work_dir=tmp_path, lora=lora.peft_kwargs(),
+        options=SGLangOptions(launch_args=["--dtype", "float32", "--disable-cuda-graph",
+                                           "--mem-fraction-static", "0.3"],
+                              allow_unseeded=True, startup_timeout_s=600)))
+    engine = built.engine
+    try:
+        assert built.serves_adapter
+        base = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32)
+        adapted = apply_lora(AutoModelForCausalLM.from_pretrained(
+            tiny_model_path, dtype=torch.float32), lora).eval()
+        torch.manual_seed(0)
+        for name, param in adapted.named_parameters():
+            if ".lora_B." in name:
+                param.data.normal_(0, 0.05)
+        prompt = [5, 17, 40, 9, 100]
+        sp = SamplingParams(temperature=1.0, max_new_tokens=12)
+        for _ in range(2):  # the second sync loads a new name and unloads the first
+            engine.update_weights(adapter_state(iter(adapted.state_dict().items())))
+            out = asyncio.run(engine.generate(prompt, sp))
+            ids = torch.tensor([prompt + out.token_ids])
+            gaps = []
+            for model in (adapted, base):
+                with torch.no_grad():
+                    logits = model(ids).logits[0, len(prompt) - 1: -1]
+                mine = torch.log_softmax(logits, -1).gather(
+                    1, torch.tensor(out.token_ids)[:, None])[:, 0]
+                gaps.append((mine - torch.tensor(out.logprobs)).abs().max().item())
+            assert gaps[0] < 2e-2 < gaps[1]
+        assert engine.lora_name is not None and engine.lora_name.endswith("-v2")
+    finally:
+        engine.close()

@@ -93,11 +93,18 @@ def global_rel_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor],
 
 
 #: The configuration of the 1-rank vs 2-rank comparison (one global mini-batch of 8 rows).
-def two_rank_config():
+def two_rank_config(lora=None):
     from rlvr.learner import ActorConfig, OptimConfig
 
     return ActorConfig(optim=OptimConfig(lr=1e-3), micro_batch_size=2, mini_batch_size=8,
-                         epochs=2, entropy_coef=0.01)
+                         epochs=2, entropy_coef=0.01, lora=lora)
+
+
+def two_rank_lora():
+    """The LoRA adapter of the 2-rank LoRA test (its worker and the 1-rank side agree)."""
+    from rlvr.learner import LoraConfig
+
+    return LoraConfig(rank=4, alpha=8.0)
 
 
 def global_batch() -> RolloutBatch:
