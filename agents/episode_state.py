@@ -93,8 +93,11 @@ class EpisodeState:
         self.messages.extend(dict(m) for m in obs)
 
     def fail(self, exc: BaseException) -> None:
-        """End the episode with reason "error": keep ``exc`` and its message, zero the scores."""
-        self.finish_reason = "error"
+        """End the episode with reason "error" ("timeout" for an env call past its limit).
+
+        Keeps ``exc`` and its message and zeroes the scores.
+        """
+        self.finish_reason = "timeout" if isinstance(exc, TimeoutError) else "error"
         self.exc = exc
         self.error = f"{type(exc).__name__}: {exc}"
         if self.record is not None:

@@ -109,6 +109,9 @@ def _eval_parser() -> argparse.ArgumentParser:
     add("--import", dest="imports", action="append", default=[], metavar="MODULE",
         help="import a module first (it registers its envs); repeatable")
     add("--concurrency", type=int, default=64, help="episodes in flight (default 64)")
+    add("--env-step-timeout-s", type=float, default=60.0, metavar="SECONDS",
+        help="limit of one env call (reset, a step): past it the episode ends with reason "
+             "'timeout' and the call is stopped (default 60)")
     add("--no-progress", action="store_true", help="hide the progress bar")
     return parser
 
@@ -145,7 +148,7 @@ def eval_main(argv: Sequence[str]) -> int:
             engine_kwargs=engine_kwargs, imports=args.imports, progress=not args.no_progress,
             top_p=args.top_p, max_new_tokens=args.max_new_tokens,
             max_response_tokens=args.max_response_tokens, stop=tuple(args.stop),
-            concurrency=args.concurrency,
+            concurrency=args.concurrency, env_step_timeout_s=args.env_step_timeout_s,
         )
     except (RlvrError, EnvError, AgentError) as err:
         print(f"rlvr eval: error: {err}", file=sys.stderr)

@@ -209,6 +209,7 @@ def rollout_metrics(trajs: Sequence[Trajectory], device: torch.device) -> dict[s
         len(trajs), sum(rewards), sum(r * r for r in rewards), sum(t.passed for t in trajs),
         sum(lengths), sum(turns), sum(t.finish_reason == "length" for t in trajs),
         sum(t.finish_reason == "error" for t in trajs),
+        sum(t.finish_reason == "timeout" for t in trajs),
     ], device)
     n = max(sums[0], 1.0)
     mean = sums[1] / n
@@ -217,5 +218,6 @@ def rollout_metrics(trajs: Sequence[Trajectory], device: torch.device) -> dict[s
         "reward/mean": mean, "reward/std": var**0.5, "reward/accuracy": sums[3] / n,
         "response/length_mean": sums[4] / n, "response/turns_mean": sums[5] / n,
         "response/clip_ratio": sums[6] / n, "response/error_ratio": sums[7] / n,
+        "response/timeout_ratio": sums[8] / n,
         "perf/rollout_tokens": sums[4],
     }
