@@ -10,6 +10,7 @@ tells an episode's own failure from one that stops the run.
 from __future__ import annotations
 
 import logging
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,6 +104,12 @@ class EpisodeState:
         if self.record is not None:
             self.record.zero_scores()
 
+    def traceback(self) -> str | None:
+        """The formatted traceback of the error that ended the episode (None without one)."""
+        if self.exc is None:
+            return None
+        return "".join(traceback.format_exception(self.exc))
+
     def to_trajectory(self, pad_id: int) -> Trajectory:
         """The finished episode (``[pad_id]`` as the prompt when even ``reset`` failed)."""
         record = self.record or EpisodeRecord([pad_id])
@@ -122,6 +129,8 @@ class EpisodeState:
             "reset_seed": self.spec.seed,
             "messages": jsonable(self.messages),
         }
+        if self.exc is not None:
+            metadata["traceback"] = self.traceback()
         return record.to_trajectory(
             group_id=self.spec.group_id,
             env_id=self.env_id,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.errors import EnvError
-from rlvr.errors import RlvrError
+from rlvr.errors import RlvrError, RunStoppedError
 
 USAGE = """usage: rlvr {train,eval,check-env} ...
 
@@ -66,6 +66,9 @@ def train_main(argv: Sequence[str]) -> int:
 
     try:
         train(config)
+    except RunStoppedError as err:  # the run stopped on purpose: say why, no traceback
+        print(f"rlvr train: error: {err}", file=sys.stderr)
+        return 1
     finally:
         import torch.distributed as dist
 

@@ -105,7 +105,8 @@ class Trajectory:
             env call ran past the runner's limit).
         outcome: the verdict, answer, turns, tool calls and error of the episode.
         metadata: the rest, JSON-serialisable: ``messages`` (the chat), ``n_model_tokens``,
-            ``n_env_tokens``, ``reset_seed``.
+            ``n_env_tokens``, ``reset_seed``; ``traceback`` (the formatted error) when the
+            episode ended in an error or a timeout.
     """
 
     prompt_ids: list[int]

@@ -55,6 +55,7 @@ from rlvr.learner import (
 )
 from rlvr.metrics import MetricsLogger, rollout_metrics
 from rlvr.tool_metrics import tool_metrics
+from rlvr.training.env_failures import EnvFailureGuard
 from rlvr.training.env_tokens import EnvTokenGuard
 from rlvr.training.gc_control import collections_paused, frozen_setup
 from rlvr.training.heldout import heldout_evaluator
@@ -165,6 +166,8 @@ class Trainer:
         self.stream = EpisodeStream(self.runner, cfg, self.dist.rank, self.dist.world_size,
                                     num_tasks)
         self.env_guard = EnvTokenGuard(self.tokenizer)  # env tokens are never trained
+        self.failures = EnvFailureGuard(cfg.trainer.max_failed_steps, cfg.env.id,
+                                        self.dist.device)
         self.snapshots = EpisodeSnapshots(self.out / "episodes.html", cfg.eval.show_episodes)
         kl = cfg.algorithm.kl
         if kl.placement == "both":
@@ -249,6 +252,7 @@ class Trainer:
             with timer("rollout"), self.engine_weights(), collections_paused():  # stage A
                 trajs, metrics = self.stream.collect(step, self.state.tasks_drawn)
                 self.release_engine_memory()
+            self.failures.check(step, trajs)  # a step with no valid episode teaches nothing
             if cfg.rollout.open_ahead and step < cfg.trainer.steps:  # beside stages B and C
                 self.stream.open_ahead(step + 1,
                                        self.state.tasks_drawn + cfg.rollout.prompts_per_step)
