@@ -59,6 +59,7 @@ from rlvr.training.env_failures import EnvFailureGuard
 from rlvr.training.env_tokens import EnvTokenGuard
 from rlvr.training.gc_control import collections_paused, frozen_setup
 from rlvr.training.heldout import heldout_evaluator
+from rlvr.training.run_dir import RunLock, apply_plan, check_run_dir
 from rlvr.training.snapshots import EpisodeSnapshots
 from rlvr.training.state import Checkpoints, StageTimer, TrainerState
 from rlvr.training.stream import EpisodeStream
@@ -119,23 +120,39 @@ class Trainer:
     """
 
     def __init__(self, config: TrainConfig, log: Any = print) -> None:
+        self.start_time = time.perf_counter()
+        self.config = config
+        self.threads_before = torch.get_num_threads()  # restored by close()
+        self.closed = False
+        if config.trainer.threads is not None:
+            torch.set_num_threads(config.trainer.threads)
+        self.dist = init_distributed(config.trainer.device)
+        self.is_main = self.dist.is_main
+        self.log = log if self.is_main else (lambda *_: None)
+        self.out = Path(config.trainer.output_dir)
+        self.lock: RunLock | None = None
+        if self.is_main:  # one run per folder: a second writer is refused before any work
+            self.out.mkdir(parents=True, exist_ok=True)
+            self.lock = RunLock(self.out)
+        try:
+            self._build(config)
+        except BaseException:
+            self._release_lock()
+            raise
+
+    def _build(self, cfg: TrainConfig) -> None:
+        """Everything after the run folder's lock: the folder's plan, the env, the models."""
         from transformers import AutoTokenizer
 
         from rlvr.tiny import tiny_model_dir
 
-        self.start_time = time.perf_counter()
-        self.config = cfg = config
-        self.threads_before = torch.get_num_threads()  # restored by close()
-        self.closed = False
-        if cfg.trainer.threads is not None:
-            torch.set_num_threads(cfg.trainer.threads)
-        self.dist = init_distributed(cfg.trainer.device)
-        self.is_main = self.dist.is_main
-        self.log = log if self.is_main else (lambda *_: None)
-        self.out = Path(cfg.trainer.output_dir)
+        plan = check_run_dir(cfg)  # every rank: a used folder, a resume's changed keys
+        barrier()  # every rank has looked at the folder before rank 0 writes to it
+        for line in plan.notices:
+            self.log(line)
         if self.is_main:
-            self.out.mkdir(parents=True, exist_ok=True)
-            dump_config(cfg, self.out / "config.yaml")
+            apply_plan(plan)
+            dump_config(plan.config or cfg, self.out / "config.yaml")  # the config that runs
         num_tasks = check_env(cfg)
         torch.manual_seed(cfg.trainer.seed)
         random.seed(cfg.trainer.seed)
@@ -389,12 +406,19 @@ class Trainer:
             return
         self.closed = True
         with contextlib.ExitStack() as stack:  # callbacks run last-in first-out
+            stack.callback(self._release_lock)
             stack.callback(torch.set_num_threads, self.threads_before)
             stack.callback(self.engine.close)
             stack.callback(self.runner.close)
             stack.callback(self.logger.close)
             if self.heldout is not None:
                 stack.callback(self.heldout.close)
+
+
+    def _release_lock(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
 
 
 def kl_notice(kl: Any) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +56,14 @@ def warm_up(config: TrainConfig, base_dir: Path, tokenizer: Any, info: DistInfo,
     target = Path(config.trainer.output_dir) / "sft_model"
     if not config.sft.enabled:
         return base_dir, None
+    record = warmup_record(config, base_dir)
     if (target / "config.json").is_file():
-        log(f"[sft] reusing the warm-up model in {target}")
-        return target, None
+        made_with = _read_record(target / WARMUP_RECORD)
+        if made_with == record:
+            log(f"[sft] reusing the warm-up model in {target} (made with this config)")
+            return target, None
+        log(f"[sft] the warm-up model in {target} was made with another config "
+            f"({_record_diff(made_with, record)}): warming up again")
     result = None
     if info.is_main:
         model = load_causal_lm(base_dir, info.device)
@@ -87,8 +93,39 @@ def warm_up(config: TrainConfig, base_dir: Path, tokenizer: Any, info: DistInfo,
         if staged:
             result = mixed_stage(model, tokenizer, config, result, log)
         save_model(model, tokenizer, target)
+        (target / WARMUP_RECORD).write_text(json.dumps(record, indent=1, sort_keys=True))
     barrier()
     return target, result
+
+
+#: The config a warm-up model was made with, saved beside it: it is reused only when it matches.
+WARMUP_RECORD = "rlvr_warmup.json"
+
+
+def warmup_record(config: TrainConfig, base_dir: Path) -> dict[str, Any]:
+    """What the warm-up model depends on: the base model, ``sft``, the env and the seed."""
+    from rlvr.config_loader import to_dict
+
+    return json.loads(json.dumps({
+        "base_model": str(base_dir), "model": to_dict(config.model), "sft": to_dict(config.sft),
+        "env": {"id": config.env.id, "kwargs": config.env.kwargs},
+        "seed": config.trainer.seed,
+        "stop_at_tool_call": config.rollout.runner.stop_at_tool_call,
+    }, default=str))
+
+
+def _read_record(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _record_diff(old: dict[str, Any] | None, new: dict[str, Any]) -> str:
+    if old is None:
+        return "no record of it"
+    return "differs in " + ", ".join(sorted(k for k in new if old.get(k) != new[k]))
 
 
 def exact_match_check(config: TrainConfig, tokenizer: Any, model: Any) -> Any:

@@ -11,9 +11,9 @@ from trainer_helpers import QUIET, SMALL_MODEL  # noqa: E402 (shared trainer-tes
 
 from envs.math_env import MathEnv
 from rlvr.config import load_config
-from rlvr.errors import RunStoppedError
+from rlvr.errors import ConfigError, RunStoppedError
 from rlvr.metrics import read_jsonl
-from rlvr.trainer import train
+from rlvr.trainer import Trainer, train
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 REPO = CONFIGS.parent
@@ -86,3 +86,87 @@ def test_max_failed_steps_allows_failed_steps_in_a_row_before_stopping(tmp_path)
             train(config, log=_silent)
     finally:
         gymnasium.registry.pop("rlvrtest/BrokenReset-v0")
+
+
+# ------------------------------------------------------------------ one run per folder (2-4)
+def test_a_second_writer_is_refused_and_a_dead_holders_lock_is_not_in_the_way(tmp_path):
+    import subprocess
+    import sys
+
+    from rlvr.training.run_dir import RunLock
+
+    first = RunLock(tmp_path)
+    with pytest.raises(RunStoppedError, match=r"in use by another rlvr run \(pid \d+"):
+        RunLock(tmp_path)
+    with pytest.raises(RunStoppedError, match="in use by another rlvr run"):
+        Trainer(_run_config(tmp_path), log=_silent)  # refused before any work
+    first.release()
+    # A holder killed with SIGKILL leaves its lock file, but not its lock.
+    lock = str(tmp_path / ".rlvr.lock")
+    code = (f"import fcntl, os; fd = os.open({lock!r}, os.O_RDWR); "
+            "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, b'pid of a killed run'); "
+            "os.kill(os.getpid(), 9)")
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=False, timeout=120)
+    assert "pid" in (tmp_path / ".rlvr.lock").read_text()
+    RunLock(tmp_path).release()
+
+
+def test_one_run_per_folder_and_an_honest_resume(tmp_path):
+    """A used folder refuses a fresh run (unless overwrite); a resume refuses keys that cannot
+    change, applies and logs those that can, tells when the schedule ended, and writes the
+    config that runs."""
+    base = ["trainer.checkpoint_every=1", "actor.optim.schedule=linear"]
+    train(_run_config(tmp_path, "trainer.steps=2", *base), log=_silent)
+    with pytest.raises(RunStoppedError, match=r"already holds a run \(config.yaml, "
+                                              r"metrics.jsonl.*trainer.overwrite=true"):
+        train(_run_config(tmp_path, "trainer.steps=2", *base), log=_silent)
+    with pytest.raises(ConfigError, match=r"model.tiny.hidden_size: 32 -> 64") as err:
+        train(_run_config(tmp_path, "trainer.steps=3", "trainer.resume=true",
+                          "model.tiny.hidden_size=64", *base), log=_silent)
+    assert err.value.key == "model.tiny.hidden_size"
+    lines: list[str] = []
+    result = train(_run_config(tmp_path, "trainer.steps=3", "trainer.resume=true", *base),
+                   log=lines.append)
+    assert result.steps == 3
+    assert any("trainer.steps: 2 -> 3" in line for line in lines)
+    assert any("schedule was set for 2 steps" in line for line in lines)
+    written = load_config(tmp_path / "config.yaml")
+    assert written.actor.optim.total_steps == 2  # the value that ran, not the new one
+    assert written.trainer.steps == 3
+    lines.clear()
+    train(_run_config(tmp_path, "trainer.steps=1", "trainer.overwrite=true"), log=lines.append)
+    assert any("deleted the previous run's" in line for line in lines)
+    steps = [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl") if "reward/mean" in r]
+    assert steps == [1]  # the old run's lines are gone, not interleaved
+    assert not (tmp_path / "checkpoints").exists()
+
+
+def test_resume_without_a_checkpoint_says_so(tmp_path):
+    lines: list[str] = []
+    train(_run_config(tmp_path, "trainer.steps=1", "trainer.resume=true"), log=lines.append)
+    assert any("no complete checkpoint yet: RL starts from step 0" in line for line in lines)
+    (tmp_path / "config.yaml").unlink()
+    with pytest.raises(RunStoppedError, match="no complete checkpoint and no config.yaml"):
+        train(_run_config(tmp_path, "trainer.steps=1", "trainer.resume=true"), log=_silent)
+
+
+def test_the_warm_up_model_is_reused_only_when_its_config_matches(tmp_path, tiny_model_path):
+    from transformers import AutoTokenizer
+
+    from rlvr.learner import init_distributed
+    from rlvr.training.warmup import WARMUP_RECORD, warm_up
+
+    sft = ["sft.enabled=true", "sft.max_steps=2", "sft.eval_every=0",
+           "sft.target_accuracy=null", "sft.eval_tasks=2"]
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
+    info = init_distributed("cpu")
+    lines: list[str] = []
+    config = _run_config(tmp_path, *sft)
+    target, first = warm_up(config, tiny_model_path, tokenizer, info, lines.append)
+    assert first is not None and (target / WARMUP_RECORD).is_file()
+    _, again = warm_up(config, tiny_model_path, tokenizer, info, lines.append)
+    assert again is None and "made with this config" in lines[-1]
+    changed = _run_config(tmp_path, *sft, "sft.lr=0.01")
+    _, redone = warm_up(changed, tiny_model_path, tokenizer, info, lines.append)
+    assert redone is not None
+    assert any("made with another config (differs in sft)" in line for line in lines)
