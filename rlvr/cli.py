@@ -45,7 +45,7 @@ def _train_parser() -> argparse.ArgumentParser:
 
 def train_main(argv: Sequence[str]) -> int:
     """``rlvr train``: returns the process exit code (2 for a config error)."""
-    args = _train_parser().parse_args(list(argv))
+    args = _train_parser().parse_intermixed_args(list(argv))  # overrides after --import too
     from rlvr.config import load_config
 
     overrides = list(args.overrides)

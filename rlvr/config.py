@@ -500,8 +500,9 @@ class TrainConfig:
         trainer = data.get("trainer")
         steps = trainer.get("steps") if isinstance(trainer, Mapping) else None
         steps = TrainerConfig.steps if steps is None else steps
-        if not isinstance(steps, int) or isinstance(steps, bool):
-            return data  # the loader reports trainer.steps
+        if not isinstance(steps, int) or isinstance(steps, bool):  # before the learners' keys
+            raise ConfigError(f"trainer.steps: expected an integer; got {steps!r}",
+                              key="trainer.steps")
         steps = max(steps, 1)  # trainer.steps < 1 is reported by TrainerConfig, naming the field
         for owner in ("actor", "critic"):
             learner = data.get(owner)

@@ -15,7 +15,11 @@ from rlvr.training.heldout import heldout_evaluator
 
 
 def check_env(config: TrainConfig) -> int | None:
-    """Import the env plugins and build the env once, so a bad id or kwarg fails before work.
+    """Check what the run needs before any work; returns the env's task count.
+
+    The model folder, the device, the eval suite (``rlvr.training.preflight``), the env (import
+    its plugins, build it once: a bad id or kwarg fails here) and, for a warm-up on gold
+    answers, that its tasks have an ``answer``.
 
     Returns:
         The training env's ``num_tasks`` (the size of its task source), or None when the env
@@ -23,9 +27,12 @@ def check_env(config: TrainConfig) -> int | None:
 
     Raises:
         envs.errors.EnvError: an unknown env id (with close matches) or a rejected keyword.
+        ConfigError: a model path, device, suite or warm-up that cannot work (names the key).
     """
     import envs
+    from rlvr.training.preflight import preflight
 
+    preflight(config)  # model.path, trainer.device, eval.suite
     envs.import_plugins(config.env.imports)
     env = envs.make(config.env.id, **config.env.kwargs)
     try:
@@ -35,10 +42,38 @@ def check_env(config: TrainConfig) -> int | None:
     finally:
         env.close()
     envs.make(config.env.id, **merge(config.env.kwargs, config.env.eval_kwargs)).close()
+    if config.sft.enabled and config.sft.demos == "answers":
+        check_warmup_answers(config)
     if isinstance(num_tasks, bool) or not isinstance(num_tasks, int) or num_tasks < 1:
         return None
     return num_tasks
 
+
+
+def check_warmup_answers(config: TrainConfig) -> None:
+    """The warm-up on gold answers needs tasks with an ``answer``: check one task now.
+
+    Raises:
+        ConfigError: the env's task (``env.unwrapped.task``) has no ``answer`` (names
+            ``sft.enabled`` and the fields the task has).
+    """
+    from rlvr.errors import ConfigError
+    from rlvr.sft import TaskExamples
+
+    examples = TaskExamples(config.env.id, config.env.kwargs)
+    try:
+        examples.env.reset(seed=config.trainer.seed)
+        task = getattr(examples.env.unwrapped, "task", None)
+    finally:
+        examples.env.close()
+    if isinstance(task, dict) and "answer" in task:
+        return
+    fields = ", ".join(map(str, task)) if isinstance(task, dict) else "no task dict"
+    raise ConfigError(
+        f"sft.enabled=true (the supervised warm-up on gold answers) needs env {config.env.id!r} "
+        f"to keep its current task in env.unwrapped.task with an 'answer' field, the reply "
+        f"it trains on; its task has: {fields}. Set sft.enabled=false, or add an 'answer' to "
+        "each task", key="sft.enabled")
 
 
 def warm_up(config: TrainConfig, base_dir: Path, tokenizer: Any, info: DistInfo,

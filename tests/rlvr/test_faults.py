@@ -9,11 +9,13 @@ import gymnasium
 import pytest
 from trainer_helpers import QUIET, SMALL_MODEL  # noqa: E402 (shared trainer-test overrides)
 
+from envs import VerifierEnv
 from envs.math_env import MathEnv
 from rlvr.config import load_config
 from rlvr.errors import ConfigError, RunStoppedError
 from rlvr.metrics import read_jsonl
 from rlvr.trainer import Trainer, train
+from verifiers import Verdict
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 REPO = CONFIGS.parent
@@ -170,3 +172,73 @@ def test_the_warm_up_model_is_reused_only_when_its_config_matches(tmp_path, tiny
     _, redone = warm_up(changed, tiny_model_path, tokenizer, info, lines.append)
     assert redone is not None
     assert any("made with another config (differs in sft)" in line for line in lines)
+
+
+# ------------------------------------------------------------------ errors before work (9, 10)
+@pytest.mark.parametrize(("overrides", "expected"), [
+    (["trainer.steps=ten"], "trainer.steps: expected an integer; got 'ten'"),
+    (["eval.suite=nope"], "eval.suite: unknown suite 'nope'"),
+    (["model.path=/no/such/model"], "model.path: '/no/such/model' does not exist"),
+    (["model.path={tmp}"], "is not a HuggingFace model folder (no config.json)"),
+    (["trainer.device=cuda"], "trainer.device: 'cuda', but torch sees no CUDA device"),
+])
+def test_bad_values_are_refused_before_any_work(overrides, expected, tmp_path, capsys):
+    import torch
+
+    from rlvr.cli import main
+
+    if "trainer.device=cuda" in overrides and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    out = tmp_path / "run"
+    overrides = [o.format(tmp=tmp_path) for o in overrides]
+    assert main(["train", str(CONFIGS / "quickstart.yaml"), *overrides,
+                 f"trainer.output_dir={out}"]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err
+    assert not out.exists()
+
+
+class _Words:
+    def __init__(self, split="train"):
+        self.split = split
+
+    def __len__(self):
+        return 3
+
+    def __getitem__(self, i):
+        return {"task_id": f"w/{i}", "word": "abc"}
+
+
+class _NoAnswer(VerifierEnv):
+    """README's register-an-env example's shape: tasks without an 'answer'."""
+
+    def __init__(self, split="train", **kwargs):
+        super().__init__(_Words(split), lambda response, task: Verdict(0.0, False, "wrong"),
+                         prompt_template="Reverse: {word}", **kwargs)
+
+
+def test_a_warm_up_on_tasks_without_an_answer_is_refused_before_any_work(tmp_path, capsys):
+    from rlvr.cli import main
+
+    gymnasium.register("rlvrtest/NoAnswer-v0", entry_point=_NoAnswer)
+    try:
+        out = tmp_path / "run"
+        assert main(["train", str(CONFIGS / "quickstart.yaml"), "env.id=rlvrtest/NoAnswer-v0",
+                     "env.kwargs={}", "env.eval_kwargs={}",
+                     f"trainer.output_dir={out}"]) == 2
+    finally:
+        gymnasium.registry.pop("rlvrtest/NoAnswer-v0")
+    err = capsys.readouterr().err
+    assert "sft.enabled=true" in err and "'answer'" in err and "sft.enabled=false" in err
+    assert not out.exists()
+
+
+def test_an_override_after_import_and_an_empty_mapping_override(capsys):
+    from rlvr.cli import main
+
+    # The override after --import reaches the loader (argparse used to reject it).
+    assert main(["train", str(CONFIGS / "quickstart.yaml"), "--import", "json",
+                 "trainer.steps=ten"]) == 2
+    assert "trainer.steps: expected an integer" in capsys.readouterr().err
+    config = load_config(CONFIGS / "quickstart.yaml", ["env.kwargs={}"])
+    assert config.env.kwargs == {}
