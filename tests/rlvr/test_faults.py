@@ -242,3 +242,56 @@ def test_an_override_after_import_and_an_empty_mapping_override(capsys):
     assert "trainer.steps: expected an integer" in capsys.readouterr().err
     config = load_config(CONFIGS / "quickstart.yaml", ["env.kwargs={}"])
     assert config.env.kwargs == {}
+
+
+# ------------------------------------------------------------------ hung env steps (1)
+HANGING_PLUGIN = '''
+import time
+
+import gymnasium
+
+from envs.math_env import MathEnv
+
+
+class HangingMath(MathEnv):
+    """Opening a third of the tasks sleeps in C for an hour, a third spins in Python."""
+
+    def reset(self, *, seed=None, options=None):
+        out = super().reset(seed=seed, options=options)
+        kind = self._task_index % 3
+        if kind == 0:
+            time.sleep(3600)
+        while kind == 1:
+            try:
+                kind = 1
+            except Exception:  # a broad handler must not keep it alive
+                pass
+        return out
+
+
+gymnasium.register("hangpkg/HangingMath-v0", entry_point=HangingMath)
+'''
+
+
+def test_a_run_with_hung_env_steps_finishes_and_its_process_exits(tmp_path):
+    """Hung env calls in training and in the held-out evaluation end as "timeout" episodes within
+    env_step_timeout_s, and the process exits when the run ends (it used to print "finished"
+    and hang on the sleeping thread; the held-out evaluation waited 60 s per hung task)."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "hangpkg.py").write_text(HANGING_PLUGIN)
+    out = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(tmp_path)]),
+               OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "rlvr.cli", "train", str(CONFIGS / "quickstart.yaml"),
+           "--import", "hangpkg", "env.id=hangpkg/HangingMath-v0", *SMALL_MODEL, *QUIET,
+           "sft.enabled=false", f"trainer.output_dir={out}", "trainer.steps=2",
+           "trainer.threads=1", "trainer.max_failed_steps=3", "rollout.prompts_per_step=3",
+           "rollout.group_size=2", "rollout.runner.env_step_timeout_s=1", "eval.tasks=3"]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=150)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "rlvr train finished: 2 RL steps" in proc.stdout
+    rows = [r for r in read_jsonl(out / "metrics.jsonl") if "reward/mean" in r]
+    assert sum(r["response/timeout_ratio"] for r in rows) > 0
