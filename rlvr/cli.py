@@ -173,6 +173,9 @@ def check_env_main(argv: Sequence[str]) -> int:
                         help='env arguments as JSON, e.g. \'{"max_attempts": 2}\'')
     parser.add_argument("--seed", type=int, default=0, help="reset seed of every episode")
     parser.add_argument("--quick", action="store_true", help="contract and determinism only")
+    parser.add_argument("--tasks", type=int, default=3,
+                        help="tasks (reset seeds seed, seed+1, ...) the contract episodes and "
+                             "probes play (default 3)")
     args = parser.parse_args(list(argv))
     import json
 
@@ -184,7 +187,8 @@ def check_env_main(argv: Sequence[str]) -> int:
     except (EnvError, ValueError) as err:
         print(f"rlvr check-env: error: {err}", file=sys.stderr)
         return 2
-    report = envs.check_env(env, deep=not args.quick, seed=args.seed, raise_on_failure=False)
+    report = envs.check_env(env, deep=not args.quick, seed=args.seed, raise_on_failure=False,
+                            tasks=args.tasks)
     print(report.table())
     return 0 if report.passed else 1
 
