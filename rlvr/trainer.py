@@ -244,10 +244,20 @@ class Trainer:
 
         The trainer is closed at the end, also when a step raises or the run is interrupted
         (Ctrl-C): the engine and its threads stop, the metric files are flushed and closed.
+        The first error is the one raised: a failure while closing after it (a full disk
+        failing ``curves.png`` after the checkpoint) is added to it as a note, never in its
+        place.
         """
         try:
             with frozen_setup():
                 return self._train()
+        except BaseException as err:
+            try:
+                self.close()
+            except BaseException as late:  # reported beside the first error, not instead
+                err.add_note(f"while closing after this error, another failed: "
+                             f"{type(late).__name__}: {late}")
+            raise
         finally:
             self.close()
 

@@ -295,3 +295,27 @@ def test_a_run_with_hung_env_steps_finishes_and_its_process_exits(tmp_path):
     assert "rlvr train finished: 2 RL steps" in proc.stdout
     rows = [r for r in read_jsonl(out / "metrics.jsonl") if "reward/mean" in r]
     assert sum(r["response/timeout_ratio"] for r in rows) > 0
+
+
+# ------------------------------------------------------------------ the first error wins (7)
+def test_the_first_error_is_raised_and_a_failure_while_closing_is_noted_beside_it(
+        tmp_path, monkeypatch):
+    """A full disk: the checkpoint write fails, then drawing curves.png fails while closing;
+    the user used to see only the second error."""
+    import errno
+
+    from rlvr import metrics
+    from rlvr.training import state
+
+    def no_space(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", "checkpoints/step_000001")
+
+    def no_space_for_curves(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", "curves.png")
+
+    monkeypatch.setattr(state.Checkpoints, "maybe_save", no_space)
+    monkeypatch.setattr(metrics, "plot_curves", no_space_for_curves)
+    with pytest.raises(OSError) as err:
+        train(_run_config(tmp_path, "trainer.steps=1", "trainer.plot=true"), log=_silent)
+    assert err.value.filename == "checkpoints/step_000001"
+    assert any("curves.png" in note for note in getattr(err.value, "__notes__", []))
