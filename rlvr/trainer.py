@@ -55,6 +55,7 @@ from rlvr.learner import (
 )
 from rlvr.metrics import MetricsLogger, rollout_metrics
 from rlvr.tool_metrics import tool_metrics
+from rlvr.training.context import check_context
 from rlvr.training.env_failures import EnvFailureGuard
 from rlvr.training.env_tokens import EnvTokenGuard
 from rlvr.training.gc_control import collections_paused, frozen_setup
@@ -163,6 +164,7 @@ class Trainer:
         self.tokenizer = AutoTokenizer.from_pretrained(str(base))
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None \
             else self.tokenizer.eos_token_id
+        check_context(cfg, self.tokenizer, base, self.log)  # before the warm-up: no silent 0%
         self.policy_dir, self.sft = warm_up(cfg, base, self.tokenizer, self.dist, self.log)
         self.warmup_seconds = time.perf_counter() - self.start_time
         actor_cfg, critic_cfg = cfg.learner_configs()

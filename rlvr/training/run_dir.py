@@ -125,6 +125,8 @@ def check_run_dir(config: TrainConfig) -> RunDirPlan:
     used = used_files(out) if out.is_dir() else []
     plan = RunDirPlan(config=config)
     if not t.resume:
+        if used == ["config.yaml"]:  # a run that stopped before it wrote anything else
+            used = []
         if used and not t.overwrite:
             raise RunStoppedError(
                 f"{out} already holds a run ({', '.join(used)}); rlvr never mixes two runs in "

@@ -319,3 +319,17 @@ def test_the_first_error_is_raised_and_a_failure_while_closing_is_noted_beside_i
         train(_run_config(tmp_path, "trainer.steps=1", "trainer.plot=true"), log=_silent)
     assert err.value.filename == "checkpoints/step_000001"
     assert any("curves.png" in note for note in getattr(err.value, "__notes__", []))
+
+
+# ------------------------------------------------------------------ prompts past the context (8)
+def test_prompts_longer_than_the_models_context_are_refused_at_the_start(tmp_path):
+    """The tool env's prompts on the tiny model (1,024 positions) used to score 0% silently."""
+    config = _run_config(tmp_path, "env.id=rlvr/ToolUse-v0", "env.kwargs={}",
+                         "env.eval_kwargs={}")
+    with pytest.raises(ConfigError, match=r"env.id: the training prompts of 'rlvr/ToolUse-v0' "
+                                          r"are up to \d+ tokens .* at most 1024"):
+        train(config, log=_silent)
+    lines: list[str] = []
+    train(_run_config(tmp_path, "trainer.steps=1", "rollout.runner.max_response_tokens=1020"),
+          log=lines.append)  # the folder holds only config.yaml: a fresh run may start
+    assert any("WARNING: the training prompts of 'rlvr/Math-v0'" in line for line in lines)
