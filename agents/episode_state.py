@@ -74,8 +74,12 @@ class EpisodeState:
     reusable: bool = False
 
     def note_step(self, action: str, obs: Sequence[Message], info: dict[str, Any]) -> None:
-        """Update the per-episode stats after one env step."""
-        self.tool_calls_seen += action.count("<tool_call>")
+        """Update the per-episode stats after one env step.
+
+        ``<tool_call>`` in the text counts as a call only where the env offers tools.
+        """
+        if self.tools:
+            self.tool_calls_seen += action.count("<tool_call>")
         if isinstance(info.get("tool_calls"), int):
             self.info_tool_calls = info["tool_calls"]
         errors = info.get("tool_errors")

@@ -69,12 +69,30 @@ def train_main(argv: Sequence[str]) -> int:
     except RunStoppedError as err:  # the run stopped on purpose: say why, no traceback
         print(f"rlvr train: error: {err}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(interrupted_hint(config, list(argv)), file=sys.stderr)
+        return 130
     finally:
         import torch.distributed as dist
 
         if dist.is_initialized():  # join gloo's threads before exit (else a rank can abort)
             dist.destroy_process_group()
     return 0
+
+
+def interrupted_hint(config: Any, argv: list[str]) -> str:
+    """What Ctrl-C prints: where the run stands and how to resume it (no traceback)."""
+    from rlvr.learner import latest_checkpoint
+
+    out = Path(config.trainer.output_dir)
+    checkpoint = latest_checkpoint(out / "checkpoints")
+    if checkpoint is None:
+        return (f"rlvr train: interrupted; {out} has no checkpoint to resume from (set "
+                "trainer.checkpoint_every to save some); start again with "
+                "trainer.overwrite=true")
+    again = " ".join(a for a in argv if not a.startswith("trainer.resume="))
+    return (f"rlvr train: interrupted; the last checkpoint is {checkpoint}. Resume with:\n"
+            f"  rlvr train {again} trainer.resume=true")
 
 
 def _eval_parser() -> argparse.ArgumentParser:

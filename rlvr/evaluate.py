@@ -103,6 +103,11 @@ class SuiteEvalConfig:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be an int >= 1; got {value!r}")
+        # None limits are the runner's defaults, recorded as the numbers that run.
+        if self.max_turns is None:
+            self.max_turns = RunnerConfig.max_turns
+        if self.max_response_tokens is None:
+            self.max_response_tokens = RunnerConfig.max_response_tokens
         if self.temperature is None:
             self.temperature = 0.0 if self.samples == 1 else 1.0
         if not self.temperature >= 0:

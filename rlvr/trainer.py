@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import random
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -93,7 +94,10 @@ class TrainResult:
         rl_seconds: time spent in the RL steps of this process.
         total_seconds: wall-clock time of the whole run in this process.
         steps: the last completed RL step.
-        history: the logged metrics of this process's steps, in order.
+        first_step: the first RL step this process ran (after a resume, the one after the
+            checkpoint's).
+        history: the logged metrics of this process's steps, in order, each with its ``step``
+            (left out of the repr).
     """
 
     output_dir: Path
@@ -109,7 +113,8 @@ class TrainResult:
     rl_seconds: float = 0.0
     total_seconds: float = 0.0
     steps: int = 0
-    history: list[dict[str, float]] = field(default_factory=list)
+    first_step: int = 1
+    history: list[dict[str, float]] = field(default_factory=list, repr=False)
 
 
 class Trainer:
@@ -127,6 +132,10 @@ class Trainer:
         self.closed = False
         if config.trainer.threads is not None:
             torch.set_num_threads(config.trainer.threads)
+        if not config.trainer.progress:  # no third-party bars either (model loading)
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
         self.dist = init_distributed(config.trainer.device)
         self.is_main = self.dist.is_main
         self.log = log if self.is_main else (lambda *_: None)
@@ -275,6 +284,9 @@ class Trainer:
             result.warmup_accuracy = before.get("eval/accuracy")
             self.snapshots.take("before RL (step 0)", self.heldout)
             self.log(f"[rlvr] held-out accuracy before RL: {_pct(result.warmup_accuracy)}")
+        elif self.state.step > 0:  # resumed: the accuracy before RL is in the run's metrics
+            result.warmup_accuracy = self._logged(0).get("eval/accuracy")
+        result.first_step = self.state.step + 1
         rl_start = time.perf_counter()
         for step in range(self.state.step + 1, cfg.trainer.steps + 1):
             timer = StageTimer()
@@ -305,7 +317,7 @@ class Trainer:
                     metrics |= self.heldout.maybe_evaluate(step) or {}
             metrics |= timer.metrics()
             self.logger.log(step, metrics)
-            result.history.append(metrics)
+            result.history.append({"step": float(step), **metrics})
             self.checkpoints.maybe_save(step)
         result.rl_seconds = time.perf_counter() - rl_start
         return self.finish(result)
@@ -342,10 +354,17 @@ class Trainer:
         return metrics
 
     def update(self, batch: RolloutBatch) -> dict[str, float]:
-        """Stage C: the actor's PPO update, then the critic's (when there is one)."""
-        metrics = self.actor.update(batch, self.temperature)
-        if self.critic is not None:
-            metrics |= self.critic.update(batch)
+        """Stage C: the actor's PPO update, then the critic's (when there is one).
+
+        torch warns that the scheduler stepped "before optimizer.step()" when an optimizer
+        step was skipped (a non-finite gradient): the schedule still advances once per
+        training step, as documented, so that warning is false here and is not shown.
+        """
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step")
+            metrics = self.actor.update(batch, self.temperature)
+            if self.critic is not None:
+                metrics |= self.critic.update(batch)
         return metrics
 
     def engine_weights(self) -> contextlib.AbstractContextManager[Any]:
@@ -383,7 +402,7 @@ class Trainer:
         """Final held-out evaluation, export, curves and the summary; closes the engine."""
         cfg = self.config
         if self.heldout is not None:
-            last = result.history[-1] if result.history else {}
+            last = result.history[-1] if result.history else self._logged(self.state.step)
             final = last
             if "eval/accuracy" not in last:
                 with self.engine_weights():
@@ -401,6 +420,23 @@ class Trainer:
         self.close()
         self.log(summary(result))
         return result
+
+    def _logged(self, step: int) -> dict[str, Any]:
+        """The metrics logged for ``step`` by this run so far (merged lines; {} on ranks > 0).
+
+        A resumed run reads its accuracy before RL, and a finished run resumed again its final
+        evaluation, from here (never evaluating and logging it twice).
+        """
+        from rlvr.metrics import read_jsonl
+
+        path = self.logger.jsonl_path
+        if not self.is_main or not path.is_file():
+            return {}
+        merged: dict[str, Any] = {}
+        for record in read_jsonl(path):
+            if record.get("step") == step:
+                merged |= record
+        return merged
 
     def export(self, path: str | Path | None = None) -> Path:
         """Write the current policy as a HF directory (default ``output_dir/export``)."""
@@ -446,8 +482,16 @@ def _pct(value: float | None) -> str:
 
 def summary(result: TrainResult) -> str:
     """The human-readable end-of-run summary."""
+    ran = result.steps - result.first_step + 1
+    if result.first_step == 1:
+        steps = f"{result.steps} RL steps"
+    elif ran > 0:
+        steps = (f"RL steps {result.first_step}-{result.steps} (resumed after step "
+                 f"{result.first_step - 1})")
+    else:
+        steps = f"no RL step left (the run had finished at step {result.steps})"
     lines = [
-        f"== rlvr train finished: {result.steps} RL steps in {result.total_seconds:.1f} s "
+        f"== rlvr train finished: {steps} in {result.total_seconds:.1f} s "
         f"(set-up{' and warm-up' if result.sft_steps else ''} {result.warmup_seconds:.1f} s, "
         f"RL {result.rl_seconds:.1f} s) ==",
     ]

@@ -135,6 +135,16 @@ def test_one_run_per_folder_and_an_honest_resume(tmp_path):
     written = load_config(tmp_path / "config.yaml")
     assert written.actor.optim.total_steps == 2  # the value that ran, not the new one
     assert written.trainer.steps == 3
+    assert lines[-1].startswith("== rlvr train finished: RL steps 3-3 (resumed after step 2)")
+    assert "n/a before RL" not in lines[-1]  # the accuracy before RL comes from the metrics
+    assert [m["step"] for m in result.history] == [3.0] and "history" not in repr(result)
+    lines.clear()
+    train(_run_config(tmp_path, "trainer.steps=3", "trainer.resume=true", *base),
+          log=lines.append)  # a finished run resumed: nothing to do, nothing logged twice
+    assert "no RL step left (the run had finished at step 3)" in lines[-1]
+    finals = [r for r in read_jsonl(tmp_path / "metrics.jsonl")
+              if r["step"] == 3 and "eval/accuracy" in r]
+    assert len(finals) == 1
     lines.clear()
     train(_run_config(tmp_path, "trainer.steps=1", "trainer.overwrite=true"), log=lines.append)
     assert any("deleted the previous run's" in line for line in lines)
@@ -333,3 +343,39 @@ def test_prompts_longer_than_the_models_context_are_refused_at_the_start(tmp_pat
     train(_run_config(tmp_path, "trainer.steps=1", "rollout.runner.max_response_tokens=1020"),
           log=lines.append)  # the folder holds only config.yaml: a fresh run may start
     assert any("WARNING: the training prompts of 'rlvr/Math-v0'" in line for line in lines)
+
+
+# ------------------------------------------------------------------ small ones (10)
+def test_ctrl_c_prints_where_the_run_stands_and_how_to_resume(tmp_path):
+    from rlvr.cli import interrupted_hint
+
+    config = _run_config(tmp_path)
+    assert "has no checkpoint to resume from" in interrupted_hint(config, [])
+    done = tmp_path / "checkpoints" / "step_000002"
+    done.mkdir(parents=True)
+    (done / "COMPLETE").write_text("")
+    hint = interrupted_hint(config, ["cfg.yaml", "trainer.steps=9", "trainer.resume=false"])
+    assert str(done) in hint
+    assert hint.endswith("rlvr train cfg.yaml trainer.steps=9 trainer.resume=true")
+
+
+def test_the_eval_report_records_the_turn_limit_that_runs():
+    from agents.runner import RunnerConfig
+    from rlvr.evaluate import SuiteEvalConfig
+
+    config = SuiteEvalConfig(suite="x")
+    assert config.max_turns == RunnerConfig().max_turns  # was None: "max turns: None"
+    assert config.max_response_tokens == RunnerConfig().max_response_tokens
+
+
+def test_tool_call_text_counts_only_where_the_env_offers_tools():
+    from agents.episode_state import EpisodeState
+    from agents.runner_config import EpisodeSpec
+
+    spec = EpisodeSpec(env_id="rlvr/Math-v0")
+    plain = EpisodeState(spec=spec, env_id="rlvr/Math-v0")
+    plain.note_step("<tool_call>{}</tool_call> 42", [], {})
+    assert plain.tool_calls_seen == 0  # a math env has no tools: no "100% valid" call rate
+    tooled = EpisodeState(spec=spec, env_id="x", tools=[{"type": "function"}])
+    tooled.note_step("<tool_call>{}</tool_call>", [], {})
+    assert tooled.tool_calls_seen == 1
