@@ -379,3 +379,27 @@ def test_tool_call_text_counts_only_where_the_env_offers_tools():
     tooled = EpisodeState(spec=spec, env_id="x", tools=[{"type": "function"}])
     tooled.note_step("<tool_call>{}</tool_call>", [], {})
     assert tooled.tool_calls_seen == 1
+
+
+def test_no_false_scheduler_warning_when_an_optimizer_step_is_skipped():
+    """torch warns "lr_scheduler.step() before optimizer.step()" when a step with a
+    non-finite gradient is skipped; the schedule advances once per training step by design."""
+    import types
+    import warnings
+
+    import torch
+
+    param = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.AdamW([param], lr=0.1)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+
+    def update(_batch, _temperature):  # the learner skips optimizer.step() on an inf gradient
+        scheduler.step()
+        return {}
+
+    trainer = types.SimpleNamespace(actor=types.SimpleNamespace(update=update), critic=None,
+                                    temperature=1.0)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        Trainer.update(trainer, None)
+    assert not [w for w in seen if "lr_scheduler" in str(w.message)]
