@@ -30,14 +30,20 @@ def context_limit(model_dir: str | Path) -> int | None:
 
 def longest_prompt(env_id: str, kwargs: dict[str, Any], tokenizer: Any,
                    tasks: int = SAMPLED_TASKS) -> int:
-    """The longest rendered opening (with tools and the generation prompt) of ``tasks`` tasks."""
+    """The longest rendered opening (with tools and the generation prompt) of ``tasks`` tasks.
+
+    A task whose ``reset`` raises is left out: the run reports a broken env with its traceback.
+    """
     import envs
 
     env = envs.make(env_id, **kwargs)
     longest = 0
     try:
         for seed in range(tasks):
-            messages, info = env.reset(seed=seed)
+            try:
+                messages, info = env.reset(seed=seed)
+            except Exception:  # noqa: S112 - a broken env is the run's to report (env_failures)
+                continue
             tools = info.get("tools") or None
             out = tokenizer.apply_chat_template(list(messages), tools=tools,
                                                 add_generation_prompt=True, tokenize=True)

@@ -64,6 +64,11 @@ def check_warmup_answers(config: TrainConfig) -> None:
     try:
         examples.env.reset(seed=config.trainer.seed)
         task = getattr(examples.env.unwrapped, "task", None)
+    except Exception as exc:
+        raise ConfigError(
+            f"sft.enabled=true: the warm-up takes its examples from env {config.env.id!r}, "
+            f"whose reset raised {type(exc).__name__}: {exc}; fix the env (rlvr check-env "
+            f"{config.env.id}) or set sft.enabled=false", key="sft.enabled") from exc
     finally:
         examples.env.close()
     if isinstance(task, dict) and "answer" in task:
