@@ -63,13 +63,13 @@ class EnvCallKilled(BaseException):
     """
 
 
-def _raise_in_thread(ident: int, exc: type[BaseException] | None) -> None:
+def raise_in_thread(ident: int, exc: type[BaseException] | None) -> None:
     """Have thread ``ident`` raise ``exc`` at its next Python instruction (None: cancel that)."""
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident),
                                                ctypes.py_object(exc) if exc else None)
 
 
-class _EnvThreads:
+class EnvThreads:
     """A pool of daemon threads running jobs, up to ``size`` at once.
 
     Unlike ``concurrent.futures.ThreadPoolExecutor`` (whose threads the interpreter joins at
@@ -137,7 +137,7 @@ class _EnvThreads:
             try:
                 fn(*args)
             except BaseException:  # noqa: S112 - a stop that came late; the thread goes on
-                _raise_in_thread(me, None)
+                raise_in_thread(me, None)
 
 
 class EnvCalls:
@@ -151,7 +151,7 @@ class EnvCalls:
     def __init__(self, workers: int, timeout_s: float) -> None:
         self.workers = workers
         self.timeout_s = timeout_s
-        self._pool: _EnvThreads | None = None
+        self._pool: EnvThreads | None = None
         self._staged: dict[asyncio.AbstractEventLoop, list[_Call]] = {}
         self._lock = threading.Lock()
         self._mean_s: float | None = None  # running mean duration of a call
@@ -185,7 +185,7 @@ class EnvCalls:
         if not staged:
             return
         if self._pool is None:
-            self._pool = _EnvThreads(self.workers)
+            self._pool = EnvThreads(self.workers)
         # One timer for the calls issued in this iteration (they share a deadline), cancelled
         # once all of them are settled.
         batch = _Batch(len(staged))
@@ -225,7 +225,7 @@ class EnvCalls:
             running = list(queue.running)
             for ident in running:
                 queue.killed.add(ident)
-                _raise_in_thread(ident, EnvCallKilled)
+                raise_in_thread(ident, EnvCallKilled)
         if not running:
             return
         if self._pool is not None:
@@ -320,7 +320,7 @@ class _Queue:
                 with self.lock:
                     self.running.discard(me)
                     if me in self.killed:
-                        _raise_in_thread(me, None)
+                        raise_in_thread(me, None)
                         self.killed.discard(me)
                 return
             except EnvCallKilled:
@@ -377,3 +377,6 @@ def _settle_all(settled: list[tuple[asyncio.Future[Any], Any, BaseException | No
             fut.set_result(result)
         else:
             fut.set_exception(exc)
+
+
+__all__ = ["EnvCallKilled", "EnvCallTimeout", "EnvCalls", "EnvThreads", "raise_in_thread"]

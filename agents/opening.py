@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.env_calls import EnvCallKilled, _raise_in_thread
+from agents.env_calls import EnvCallKilled, raise_in_thread
 
 
 @dataclass(eq=False)
@@ -57,7 +57,7 @@ class OpenAheadJob:
                 self.stopped = True
                 self.settle()
                 if self.current is not None and self.thread is not None:
-                    _raise_in_thread(self.thread, EnvCallKilled)
+                    raise_in_thread(self.thread, EnvCallKilled)
 
 
 @dataclass(eq=False)

@@ -55,7 +55,7 @@ from typing import Any, TypeVar
 
 from agents.chat import ChatRenderer
 from agents.engine import Engine, SamplingParams
-from agents.env_calls import EnvCallKilled, EnvCalls, _EnvThreads, _raise_in_thread
+from agents.env_calls import EnvCallKilled, EnvCalls, EnvThreads, raise_in_thread
 from agents.episode import EpisodeRecord
 from agents.episode_state import EpisodeState, close_quietly, raised_by_env, step_and_close
 from agents.errors import EngineAbortedError, EnvContractError, RunnerConfigError
@@ -98,7 +98,7 @@ class EpisodeRunner:
         self._idle_envs: dict[str, list[Any]] = {}
         self._idle_lock = threading.Lock()
         self._sampling_memo: dict[tuple[int, bool], SamplingParams] = {}
-        self._opener: _EnvThreads | None = None  # a daemon thread: a hung reset never blocks exit
+        self._opener: EnvThreads | None = None  # a daemon thread: a hung reset never blocks exit
         self._openings: list[Opening] = []
         self._loop = KeptLoop()
 
@@ -176,7 +176,7 @@ class EpisodeRunner:
         plans = [self._plan(specs, g) for specs, g in runs]
         job = OpenAheadJob([[None] * len(grouped) for grouped, _ in plans])
         if self._opener is None:
-            self._opener = _EnvThreads(1, "open-ahead")
+            self._opener = EnvThreads(1, "open-ahead")
         openings = [Opening(tuple(specs), g, job, j, plan)
                     for j, ((specs, g), plan) in enumerate(zip(runs, plans))]
         with self._idle_lock:
@@ -302,7 +302,7 @@ class EpisodeRunner:
             with job.lock:
                 job.current = None
                 job.settle()
-                _raise_in_thread(job.thread, None)  # a stop sent as the call returned
+                raise_in_thread(job.thread, None)  # a stop sent as the call returned
 
     def _release_now(self, states: Sequence[Any], keep: bool) -> None:
         """Keep opened envs idle (``keep``) or close them, from any thread, without a loop."""

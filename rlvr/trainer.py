@@ -157,13 +157,14 @@ class Trainer:
         from rlvr.tiny import tiny_model_dir
 
         plan = check_run_dir(cfg)  # every rank: a used folder, a resume's changed keys
+        self.config = cfg = plan.config or cfg  # a resume keeps its checkpoint's schedule
         num_tasks = check_env(cfg)  # model folder, device, suite, env: before anything is written
         barrier()  # every rank has looked at the folder before rank 0 writes to it
         for line in plan.notices:
             self.log(line)
         if self.is_main:
             apply_plan(plan)
-            dump_config(plan.config or cfg, self.out / "config.yaml")  # the config that runs
+            dump_config(cfg, self.out / "config.yaml")  # the config that runs
         torch.manual_seed(cfg.trainer.seed)
         random.seed(cfg.trainer.seed)
         if cfg.model.path is None and self.is_main:

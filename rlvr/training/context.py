@@ -10,6 +10,8 @@ prompt length and the limit); a prompt that leaves less room than
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +30,35 @@ def context_limit(model_dir: str | Path) -> int | None:
     return limit if isinstance(limit, int) and limit > 0 else None
 
 
+def reset_within(env: Any, seed: int, timeout_s: float) -> Any:
+    """``env.reset(seed=seed)`` on a daemon thread, or None.
+
+    None when it raised or ran past ``timeout_s`` (then it is stopped as the runner stops a
+    hung env call).
+    """
+    from agents.env_calls import EnvCallKilled, raise_in_thread
+
+    out: list[Any] = []
+
+    def reset() -> None:
+        with contextlib.suppress(Exception, EnvCallKilled):
+            out.append(env.reset(seed=seed))
+
+    thread = threading.Thread(target=reset, name="env-check", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive() and thread.ident is not None:
+        raise_in_thread(thread.ident, EnvCallKilled)
+        return None
+    return out[0] if out else None
+
+
 def longest_prompt(env_id: str, kwargs: dict[str, Any], tokenizer: Any,
-                   tasks: int = SAMPLED_TASKS) -> int:
+                   tasks: int = SAMPLED_TASKS, timeout_s: float = 60.0) -> int:
     """The longest rendered opening (with tools and the generation prompt) of ``tasks`` tasks.
 
-    A task whose ``reset`` raises is left out: the run reports a broken env with its traceback.
+    A task whose ``reset`` raises or runs past ``timeout_s`` is left out: the run reports a
+    broken or hung env itself (``rlvr.training.env_failures``).
     """
     import envs
 
@@ -40,10 +66,10 @@ def longest_prompt(env_id: str, kwargs: dict[str, Any], tokenizer: Any,
     longest = 0
     try:
         for seed in range(tasks):
-            try:
-                messages, info = env.reset(seed=seed)
-            except Exception:  # noqa: S112 - a broken env is the run's to report (env_failures)
+            opened = reset_within(env, seed, timeout_s)
+            if opened is None:
                 continue
+            messages, info = opened
             tools = info.get("tools") or None
             out = tokenizer.apply_chat_template(list(messages), tools=tools,
                                                 add_generation_prompt=True, tokenize=True)
@@ -69,7 +95,8 @@ def check_context(config: TrainConfig, tokenizer: Any, model_dir: str | Path, lo
         splits["held-out"] = {"split": "test", **merge(env.kwargs, env.eval_kwargs)}
     room = config.rollout.runner.max_response_tokens
     for name, kwargs in splits.items():
-        longest = longest_prompt(env.id, kwargs, tokenizer)
+        longest = longest_prompt(env.id, kwargs, tokenizer,
+                                 timeout_s=config.rollout.runner.env_step_timeout_s)
         if longest >= limit:
             raise ConfigError(
                 f"env.id: the {name} prompts of {env.id!r} are up to {longest} tokens with the "
@@ -85,4 +112,4 @@ def check_context(config: TrainConfig, tokenizer: Any, model_dir: str | Path, lo
                 "responses will be cut")
 
 
-__all__ = ["SAMPLED_TASKS", "check_context", "context_limit", "longest_prompt"]
+__all__ = ["SAMPLED_TASKS", "check_context", "context_limit", "longest_prompt", "reset_within"]

@@ -149,12 +149,17 @@ def check_run_dir(config: TrainConfig) -> RunDirPlan:
         plan.notices.append(f"[rlvr] trainer.resume=true, but {out} has no complete checkpoint "
                             "yet: RL starts from step 0")
     if recorded.is_file():
-        plan.config = compare_for_resume(config, recorded, plan.notices)
+        plan.config = compare_for_resume(config, recorded, plan.notices,
+                                         checkpointed=checkpoint is not None)
     return plan
 
 
-def compare_for_resume(config: TrainConfig, recorded: Path, notices: list[str]) -> TrainConfig:
+def compare_for_resume(config: TrainConfig, recorded: Path, notices: list[str], *,
+                       checkpointed: bool = True) -> TrainConfig:
     """The config a resume runs with; refuses keys that changed and cannot apply.
+
+    ``checkpointed``: a checkpoint will be loaded, restoring its learning-rate schedule (its
+    ``total_steps`` is kept); without one the new schedule applies.
 
     Raises:
         ConfigError: a changed key outside ``RESUMABLE`` (all of them are named).
@@ -175,7 +180,7 @@ def compare_for_resume(config: TrainConfig, recorded: Path, notices: list[str]) 
         notices.append("[rlvr] resume applies changed keys: " + "; ".join(
             f"{k}: {old[k]!r} -> {new[k]!r}" for k in applied))
     data = to_dict(config)
-    for key in SCHEDULE_KEYS:
+    for key in SCHEDULE_KEYS if checkpointed else ():
         owner = key.split(".")[0]
         optim = getattr(config, owner).optim
         if optim.schedule == "constant" or key not in old:
