@@ -195,6 +195,8 @@ def check_env_main(argv: Sequence[str]) -> int:
                         help="tasks (reset seeds seed, seed+1, ...) the contract episodes and "
                              "probes play (default 3)")
     args = parser.parse_args(list(argv))
+    if args.tasks < 1:
+        parser.error(f"--tasks must be >= 1; got {args.tasks}")
     import json
 
     import envs
