@@ -16,16 +16,22 @@ batched with a slow one are neither held behind it nor kept from their callers u
 
 Semantics kept from one-pool-job-per-call: up to ``workers`` calls run at once; a call's
 wall-clock limit counts from when it was issued (time spent queued behind other calls
-included); a call that runs past it fails with ``TimeoutError`` while its thread, which cannot
-be killed, finishes it in the background; an exception raised by the call is raised to its
-caller.
+included); an exception raised by the call is raised to its caller.
+
+A call that runs past its limit fails with ``EnvCallTimeout`` (a ``TimeoutError``), and its
+work is stopped: ``EnvCallKilled`` (a ``BaseException``, so ``except Exception`` in an env does
+not swallow it) is raised inside the thread running it, again every ``KILL_EVERY_S`` while the
+call goes on, so a verifier spinning in Python ends at once. A thread blocked inside C code
+(``time.sleep``, a C extension's loop) only sees it when it returns to Python; such a thread is
+given up: a new one takes its place, and as every env thread is a daemon thread it never keeps
+the process from exiting.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
+import ctypes
 import threading
 import time
 from collections import deque
@@ -41,6 +47,97 @@ HAND_BACK_S = 0.01
 #: call) run in one job: spreading GIL-bound Python over threads only adds switches, and one
 #: hand-back lets the engine prefill all of their episodes' prompts together.
 SPREAD_S = 0.05
+#: A call past its limit is told to stop again this often (seconds) while it goes on.
+KILL_EVERY_S = 0.5
+
+
+class EnvCallTimeout(TimeoutError):
+    """An env call ran past ``env_step_timeout_s``: its episode ends with reason "timeout"."""
+
+
+class EnvCallKilled(BaseException):
+    """Raised inside the env thread of a call past its limit, to stop its work.
+
+    A ``BaseException`` (like ``KeyboardInterrupt``), so an env's ``except Exception`` does not
+    swallow it.
+    """
+
+
+def raise_in_thread(ident: int, exc: type[BaseException] | None) -> None:
+    """Have thread ``ident`` raise ``exc`` at its next Python instruction (None: cancel that)."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident),
+                                               ctypes.py_object(exc) if exc else None)
+
+
+class EnvThreads:
+    """A pool of daemon threads running jobs, up to ``size`` at once.
+
+    Unlike ``concurrent.futures.ThreadPoolExecutor`` (whose threads the interpreter joins at
+    exit), a thread stuck in a call that never returns does not keep the process alive, and a
+    thread given up (``give_up``) no longer counts: a new one may start in its place.
+    """
+
+    def __init__(self, size: int, name: str = "env") -> None:
+        self.size = size
+        self.name = name
+        self._cond = threading.Condition()
+        self._jobs: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
+        self._idle = 0
+        self._threads = 0  # threads counted against ``size`` (not given up)
+        self._given_up: set[int] = set()
+        self._closed = False
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` on a pool thread (it must not raise)."""
+        with self._cond:
+            if self._closed:
+                return
+            self._jobs.append((fn, args))
+            self._start_or_wake()
+
+    def _start_or_wake(self) -> None:
+        if self._idle >= len(self._jobs):
+            self._cond.notify()
+        elif self._threads < self.size:
+            self._threads += 1
+            threading.Thread(target=self._work, name=self.name, daemon=True).start()
+
+    def give_up(self, ident: int) -> None:
+        """Stop counting thread ``ident`` (stuck in a call): another may start for queued jobs."""
+        with self._cond:
+            if ident in self._given_up:
+                return
+            self._given_up.add(ident)
+            self._threads -= 1
+            if self._jobs:
+                self._start_or_wake()
+
+    def close(self) -> None:
+        """Drop queued jobs; idle threads exit, busy ones after their job."""
+        with self._cond:
+            self._closed = True
+            self._jobs.clear()
+            self._cond.notify_all()
+
+    def _work(self) -> None:
+        me = threading.get_ident()
+        while True:
+            with self._cond:
+                while not self._jobs and not self._closed and me not in self._given_up:
+                    self._idle += 1
+                    self._cond.wait()
+                    self._idle -= 1
+                if me in self._given_up:
+                    self._given_up.discard(me)
+                    return
+                if not self._jobs:  # closed
+                    self._threads -= 1
+                    return
+                fn, args = self._jobs.popleft()
+            try:
+                fn(*args)
+            except BaseException:  # noqa: S112 - a stop that came late; the thread goes on
+                raise_in_thread(me, None)
 
 
 class EnvCalls:
@@ -54,7 +151,7 @@ class EnvCalls:
     def __init__(self, workers: int, timeout_s: float) -> None:
         self.workers = workers
         self.timeout_s = timeout_s
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pool: EnvThreads | None = None
         self._staged: dict[asyncio.AbstractEventLoop, list[_Call]] = {}
         self._lock = threading.Lock()
         self._mean_s: float | None = None  # running mean duration of a call
@@ -63,7 +160,7 @@ class EnvCalls:
         """``fn(*args)`` on an env thread; its result, or the exception it raised.
 
         Raises:
-            TimeoutError: the call did not finish within ``timeout_s``.
+            EnvCallTimeout: the call did not finish within ``timeout_s`` (its work is stopped).
         """
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
@@ -76,9 +173,9 @@ class EnvCalls:
         return await fut
 
     def close(self) -> None:
-        """Shut the env threads down (threads stuck in timed-out calls are abandoned)."""
+        """Shut the env threads down (threads stuck in timed-out calls are daemons, given up)."""
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.close()
             self._pool = None
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -88,17 +185,15 @@ class EnvCalls:
         if not staged:
             return
         if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(
-                self.workers, thread_name_prefix="env"
-            )
+            self._pool = EnvThreads(self.workers)
         # One timer for the calls issued in this iteration (they share a deadline), cancelled
         # once all of them are settled.
         batch = _Batch(len(staged))
-        batch.timer = loop.call_later(self.timeout_s, _expire, staged, self.timeout_s)
+        queue = _Queue(staged)
+        batch.timer = loop.call_later(self.timeout_s, self._expire, loop, staged, queue)
         jobs = min(self.workers, len(staged))
         if self._mean_s is not None and self._mean_s * len(staged) < SPREAD_S:
             jobs = 1  # quick calls: one thread runs them all and hands them back together
-        queue = _Queue(staged)
         for _ in range(jobs):
             self._add_job(loop, queue, batch)
         loop.call_later(HAND_BACK_S, self._watch, loop, queue, batch, HAND_BACK_S)
@@ -108,6 +203,36 @@ class EnvCalls:
             queue.jobs += 1
         if self._pool is not None:
             self._pool.submit(self._run_share, loop, queue, batch)
+
+    def _expire(self, loop: asyncio.AbstractEventLoop, staged: list[_Call], queue: _Queue
+                ) -> None:
+        """At a flush's deadline: fail its unsettled calls and stop the ones still running."""
+        for fn, _, fut in staged:
+            if not fut.done():
+                fut.set_exception(EnvCallTimeout(
+                    f"{getattr(fn, '__name__', 'env call')} took longer than "
+                    f"env_step_timeout_s={self.timeout_s}"
+                ))
+        self._kill(loop, queue)
+
+    def _kill(self, loop: asyncio.AbstractEventLoop, queue: _Queue) -> None:
+        """Raise ``EnvCallKilled`` in every thread still in one of ``queue``'s calls.
+
+        Their callers already have their ``EnvCallTimeout``; the threads are given up by the pool
+        (a new one may take their place) and told again every ``KILL_EVERY_S`` while they stay.
+        """
+        with queue.lock:
+            running = list(queue.running)
+            for ident in running:
+                queue.killed.add(ident)
+                raise_in_thread(ident, EnvCallKilled)
+        if not running:
+            return
+        if self._pool is not None:
+            for ident in running:
+                self._pool.give_up(ident)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the daemons are left
+            loop.call_later(KILL_EVERY_S, self._kill, loop, queue)
 
     def _watch(self, loop: asyncio.AbstractEventLoop, queue: _Queue, batch: _Batch,
                every: float) -> None:
@@ -148,12 +273,14 @@ class EnvCalls:
                 continue
             start = queue.started[me] = time.perf_counter()
             try:
+                with queue.lock:  # from here on, a deadline stops this call
+                    queue.running.add(me)
                 result: tuple[asyncio.Future[Any], Any, BaseException | None] = (
                     fut, fn(*args), None)
             except BaseException as exc:  # handed to the caller, which decides
                 result = (fut, None, exc)
-            finally:
-                del queue.started[me]
+            queue.leave(me)
+            queue.started.pop(me, None)
             queue.settle(result)
             took = time.perf_counter() - start
             mean = self._mean_s
@@ -175,10 +302,29 @@ class _Queue:
     def __init__(self, calls: list[_Call]) -> None:
         self.calls: deque[_Call] = deque(calls)
         self.started: dict[int, float] = {}
+        self.running: set[int] = set()  # threads inside a call (the ones a deadline stops)
+        self.killed: set[int] = set()
         self.jobs = 0
         self.lock = threading.Lock()
         self._settled: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
         self._skipped = 0
+
+    def leave(self, me: int) -> None:
+        """Thread ``me`` left its call: no stop is sent to it now, and a pending one is dropped.
+
+        A stop delivered while this runs (the call had just returned) is caught and this is
+        done again, so it never escapes into the job.
+        """
+        while True:
+            try:
+                with self.lock:
+                    self.running.discard(me)
+                    if me in self.killed:
+                        raise_in_thread(me, None)
+                        self.killed.discard(me)
+                return
+            except EnvCallKilled:
+                continue
 
     def settle(self, result: tuple[asyncio.Future[Any], Any, BaseException | None] | None
                ) -> None:
@@ -233,11 +379,4 @@ def _settle_all(settled: list[tuple[asyncio.Future[Any], Any, BaseException | No
             fut.set_exception(exc)
 
 
-def _expire(staged: list[_Call], timeout_s: float) -> None:
-    """Fail the calls of a flush that are still running or queued at their deadline."""
-    for fn, _, fut in staged:
-        if not fut.done():
-            fut.set_exception(TimeoutError(
-                f"{getattr(fn, '__name__', 'env call')} took longer than "
-                f"env_step_timeout_s={timeout_s}"
-            ))
+__all__ = ["EnvCallKilled", "EnvCallTimeout", "EnvCalls", "EnvThreads", "raise_in_thread"]

@@ -10,6 +10,7 @@ tells an episode's own failure from one that stops the run.
 from __future__ import annotations
 
 import logging
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,8 +75,12 @@ class EpisodeState:
     reusable: bool = False
 
     def note_step(self, action: str, obs: Sequence[Message], info: dict[str, Any]) -> None:
-        """Update the per-episode stats after one env step."""
-        self.tool_calls_seen += action.count("<tool_call>")
+        """Update the per-episode stats after one env step.
+
+        ``<tool_call>`` in the text counts as a call only where the env offers tools.
+        """
+        if self.tools:
+            self.tool_calls_seen += action.count("<tool_call>")
         if isinstance(info.get("tool_calls"), int):
             self.info_tool_calls = info["tool_calls"]
         errors = info.get("tool_errors")
@@ -94,12 +99,21 @@ class EpisodeState:
         self.messages.extend(dict(m) for m in obs)
 
     def fail(self, exc: BaseException) -> None:
-        """End the episode with reason "error": keep ``exc`` and its message, zero the scores."""
-        self.finish_reason = "error"
+        """End the episode with reason "error" ("timeout" for an env call past its limit).
+
+        Keeps ``exc`` and its message and zeroes the scores.
+        """
+        self.finish_reason = "timeout" if isinstance(exc, TimeoutError) else "error"
         self.exc = exc
         self.error = f"{type(exc).__name__}: {exc}"
         if self.record is not None:
             self.record.zero_scores()
+
+    def traceback(self) -> str | None:
+        """The formatted traceback of the error that ended the episode (None without one)."""
+        if self.exc is None:
+            return None
+        return "".join(traceback.format_exception(self.exc))
 
     def to_trajectory(self, pad_id: int) -> Trajectory:
         """The finished episode (``[pad_id]`` as the prompt when even ``reset`` failed)."""
@@ -122,6 +136,8 @@ class EpisodeState:
         }
         if self.task_metadata is not None:
             metadata["task"] = self.task_metadata
+        if self.exc is not None:
+            metadata["traceback"] = self.traceback()
         return record.to_trajectory(
             group_id=self.spec.group_id,
             env_id=self.env_id,

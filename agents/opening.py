@@ -7,8 +7,8 @@ takes in ``arun``, so its Python barely competes with the update it runs beside.
 ``arun`` gets an ``Opening``: its slot of the job.
 
 A reset that hangs: the run waiting for its opening gives up after ``env_step_timeout_s``, stops
-the job (it ends after the call it is in), fails the stuck episode with ``TimeoutError`` and
-opens the rest itself, as without ``open_ahead``; the job closes what it opens after that.
+the job (the call it is in is stopped as in ``agents.env_calls``), fails the stuck episode with
+``TimeoutError`` and opens the rest itself, as without ``open_ahead``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import concurrent.futures
 import threading
 from dataclasses import dataclass, field
 from typing import Any
+
+from agents.env_calls import EnvCallKilled, raise_in_thread
 
 
 @dataclass(eq=False)
@@ -30,6 +32,7 @@ class OpenAheadJob:
         stopped: a run gave up waiting; nothing more is opened or stored.
         settled: set when the job has ended or was stopped.
         lock: guards ``states``, ``current`` and ``stopped``.
+        thread: the ident of the thread running the job (once it started).
     """
 
     states: list[list[Any]]
@@ -37,6 +40,7 @@ class OpenAheadJob:
     stopped: bool = False
     settled: concurrent.futures.Future[None] = field(default_factory=concurrent.futures.Future)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    thread: int | None = None
 
     def settle(self) -> None:
         """Mark the job settled (once); call with ``lock`` held."""
@@ -44,11 +48,16 @@ class OpenAheadJob:
             self.settled.set_result(None)
 
     def stop_unless_done(self) -> None:
-        """Stop the job if it has not ended: the calls not yet made are left to their runs."""
+        """Stop the job if it has not ended: the calls not yet made are left to their runs.
+
+        The call it is in (a hung ``reset``) is stopped with ``EnvCallKilled``.
+        """
         with self.lock:
             if not self.settled.done():
                 self.stopped = True
                 self.settle()
+                if self.current is not None and self.thread is not None:
+                    raise_in_thread(self.thread, EnvCallKilled)
 
 
 @dataclass(eq=False)

@@ -23,7 +23,9 @@ Why an episode ends (``Trajectory.finish_reason``):
 * "length": a token budget ran out: the model hit ``max_tokens_per_turn`` without ending its turn
   (the env is NOT stepped with a cut-off action, and the turn earns no reward), or the episode's
   ``max_response_tokens`` leaves no room for the next env delta plus one model token;
-* "error": the env raised or timed out (make, reset or step), or broke the TextEnv contract. The
+* "timeout": an env call (make and reset, a step) ran past ``env_step_timeout_s``; its work is
+  stopped (``agents.env_calls``) and the episode is kept like an "error" one (not trained on);
+* "error": the env raised (make, reset or step), or broke the TextEnv contract. The
   episode keeps the tokens it had, all its scores are set to 0, the error is logged with the task
   id and stored in ``Trajectory.outcome.error``; the other episodes go on. When even ``reset``
   failed, ``prompt_ids`` is ``[pad_token_id]`` and the response is empty; trainers may drop
@@ -57,7 +59,7 @@ from typing import Any, TypeVar
 
 from agents.chat import ChatRenderer
 from agents.engine import Engine, SamplingParams
-from agents.env_calls import EnvCalls
+from agents.env_calls import EnvCallKilled, EnvCalls, EnvThreads, raise_in_thread
 from agents.episode import EpisodeRecord, jsonable
 from agents.episode_state import EpisodeState, close_quietly, raised_by_env, step_and_close
 from agents.errors import EngineAbortedError, EnvContractError, RunnerConfigError
@@ -101,7 +103,7 @@ class EpisodeRunner:
         self._idle_envs: dict[str, list[Any]] = {}
         self._idle_lock = threading.Lock()
         self._sampling_memo: dict[tuple[int, bool], SamplingParams] = {}
-        self._opener: concurrent.futures.ThreadPoolExecutor | None = None
+        self._opener: EnvThreads | None = None  # a daemon thread: a hung reset never blocks exit
         self._openings: list[Opening] = []
         self._loop = KeptLoop()
         self._agents: Any = None
@@ -180,7 +182,7 @@ class EpisodeRunner:
         plans = [self._plan(specs, g) for specs, g in runs]
         job = OpenAheadJob([[None] * len(grouped) for grouped, _ in plans])
         if self._opener is None:
-            self._opener = concurrent.futures.ThreadPoolExecutor(1, "open-ahead")
+            self._opener = EnvThreads(1, "open-ahead")
         openings = [Opening(tuple(specs), g, job, j, plan)
                     for j, ((specs, g), plan) in enumerate(zip(runs, plans))]
         with self._idle_lock:
@@ -205,7 +207,7 @@ class EpisodeRunner:
             opening.used = True
             self._release_now(self._settled_states(opening), keep=False)
         if self._opener is not None:
-            self._opener.shutdown(wait=False, cancel_futures=True)
+            self._opener.close()
             self._opener = None
         with self._idle_lock:
             idle, self._idle_envs = self._idle_envs, {}
@@ -281,6 +283,7 @@ class EpisodeRunner:
     def _open_all_now(self, plans: list[tuple[list[EpisodeSpec], list[str | None]]],
                       job: OpenAheadJob) -> None:
         """The job's background thread: open its episodes one by one, until done or stopped."""
+        job.thread = threading.get_ident()
         try:
             for run, (grouped, keys) in enumerate(plans):
                 for i, (spec, key) in enumerate(zip(grouped, keys)):
@@ -305,6 +308,7 @@ class EpisodeRunner:
             with job.lock:
                 job.current = None
                 job.settle()
+                raise_in_thread(job.thread, None)  # a stop sent as the call returned
 
     def _release_now(self, states: Sequence[Any], keep: bool) -> None:
         """Keep opened envs idle (``keep``) or close them, from any thread, without a loop."""
@@ -352,6 +356,9 @@ class EpisodeRunner:
             if state.env is None:
                 state.env = spec.make_env()
             self._opened(state, *state.env.reset(seed=spec.seed, options=spec.options))
+        except EnvCallKilled:  # its run gave up waiting: the env it made is closed
+            self._release_now([state], keep=False)
+            raise
         except Exception as exc:
             if not (isinstance(exc, EnvContractError) or raised_by_env(exc)):
                 self._release_now([state], keep=False)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.errors import EnvError
-from rlvr.errors import RlvrError
+from rlvr.errors import RlvrError, RunStoppedError
 
 USAGE = """usage: rlvr {train,eval,check-env,serve} ...
 
@@ -47,7 +47,7 @@ def _train_parser() -> argparse.ArgumentParser:
 
 def train_main(argv: Sequence[str]) -> int:
     """``rlvr train``: returns the process exit code (2 for a config error)."""
-    args = _train_parser().parse_args(list(argv))
+    args = _train_parser().parse_intermixed_args(list(argv))  # overrides after --import too
     from rlvr.config import load_config
 
     overrides = list(args.overrides)
@@ -68,12 +68,33 @@ def train_main(argv: Sequence[str]) -> int:
 
     try:
         train(config)
+    except RunStoppedError as err:  # the run stopped on purpose: say why, no traceback
+        print(f"rlvr train: error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(interrupted_hint(config, list(argv)), file=sys.stderr)
+        return 130
     finally:
         import torch.distributed as dist
 
         if dist.is_initialized():  # join gloo's threads before exit (else a rank can abort)
             dist.destroy_process_group()
     return 0
+
+
+def interrupted_hint(config: Any, argv: list[str]) -> str:
+    """What Ctrl-C prints: where the run stands and how to resume it (no traceback)."""
+    from rlvr.learner import latest_checkpoint
+
+    out = Path(config.trainer.output_dir)
+    checkpoint = latest_checkpoint(out / "checkpoints")
+    if checkpoint is None:
+        return (f"rlvr train: interrupted; {out} has no checkpoint to resume from (set "
+                "trainer.checkpoint_every to save some); start again with "
+                "trainer.overwrite=true")
+    again = " ".join(a for a in argv if not a.startswith("trainer.resume="))
+    return (f"rlvr train: interrupted; the last checkpoint is {checkpoint}. Resume with:\n"
+            f"  rlvr train {again} trainer.resume=true")
 
 
 def _eval_parser() -> argparse.ArgumentParser:
@@ -111,6 +132,9 @@ def _eval_parser() -> argparse.ArgumentParser:
     add("--import", dest="imports", action="append", default=[], metavar="MODULE",
         help="import a module first (it registers its envs); repeatable")
     add("--concurrency", type=int, default=64, help="episodes in flight (default 64)")
+    add("--env-step-timeout-s", type=float, default=60.0, metavar="SECONDS",
+        help="limit of one env call (reset, a step): past it the episode ends with reason "
+             "'timeout' and the call is stopped (default 60)")
     add("--no-progress", action="store_true", help="hide the progress bar")
     return parser
 
@@ -147,7 +171,7 @@ def eval_main(argv: Sequence[str]) -> int:
             engine_kwargs=engine_kwargs, imports=args.imports, progress=not args.no_progress,
             top_p=args.top_p, max_new_tokens=args.max_new_tokens,
             max_response_tokens=args.max_response_tokens, stop=tuple(args.stop),
-            concurrency=args.concurrency,
+            concurrency=args.concurrency, env_step_timeout_s=args.env_step_timeout_s,
         )
     except (RlvrError, EnvError, AgentError) as err:
         print(f"rlvr eval: error: {err}", file=sys.stderr)
@@ -169,7 +193,12 @@ def check_env_main(argv: Sequence[str]) -> int:
                         help='env arguments as JSON, e.g. \'{"max_attempts": 2}\'')
     parser.add_argument("--seed", type=int, default=0, help="reset seed of every episode")
     parser.add_argument("--quick", action="store_true", help="contract and determinism only")
+    parser.add_argument("--tasks", type=int, default=3,
+                        help="tasks (reset seeds seed, seed+1, ...) the contract episodes and "
+                             "probes play (default 3)")
     args = parser.parse_args(list(argv))
+    if args.tasks < 1:
+        parser.error(f"--tasks must be >= 1; got {args.tasks}")
     import json
 
     import envs
@@ -180,7 +209,8 @@ def check_env_main(argv: Sequence[str]) -> int:
     except (EnvError, ValueError) as err:
         print(f"rlvr check-env: error: {err}", file=sys.stderr)
         return 2
-    report = envs.check_env(env, deep=not args.quick, seed=args.seed, raise_on_failure=False)
+    report = envs.check_env(env, deep=not args.quick, seed=args.seed, raise_on_failure=False,
+                            tasks=args.tasks)
     print(report.table())
     return 0 if report.passed else 1
 

@@ -382,7 +382,15 @@ class TrainerConfig(Checked):
         output_dir: where metrics, checkpoints and the exported model go.
         checkpoint_every: save a checkpoint every this many steps (0 = never).
         keep_checkpoints: how many most recent checkpoints to keep.
-        resume: continue from the latest complete checkpoint in ``output_dir`` if there is one.
+        resume: continue from the latest complete checkpoint in ``output_dir``; the config must
+            match the checkpoint's except for keys that can change on a resume (run length,
+            outputs, logging; ``rlvr.training.run_dir``). Without a checkpoint in a used folder
+            the run refuses.
+        overwrite: a fresh run (``resume: false``) in an ``output_dir`` that holds another run's
+            files deletes them first; without it such a run refuses to start.
+        max_failed_steps: stop the run when this many RL steps in a row had no valid episode
+            (every episode ended in an env error or timeout), naming the env and its first
+            error with the traceback.
         export_at_end: write a HuggingFace model directory to ``output_dir/export`` at the end.
         tensorboard: also write TensorBoard event files.
         plot: write ``curves.png`` (reward and accuracy) at the end.
@@ -402,6 +410,8 @@ class TrainerConfig(Checked):
     checkpoint_every: int = bounded(0, ge=0)
     keep_checkpoints: int = bounded(2, gt=0)
     resume: bool = False
+    overwrite: bool = False
+    max_failed_steps: int = bounded(1, gt=0)
     export_at_end: bool = True
     tensorboard: bool = True
     plot: bool = True
@@ -518,8 +528,9 @@ class TrainConfig:
         trainer = data.get("trainer")
         steps = trainer.get("steps") if isinstance(trainer, Mapping) else None
         steps = TrainerConfig.steps if steps is None else steps
-        if not isinstance(steps, int) or isinstance(steps, bool):
-            return data  # the loader reports trainer.steps
+        if not isinstance(steps, int) or isinstance(steps, bool):  # before the learners' keys
+            raise ConfigError(f"trainer.steps: expected an integer; got {steps!r}",
+                              key="trainer.steps")
         steps = max(steps, 1)  # trainer.steps < 1 is reported by TrainerConfig, naming the field
         for owner in ("actor", "critic"):
             learner = data.get(owner)

@@ -182,10 +182,13 @@ def parse_overrides(overrides: Sequence[str]) -> dict[str, Any]:
 
 
 def merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
-    """Recursively merge ``extra`` over ``base`` (mappings merge, anything else replaces)."""
+    """Recursively merge ``extra`` over ``base`` (mappings merge, anything else replaces).
+
+    An empty mapping replaces (``env.kwargs={}`` clears the kwargs, as written).
+    """
     out = dict(base)
     for key, value in extra.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+        if isinstance(value, Mapping) and value and isinstance(out.get(key), Mapping):
             out[key] = merge(out[key], value)
         else:
             out[key] = value

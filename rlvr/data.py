@@ -101,10 +101,13 @@ class Trajectory:
         env_id: the gymnasium id of the env, e.g. "rlvr/Math-v0".
         task_id: the task inside the env.
         finish_reason: why the episode ended: "stop" (env terminated), "length" (token budget),
-            "max_turns", "truncated" (env truncated) or "error" (env raised).
+            "max_turns", "truncated" (env truncated), "error" (env raised) or "timeout" (an
+            env call ran past the runner's limit).
         outcome: the verdict, answer, turns, tool calls and error of the episode.
         metadata: the rest, JSON-serialisable: ``messages`` (the chat), ``n_model_tokens``,
-            ``n_env_tokens``, ``reset_seed``.
+            ``n_env_tokens``, ``reset_seed``; ``traceback`` (the formatted error) when the
+            episode ended in an error or a timeout; ``task`` (the task's own metadata from the
+            env's ``reset`` info, e.g. verl's ``data_source``) when it has one.
         extra_rows: more rows of the same episode, for an episode whose token sequence broke
             (an agent behind ``agents.gateway`` edited its history, or sampled several choices):
             each is token-exact on its own and carries the episode's reward on its last model
@@ -138,7 +141,7 @@ class Trajectory:
         positive; never for an episode that ended in an error. Training accuracy
         (``reward/accuracy``) and evaluation pass@k both count this.
         """
-        if self.finish_reason == ERROR_FINISH_REASON:
+        if self.finish_reason in INVALID_FINISH_REASONS:
             return False
         if self.outcome.verdict is not None:
             return bool(self.outcome.verdict.passed)
@@ -167,6 +170,9 @@ SEQUENCE_FIELDS: tuple[str, ...] = ("input_ids", "attention_mask", "position_ids
 ROW_FIELDS: tuple[str, ...] = ("valid",)
 #: The finish reason of an episode that ended in an env/sandbox error (its row is not valid).
 ERROR_FINISH_REASON = "error"
+#: The finish reasons of episodes never trained on: an env error, or an env call that ran past
+#: the runner's ``env_step_timeout_s`` ("timeout").
+INVALID_FINISH_REASONS = frozenset({ERROR_FINISH_REASON, "timeout"})
 #: Non-tensor per-row fields, each a list of length ``B``.
 LIST_FIELDS: tuple[str, ...] = ("group_ids", "env_ids", "task_ids", "finish_reasons", "metadata")
 
@@ -303,7 +309,7 @@ class RolloutBatch:
         """Derive ``valid`` from ``finish_reasons`` when None; check it against the mask."""
         if self.valid is None:
             self.valid = torch.tensor(
-                [r != ERROR_FINISH_REASON for r in self.finish_reasons], dtype=torch.bool,
+                [r not in INVALID_FINISH_REASONS for r in self.finish_reasons], dtype=torch.bool,
                 device=self.response_mask.device,
             )
         if self.valid.dtype != torch.bool or tuple(self.valid.shape) != (b,):
@@ -387,7 +393,7 @@ class RolloutBatch:
         per_token = {n: torch.tensor(rows, dtype=torch.float32).reshape(b, r)
                      for n, rows in per_token_rows.items()}
         valid = torch.tensor(
-            [t.finish_reason != ERROR_FINISH_REASON for t in trajectories], dtype=torch.bool
+            [t.finish_reason not in INVALID_FINISH_REASONS for t in trajectories], dtype=torch.bool
         )
         per_token["response_mask"] *= valid[:, None]
         return cls(
@@ -598,6 +604,7 @@ class RolloutBatch:
 
 __all__ = [
     "ERROR_FINISH_REASON",
+    "INVALID_FINISH_REASONS",
     "LIST_FIELDS",
     "OPTIONAL_FIELDS",
     "RESPONSE_FIELDS",

@@ -18,6 +18,7 @@ __all__ = [
     "InsufficientDataError",
     "RegistryError",
     "RlvrError",
+    "RunStoppedError",
     "ShapeError",
     "UnknownNameError",
     "WeightSyncError",
@@ -55,6 +56,13 @@ class BatchError(RlvrError, ValueError):
 
 class WeightSyncError(RlvrError, RuntimeError):
     """The rollout engine's logprobs drifted from the learner's after a weight sync."""
+
+
+class RunStoppedError(RlvrError, RuntimeError):
+    """The run stopped on purpose: the env produced no valid episode, the run folder is taken.
+
+    The message says why and what to do; ``rlvr train`` prints it and exits with status 1.
+    """
 
 
 class ShapeError(RlvrError, ValueError):

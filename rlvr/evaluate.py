@@ -74,6 +74,8 @@ class SuiteEvalConfig:
         seed: the root of every episode's seed (``rlvr.eval.plan``).
         engine: one of ``ENGINES``.
         concurrency: episodes in flight at once, >= 1.
+        env_step_timeout_s: wall-clock limit of one env call (reset, a step), > 0: an episode
+            whose call runs past it ends with reason "timeout" and the call's work is stopped.
     """
 
     suite: str
@@ -87,6 +89,7 @@ class SuiteEvalConfig:
     seed: int = 0
     engine: str = "transformers"
     concurrency: int = 64
+    env_step_timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
         """Validate every field (raises ``ConfigError`` naming it); resolve ``temperature``."""
@@ -102,6 +105,11 @@ class SuiteEvalConfig:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be an int >= 1; got {value!r}")
+        # None limits are the runner's defaults, recorded as the numbers that run.
+        if self.max_turns is None:
+            self.max_turns = RunnerConfig.max_turns
+        if self.max_response_tokens is None:
+            self.max_response_tokens = RunnerConfig.max_response_tokens
         if self.temperature is None:
             self.temperature = 0.0 if self.samples == 1 else 1.0
         if not self.temperature >= 0:
@@ -113,6 +121,9 @@ class SuiteEvalConfig:
             raise ConfigError(f"stop must hold non-empty strings; got {self.stop!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ConfigError(f"seed must be an int >= 0; got {self.seed!r}")
+        timeout = self.env_step_timeout_s
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise ConfigError(f"env_step_timeout_s must be a number > 0; got {timeout!r}")
         if self.engine not in ENGINES:
             raise ConfigError(f"engine must be one of {', '.join(ENGINES)}; got {self.engine!r}")
 
@@ -131,6 +142,7 @@ class SuiteEvalConfig:
             sampling=SamplingParams(temperature=float(self.temperature or 0.0), top_p=self.top_p,
                                     stop=self.stop),
             max_tokens_per_turn=self.max_new_tokens,
+            env_step_timeout_s=float(self.env_step_timeout_s),
         )
         limits: dict[str, Any] = {"max_turns": self.max_turns,
                                   "max_response_tokens": self.max_response_tokens}
@@ -319,7 +331,7 @@ def evaluate(
         imports: modules to import first (third-party packages that register envs).
         progress: show a progress bar.
         **options: other ``SuiteEvalConfig`` fields: ``top_p``, ``max_new_tokens``,
-            ``max_response_tokens``, ``stop``, ``concurrency``.
+            ``max_response_tokens``, ``stop``, ``concurrency``, ``env_step_timeout_s``.
 
     Returns:
         The results dict: ``config`` (the ``SuiteEvalConfig``), ``seed``, ``versions``, ``suite``

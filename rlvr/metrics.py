@@ -255,6 +255,7 @@ def rollout_metrics(trajs: Sequence[Trajectory], device: torch.device) -> dict[s
         sum(lengths), sum(turns), sum(t.finish_reason == "length" for t in trajs),
         sum(t.finish_reason == "error" for t in trajs),
         sum(t.metadata.get("gateway_prefix_breaks", 0) for t in trajs),
+        sum(t.finish_reason == "timeout" for t in trajs),
     ], device)
     n = max(sums[0], 1.0)
     mean = sums[1] / n
@@ -263,6 +264,7 @@ def rollout_metrics(trajs: Sequence[Trajectory], device: torch.device) -> dict[s
         "reward/mean": mean, "reward/std": var**0.5, "reward/accuracy": sums[3] / n,
         "response/length_mean": sums[4] / n, "response/turns_mean": sums[5] / n,
         "response/clip_ratio": sums[6] / n, "response/error_ratio": sums[7] / n,
+        "response/timeout_ratio": sums[8] / n,
         "perf/rollout_tokens": sums[4],
-        "gateway/prefix_breaks": sums[8],
+        "gateway/prefix_breaks": sums[9],
     }

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import random
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,9 +58,12 @@ from rlvr.learner import (
 )
 from rlvr.metrics import MetricsLogger, rollout_metrics
 from rlvr.tool_metrics import tool_metrics
+from rlvr.training.context import check_context
+from rlvr.training.env_failures import EnvFailureGuard
 from rlvr.training.env_tokens import EnvTokenGuard
 from rlvr.training.gc_control import collections_paused, frozen_setup
 from rlvr.training.heldout import heldout_evaluator
+from rlvr.training.run_dir import RunLock, apply_plan, check_run_dir
 from rlvr.training.snapshots import EpisodeSnapshots
 from rlvr.training.state import Checkpoints, StageTimer, TrainerState
 from rlvr.training.stream import EpisodeStream
@@ -92,7 +96,10 @@ class TrainResult:
         rl_seconds: time spent in the RL steps of this process.
         total_seconds: wall-clock time of the whole run in this process.
         steps: the last completed RL step.
-        history: the logged metrics of this process's steps, in order.
+        first_step: the first RL step this process ran (after a resume, the one after the
+            checkpoint's).
+        history: the logged metrics of this process's steps, in order, each with its ``step``
+            (left out of the repr).
     """
 
     output_dir: Path
@@ -108,7 +115,8 @@ class TrainResult:
     rl_seconds: float = 0.0
     total_seconds: float = 0.0
     steps: int = 0
-    history: list[dict[str, float]] = field(default_factory=list)
+    first_step: int = 1
+    history: list[dict[str, float]] = field(default_factory=list, repr=False)
 
 
 class Trainer:
@@ -120,24 +128,45 @@ class Trainer:
     """
 
     def __init__(self, config: TrainConfig, log: Any = print) -> None:
+        self.start_time = time.perf_counter()
+        self.config = config
+        self.threads_before = torch.get_num_threads()  # restored by close()
+        self.closed = False
+        if config.trainer.threads is not None:
+            torch.set_num_threads(config.trainer.threads)
+        if not config.trainer.progress:  # no third-party bars either (model loading)
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+        self.dist = init_distributed(config.trainer.device)
+        self.is_main = self.dist.is_main
+        self.log = log if self.is_main else (lambda *_: None)
+        self.out = Path(config.trainer.output_dir)
+        self.lock: RunLock | None = None
+        if self.is_main:  # one run per folder: a second writer is refused before any work
+            self.out.mkdir(parents=True, exist_ok=True)
+            self.lock = RunLock(self.out)
+        try:
+            self._build(config)
+        except BaseException:
+            self._release_lock()
+            raise
+
+    def _build(self, cfg: TrainConfig) -> None:
+        """Everything after the run folder's lock: the folder's plan, the env, the models."""
         from transformers import AutoTokenizer
 
         from rlvr.tiny import tiny_model_dir
 
-        self.start_time = time.perf_counter()
-        self.config = cfg = config
-        self.threads_before = torch.get_num_threads()  # restored by close()
-        self.closed = False
-        if cfg.trainer.threads is not None:
-            torch.set_num_threads(cfg.trainer.threads)
-        self.dist = init_distributed(cfg.trainer.device)
-        self.is_main = self.dist.is_main
-        self.log = log if self.is_main else (lambda *_: None)
-        self.out = Path(cfg.trainer.output_dir)
+        plan = check_run_dir(cfg)  # every rank: a used folder, a resume's changed keys
+        self.config = cfg = plan.config or cfg  # a resume keeps its checkpoint's schedule
+        num_tasks = check_env(cfg)  # model folder, device, suite, env: before anything is written
+        barrier()  # every rank has looked at the folder before rank 0 writes to it
+        for line in plan.notices:
+            self.log(line)
         if self.is_main:
-            self.out.mkdir(parents=True, exist_ok=True)
-            dump_config(cfg, self.out / "config.yaml")
-        num_tasks = check_env(cfg)
+            apply_plan(plan)
+            dump_config(cfg, self.out / "config.yaml")  # the config that runs
         torch.manual_seed(cfg.trainer.seed)
         random.seed(cfg.trainer.seed)
         if cfg.model.path is None and self.is_main:
@@ -147,6 +176,7 @@ class Trainer:
         self.tokenizer = AutoTokenizer.from_pretrained(str(base))
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None \
             else self.tokenizer.eos_token_id
+        check_context(cfg, self.tokenizer, base, self.log)  # before the warm-up: no silent 0%
         self.policy_dir, self.sft = warm_up(cfg, base, self.tokenizer, self.dist, self.log)
         self.warmup_seconds = time.perf_counter() - self.start_time
         actor_cfg, critic_cfg = cfg.learner_configs()
@@ -168,6 +198,8 @@ class Trainer:
         self.stream = EpisodeStream(self.runner, cfg, self.dist.rank, self.dist.world_size,
                                     num_tasks)
         self.env_guard = EnvTokenGuard(self.tokenizer)  # env tokens are never trained
+        self.failures = EnvFailureGuard(cfg.trainer.max_failed_steps, cfg.env.id,
+                                        self.dist.device)
         self.snapshots = EpisodeSnapshots(self.out / "episodes.html", cfg.eval.show_episodes)
         kl = cfg.algorithm.kl
         if kl.placement == "both":
@@ -228,10 +260,20 @@ class Trainer:
 
         The trainer is closed at the end, also when a step raises or the run is interrupted
         (Ctrl-C): the engine and its threads stop, the metric files are flushed and closed.
+        The first error is the one raised: a failure while closing after it (a full disk
+        failing ``curves.png`` after the checkpoint) is added to it as a note, never in its
+        place.
         """
         try:
             with frozen_setup():
                 return self._train()
+        except BaseException as err:
+            try:
+                self.close()
+            except BaseException as late:  # reported beside the first error, not instead
+                err.add_note(f"while closing after this error, another failed: "
+                             f"{type(late).__name__}: {late}")
+            raise
         finally:
             self.close()
 
@@ -247,12 +289,16 @@ class Trainer:
             result.warmup_accuracy = before.get("eval/accuracy")
             self.snapshots.take("before RL (step 0)", self.heldout)
             self.log(f"[rlvr] held-out accuracy before RL: {_pct(result.warmup_accuracy)}")
+        elif self.state.step > 0:  # resumed: the accuracy before RL is in the run's metrics
+            result.warmup_accuracy = self._logged(0).get("eval/accuracy")
+        result.first_step = self.state.step + 1
         rl_start = time.perf_counter()
         for step in range(self.state.step + 1, cfg.trainer.steps + 1):
             timer = StageTimer()
             with timer("rollout"), self.engine_weights(), collections_paused():  # stage A
                 trajs, metrics = self.stream.collect(step, self.state.tasks_drawn)
                 self.release_engine_memory()
+            self.failures.check(step, trajs)  # a step with no valid episode teaches nothing
             if cfg.rollout.open_ahead and step < cfg.trainer.steps:  # beside stages B and C
                 self.stream.open_ahead(step + 1,
                                        self.state.tasks_drawn + cfg.rollout.prompts_per_step)
@@ -276,7 +322,7 @@ class Trainer:
                     metrics |= self.heldout.maybe_evaluate(step) or {}
             metrics |= timer.metrics()
             self.logger.log(step, metrics)
-            result.history.append(metrics)
+            result.history.append({"step": float(step), **metrics})
             self.checkpoints.maybe_save(step)
         result.rl_seconds = time.perf_counter() - rl_start
         return self.finish(result)
@@ -313,10 +359,17 @@ class Trainer:
         return metrics
 
     def update(self, batch: RolloutBatch) -> dict[str, float]:
-        """Stage C: the actor's PPO update, then the critic's (when there is one)."""
-        metrics = self.actor.update(batch, self.temperature)
-        if self.critic is not None:
-            metrics |= self.critic.update(batch)
+        """Stage C: the actor's PPO update, then the critic's (when there is one).
+
+        torch warns that the scheduler stepped "before optimizer.step()" when an optimizer
+        step was skipped (a non-finite gradient): the schedule still advances once per
+        training step, as documented, so that warning is false here and is not shown.
+        """
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step")
+            metrics = self.actor.update(batch, self.temperature)
+            if self.critic is not None:
+                metrics |= self.critic.update(batch)
         return metrics
 
     def engine_weights(self) -> contextlib.AbstractContextManager[Any]:
@@ -358,7 +411,7 @@ class Trainer:
         """Final held-out evaluation, export, curves and the summary; closes the engine."""
         cfg = self.config
         if self.heldout is not None:
-            last = result.history[-1] if result.history else {}
+            last = result.history[-1] if result.history else self._logged(self.state.step)
             final = last
             if "eval/accuracy" not in last:
                 with self.engine_weights():
@@ -376,6 +429,23 @@ class Trainer:
         self.close()
         self.log(summary(result))
         return result
+
+    def _logged(self, step: int) -> dict[str, Any]:
+        """The metrics logged for ``step`` by this run so far (merged lines; {} on ranks > 0).
+
+        A resumed run reads its accuracy before RL, and a finished run resumed again its final
+        evaluation, from here (never evaluating and logging it twice).
+        """
+        from rlvr.metrics import read_jsonl
+
+        path = self.logger.jsonl_path
+        if not self.is_main or not path.is_file():
+            return {}
+        merged: dict[str, Any] = {}
+        for record in read_jsonl(path):
+            if record.get("step") == step:
+                merged |= record
+        return merged
 
     def export(self, path: str | Path | None = None) -> Path:
         """Write the current policy as a HF directory (default ``output_dir/export``)."""
@@ -399,12 +469,19 @@ class Trainer:
             return
         self.closed = True
         with contextlib.ExitStack() as stack:  # callbacks run last-in first-out
+            stack.callback(self._release_lock)
             stack.callback(torch.set_num_threads, self.threads_before)
             stack.callback(self.engine.close)
             stack.callback(self.runner.close)
             stack.callback(self.logger.close)
             if self.heldout is not None:
                 stack.callback(self.heldout.close)
+
+
+    def _release_lock(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
 
 
 def kl_notice(kl: Any) -> str:
@@ -420,8 +497,16 @@ def _pct(value: float | None) -> str:
 
 def summary(result: TrainResult) -> str:
     """The human-readable end-of-run summary."""
+    ran = result.steps - result.first_step + 1
+    if result.first_step == 1:
+        steps = f"{result.steps} RL steps"
+    elif ran > 0:
+        steps = (f"RL steps {result.first_step}-{result.steps} (resumed after step "
+                 f"{result.first_step - 1})")
+    else:
+        steps = f"no RL step left (the run had finished at step {result.steps})"
     lines = [
-        f"== rlvr train finished: {result.steps} RL steps in {result.total_seconds:.1f} s "
+        f"== rlvr train finished: {steps} in {result.total_seconds:.1f} s "
         f"(set-up{' and warm-up' if result.sft_steps else ''} {result.warmup_seconds:.1f} s, "
         f"RL {result.rl_seconds:.1f} s) ==",
     ]

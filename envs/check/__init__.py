@@ -20,6 +20,8 @@ module each:
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Sequence
 
 import gymnasium
@@ -29,13 +31,14 @@ from envs.check.determinism import check_determinism
 from envs.check.episode import Episode, Session
 from envs.check.limits import LIMIT_INPUTS, check_limits, step_budget
 from envs.check.probes import PROBE_FIXES, Reference, check_probes, task_reference
-from envs.check.report import FAIL, PASS, SKIP, CheckReport, CheckResult
+from envs.check.report import FAIL, NOT_RUN, PASS, SKIP, CheckReport, CheckResult
 from envs.check.tools import check_tools
 
 __all__ = [
     "DEFAULT_PROBES",
     "FAIL",
     "LIMIT_INPUTS",
+    "NOT_RUN",
     "PASS",
     "PROBE_FIXES",
     "RULES",
@@ -71,6 +74,8 @@ def check_env(
     step_timeout_s: float | None = None,
     name: str | None = None,
     raise_on_failure: bool = True,
+    tasks: int = 3,
+    time_budget_s: float = 60.0,
 ) -> CheckReport:
     """Check ``env``; by default raise when anything failed.
 
@@ -87,6 +92,10 @@ def check_env(
             ``timeout_s`` (5 s when it has none) plus 5 s.
         name: what the report calls the env (default its spec id or class name).
         raise_on_failure: raise on failures (default) instead of only returning the report.
+        tasks: the contract episodes and the probes play this many tasks (reset seeds
+            ``seed``, ``seed + 1``, ...); a probe fails when it fails on any of them.
+        time_budget_s: no further task is started once this many seconds have passed (the
+            first always plays); the report says how many were played.
 
     Returns:
         The :class:`CheckReport`, one row per check.
@@ -94,20 +103,77 @@ def check_env(
     Raises:
         EnvCheckError: when a check failed and ``raise_on_failure`` is True.
     """
+    if isinstance(tasks, bool) or not isinstance(tasks, int) or tasks < 1:
+        raise ValueError(f"tasks must be an int >= 1; got {tasks!r}")
     spec = getattr(env, "spec", None)
     report = CheckReport(name or (spec.id if spec is not None else type(env.unwrapped).__name__))
     session = Session(env, seed=seed, max_steps=max_steps)
     check_spaces(env, session.violations)
-    contract_episode = session.play(actions)
-    if not contract_episode.ended and contract_episode.error is None:
-        session.violations.setdefault("ends", []).append(
-            f"the episode did not end within {max_steps} steps of probe actions")
+    deadline = time.monotonic() + time_budget_s
+    seeds = [seed]
+    for task_seed in range(seed, seed + tasks):
+        if task_seed != seed and time.monotonic() > deadline:
+            break
+        if task_seed != seed:
+            seeds.append(task_seed)
+        contract_episode = session.play(actions, seed=task_seed)
+        if not contract_episode.ended and contract_episode.error is None:
+            session.violations.setdefault("ends", []).append(
+                f"the episode of seed {task_seed} did not end within {max_steps} steps of "
+                "probe actions")
     report.add(check_determinism(session, actions))
     if deep:
         report.add(check_limits(session, step_budget(env, step_timeout_s)))
-        report.add(check_probes(session, reference))
+        report.add(_probes_over_tasks(session, reference, seeds, deadline))
         report.add(check_tools(session))
     report.results[:0] = contract_results(session.violations)
+    report.results = _not_run(report.results, session)
     if raise_on_failure:
         report.raise_for_failures()
     return report
+
+
+def _probes_over_tasks(session: Session, reference: Reference | None, seeds: list[int],
+                       deadline: float) -> list[CheckResult]:
+    """The probes on each task seed; one row per probe: failed on any, else as on the first."""
+    rows: dict[str, CheckResult] = {}
+    first_seed = session.seed
+    try:
+        for i, task_seed in enumerate(seeds):
+            if i and time.monotonic() > deadline:
+                break
+            session.seed = task_seed
+            for row in check_probes(session, reference):
+                kept = rows.get(row.name)
+                if kept is None or (row.failed and not kept.failed):
+                    detail = f"seed {task_seed}: {row.detail}" if row.failed and i else row.detail
+                    rows[row.name] = dataclasses.replace(row, detail=detail)
+    finally:
+        session.seed = first_seed
+    return list(rows.values())
+
+
+#: Contract rules that can be judged without a single usable step.
+_WITHOUT_STEPS = ("spaces", "reset", "raises", "step")
+
+
+def _not_run(results: list[CheckResult], session: Session) -> list[CheckResult]:
+    """Rows that passed without their episodes getting that far become "not run".
+
+    With no usable ``reset``, only the spaces and reset rows say anything; with no usable
+    ``step``, neither do the rows about what steps return.
+    """
+    if session.resets_ok and session.steps_ok:
+        return results
+    why = session.first_error or "no episode got past its opening"
+    method = "reset()" if not session.resets_ok else "step()"
+    judged = {RULES[k][0] for k in (("spaces", "reset") if not session.resets_ok
+                                    else _WITHOUT_STEPS)}
+    out = []
+    for row in results:
+        if row.status == PASS and not (row.topic == "contract" and row.name in judged):
+            row = CheckResult(row.topic, row.name, NOT_RUN,
+                              f"no episode got past {method} ({why})",
+                              f"fix {method} first, then run the check again")
+        out.append(row)
+    return out

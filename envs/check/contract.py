@@ -162,6 +162,10 @@ def contract_results(violations: Violations) -> list[CheckResult]:
         seen = violations.get(key, [])
         if seen:
             detail = f"{seen[0]}" + (f" (and {len(seen) - 1} more)" if len(seen) > 1 else "")
+            if key == "reset" and seen[0].startswith("reset raised"):
+                fix = ("reset() raised: make reset(seed=..., options=...) return (messages, "
+                       "info) for every task; call env.reset(seed=N) yourself to see the "
+                       "traceback")
             results.append(CheckResult("contract", name, FAIL, detail, fix))
         else:
             results.append(CheckResult("contract", name, PASS))

@@ -131,6 +131,9 @@ class Session:
         self.max_steps = max_steps
         self.violations: Violations = {}
         self.after_end_checked = False
+        self.resets_ok = 0  # episodes whose reset gave a usable opening
+        self.steps_ok = 0  # steps that returned a usable value
+        self.first_error: str | None = None  # the first reset/step error, "method: what"
 
     def play(
         self,
@@ -147,10 +150,13 @@ class Session:
         except Exception as exc:
             episode.error = f"reset raised {type(exc).__name__}: {exc}"
             self.violations.setdefault("reset", []).append(episode.error)
+            self.first_error = self.first_error or f"reset(): {type(exc).__name__}: {exc}"
             return episode
         if not validate_reset(self.env, result, self.violations):
             episode.error = "reset returned an unusable value"
+            self.first_error = self.first_error or "reset(): returned an unusable value"
             return episode
+        self.resets_ok += 1
         episode.opening, episode.reset_info = result
         previous: tuple[Any, Any] = result
         for turn in range(self.max_steps if max_steps is None else max_steps):
@@ -162,11 +168,14 @@ class Session:
                 episode.error = f"{type(exc).__name__}: {str(exc)[:200]}"
                 self.violations.setdefault("raises", []).append(
                     f"action {action[:40]!r}: step raised {episode.error}")
+                self.first_error = self.first_error or f"step(): {episode.error}"
                 return episode
             seconds = time.perf_counter() - start
             if not validate_step(self.env, action, out, previous, self.violations):
                 episode.error = "step returned an unusable value"
+                self.first_error = self.first_error or "step(): returned an unusable value"
                 return episode
+            self.steps_ok += 1
             messages, reward, terminated, truncated, info = out
             number = float(reward) if isinstance(reward, int | float) else float("nan")
             episode.steps.append(

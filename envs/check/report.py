@@ -8,11 +8,13 @@ from dataclasses import dataclass, field
 
 from envs.errors import EnvCheckError
 
-__all__ = ["PASS", "FAIL", "SKIP", "CheckReport", "CheckResult"]
+__all__ = ["FAIL", "NOT_RUN", "PASS", "SKIP", "CheckReport", "CheckResult"]
 
 PASS = "pass"
 FAIL = "FAIL"
 SKIP = "skip"
+NOT_RUN = "not run"
+"""A check that could not run (its episodes never got that far): never counted as a pass."""
 
 
 @dataclass(frozen=True)
@@ -22,7 +24,7 @@ class CheckResult:
     Attributes:
         topic: the group: "contract", "determinism", "limits", "probes" or "tools".
         name: what was checked, e.g. "hedge: several boxed answers".
-        status: :data:`PASS`, :data:`FAIL` or :data:`SKIP`.
+        status: :data:`PASS`, :data:`FAIL`, :data:`SKIP` or :data:`NOT_RUN`.
         detail: what was seen (for a failure: the offending response, reward, message).
         fix: what to change in the env when it failed (or how to run a skipped check).
     """
@@ -83,8 +85,12 @@ class CheckReport:
                     if text:
                         lines += textwrap.wrap(text, width, initial_indent=f"{indent}{label}: ",
                                                subsequent_indent=indent + "     ")
-        counts = {s: sum(r.status == s for r in self.results) for s in (PASS, FAIL, SKIP)}
-        lines.append(f"{counts[PASS]} passed, {counts[FAIL]} failed, {counts[SKIP]} skipped")
+        counts = {s: sum(r.status == s for r in self.results)
+                  for s in (PASS, FAIL, SKIP, NOT_RUN)}
+        line = f"{counts[PASS]} passed, {counts[FAIL]} failed, {counts[SKIP]} skipped"
+        if counts[NOT_RUN]:
+            line += f", {counts[NOT_RUN]} not run"
+        lines.append(line)
         return "\n".join(lines)
 
     def raise_for_failures(self) -> None:

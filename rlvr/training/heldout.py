@@ -5,7 +5,8 @@ env: the same id and kwargs merged with ``env.eval_kwargs``, ``tasks`` tasks of 
 (``"test"`` unless the eval kwargs name one), under the entry key ``heldout``; the run writes
 it to ``output_dir/eval_suite.yaml`` for ``rlvr eval --suite`` (training never reads it back).
 Episodes are greedy for one sample per task (else temperature 1), with the rollout's turn
-limit and ``eval.max_new_tokens`` tokens per turn.
+limit, env-call time limit (``rollout.runner.env_step_timeout_s``) and env threads, and
+``eval.max_new_tokens`` tokens per turn.
 """
 
 from __future__ import annotations
@@ -40,8 +41,10 @@ def heldout_evaluator(config: TrainConfig, engine: Any, tokenizer: Any, *, suite
     (nothing reads it back).
     """
     ev = config.eval
+    train_runner = config.rollout.runner
     runner = RunnerConfig(
-        max_turns=config.rollout.runner.max_turns, max_tokens_per_turn=ev.max_new_tokens,
+        max_turns=train_runner.max_turns, max_tokens_per_turn=ev.max_new_tokens,
+        env_step_timeout_s=train_runner.env_step_timeout_s, env_workers=train_runner.env_workers,
         sampling=SamplingParams(temperature=0.0 if ev.samples == 1 else 1.0),
     )
     entries = heldout_entries(config, suite, tasks)

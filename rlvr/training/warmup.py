@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,11 @@ from rlvr.training.heldout import heldout_evaluator
 
 
 def check_env(config: TrainConfig) -> int | None:
-    """Import the env plugins and build the env once, so a bad id or kwarg fails before work.
+    """Check what the run needs before any work; returns the env's task count.
+
+    The model folder, the device, the eval suite (``rlvr.training.preflight``), the env (import
+    its plugins, build it once: a bad id or kwarg fails here) and, for a warm-up on gold
+    answers, that its tasks have an ``answer``.
 
     Returns:
         The training env's ``num_tasks`` (the size of its task source), or None when the env
@@ -22,9 +27,12 @@ def check_env(config: TrainConfig) -> int | None:
 
     Raises:
         envs.errors.EnvError: an unknown env id (with close matches) or a rejected keyword.
+        ConfigError: a model path, device, suite or warm-up that cannot work (names the key).
     """
     import envs
+    from rlvr.training.preflight import preflight
 
+    preflight(config)  # model.path, trainer.device, eval.suite
     envs.import_plugins(config.env.imports)
     env = envs.make(config.env.id, **config.env.kwargs)
     try:
@@ -34,10 +42,43 @@ def check_env(config: TrainConfig) -> int | None:
     finally:
         env.close()
     envs.make(config.env.id, **merge(config.env.kwargs, config.env.eval_kwargs)).close()
+    if config.sft.enabled and config.sft.demos == "answers":
+        check_warmup_answers(config)
     if isinstance(num_tasks, bool) or not isinstance(num_tasks, int) or num_tasks < 1:
         return None
     return num_tasks
 
+
+
+def check_warmup_answers(config: TrainConfig) -> None:
+    """The warm-up on gold answers needs tasks with an ``answer``: check one task now.
+
+    Raises:
+        ConfigError: the env's task (``env.unwrapped.task``) has no ``answer`` (names
+            ``sft.enabled`` and the fields the task has).
+    """
+    from rlvr.errors import ConfigError
+    from rlvr.sft import TaskExamples
+
+    examples = TaskExamples(config.env.id, config.env.kwargs)
+    try:
+        examples.env.reset(seed=config.trainer.seed)
+        task = getattr(examples.env.unwrapped, "task", None)
+    except Exception as exc:
+        raise ConfigError(
+            f"sft.enabled=true: the warm-up takes its examples from env {config.env.id!r}, "
+            f"whose reset raised {type(exc).__name__}: {exc}; fix the env (rlvr check-env "
+            f"{config.env.id}) or set sft.enabled=false", key="sft.enabled") from exc
+    finally:
+        examples.env.close()
+    if isinstance(task, dict) and "answer" in task:
+        return
+    fields = ", ".join(map(str, task)) if isinstance(task, dict) else "no task dict"
+    raise ConfigError(
+        f"sft.enabled=true (the supervised warm-up on gold answers) needs env {config.env.id!r} "
+        f"to keep its current task in env.unwrapped.task with an 'answer' field, the reply "
+        f"it trains on; its task has: {fields}. Set sft.enabled=false, or add an 'answer' to "
+        "each task", key="sft.enabled")
 
 
 def warm_up(config: TrainConfig, base_dir: Path, tokenizer: Any, info: DistInfo,
@@ -55,9 +96,14 @@ def warm_up(config: TrainConfig, base_dir: Path, tokenizer: Any, info: DistInfo,
     target = Path(config.trainer.output_dir) / "sft_model"
     if not config.sft.enabled:
         return base_dir, None
+    record = warmup_record(config, base_dir)
     if (target / "config.json").is_file():
-        log(f"[sft] reusing the warm-up model in {target}")
-        return target, None
+        made_with = _read_record(target / WARMUP_RECORD)
+        if made_with == record:
+            log(f"[sft] reusing the warm-up model in {target} (made with this config)")
+            return target, None
+        log(f"[sft] the warm-up model in {target} was made with another config "
+            f"({_record_diff(made_with, record)}): warming up again")
     result = None
     if info.is_main:
         model = load_causal_lm(base_dir, info.device)
@@ -87,8 +133,39 @@ def warm_up(config: TrainConfig, base_dir: Path, tokenizer: Any, info: DistInfo,
         if staged:
             result = mixed_stage(model, tokenizer, config, result, log)
         save_model(model, tokenizer, target)
+        (target / WARMUP_RECORD).write_text(json.dumps(record, indent=1, sort_keys=True))
     barrier()
     return target, result
+
+
+#: The config a warm-up model was made with, saved beside it: it is reused only when it matches.
+WARMUP_RECORD = "rlvr_warmup.json"
+
+
+def warmup_record(config: TrainConfig, base_dir: Path) -> dict[str, Any]:
+    """What the warm-up model depends on: the base model, ``sft``, the env and the seed."""
+    from rlvr.config_loader import to_dict
+
+    return json.loads(json.dumps({
+        "base_model": str(base_dir), "model": to_dict(config.model), "sft": to_dict(config.sft),
+        "env": {"id": config.env.id, "kwargs": config.env.kwargs},
+        "seed": config.trainer.seed,
+        "stop_at_tool_call": config.rollout.runner.stop_at_tool_call,
+    }, default=str))
+
+
+def _read_record(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _record_diff(old: dict[str, Any] | None, new: dict[str, Any]) -> str:
+    if old is None:
+        return "no record of it"
+    return "differs in " + ", ".join(sorted(k for k in new if old.get(k) != new[k]))
 
 
 def exact_match_check(config: TrainConfig, tokenizer: Any, model: Any) -> Any:

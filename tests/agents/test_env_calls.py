@@ -198,3 +198,78 @@ def test_results_finished_before_a_slow_call_reach_their_callers_before_it_ends(
         calls.close()
     assert (got, late) == ("quick", "slow")
     assert took < 0.5
+
+
+def test_a_spinning_call_past_its_deadline_is_stopped_for_real():
+    """A verifier spinning in Python (swallowing ``Exception``) stops at its deadline: its
+    caller gets an ``EnvCallTimeout`` ("timeout") and the thread no longer burns the CPU."""
+    from agents.env_calls import EnvCallTimeout
+
+    calls = EnvCalls(workers=2, timeout_s=0.2)
+    spins = [0]
+
+    def spin():
+        while True:
+            try:
+                spins[0] += 1
+            except Exception:  # an env's broad handler must not keep it alive
+                pass
+
+    async def go():
+        got = await asyncio.gather(calls.call(spin), return_exceptions=True)
+        await asyncio.sleep(0.3)  # the stop lands
+        return got
+
+    try:
+        [out] = asyncio.run(go())
+        before = spins[0]
+        time.sleep(0.2)
+        assert spins[0] == before  # the spinning thread ended
+    finally:
+        calls.close()
+    assert isinstance(out, EnvCallTimeout) and isinstance(out, TimeoutError)
+
+
+def test_a_thread_stuck_in_c_is_replaced_and_later_calls_still_run():
+    calls = EnvCalls(workers=1, timeout_s=0.2)
+    release = threading.Event()
+
+    async def go():
+        first = await asyncio.gather(calls.call(release.wait, 5.0), return_exceptions=True)
+        return first, await calls.call(lambda: "next")
+
+    try:
+        (first,), nxt = asyncio.run(go())
+    finally:
+        release.set()
+        calls.close()
+    assert isinstance(first[0] if isinstance(first, list) else first, TimeoutError)
+    assert nxt == "next"
+
+
+def test_the_process_exits_when_an_env_call_hangs_forever(tmp_path):
+    """A step stuck in C code (``time.sleep``) cannot be stopped, but it no longer keeps the
+    interpreter alive after the run: the env threads are daemons."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "hang.py"
+    script.write_text(
+        "import asyncio, time\n"
+        "from agents.env_calls import EnvCalls\n"
+        "calls = EnvCalls(workers=2, timeout_s=0.2)\n"
+        "async def go():\n"
+        "    try:\n"
+        "        await calls.call(time.sleep, 600)\n"
+        "    except TimeoutError:\n"
+        "        print('timed out', flush=True)\n"
+        "asyncio.run(go())\n"
+        "calls.close()\n"
+    )
+    import os
+
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=30, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "timed out" in proc.stdout

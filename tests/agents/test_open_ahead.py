@@ -134,7 +134,7 @@ def test_a_hung_reset_times_out_its_episode_and_the_run_opens_the_rest(engine,
         start = time.monotonic()
         first, hung, last = _play(runner, [(specs, 1, 0)], openings)[0]
         assert time.monotonic() - start < 3
-        assert hung.finish_reason == "error" and "TimeoutError" in hung.outcome.error
+        assert hung.finish_reason == "timeout" and "TimeoutError" in hung.outcome.error
         assert first.finish_reason != "error" and last.finish_reason != "error"
         assert openings[0].job.stopped
         before = len(closed)

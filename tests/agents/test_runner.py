@@ -151,10 +151,12 @@ def test_env_error_and_timeout_end_only_their_episode(engine, tiny_tokenizer, fr
     assert raised.reward == 0.0 and len(raised.response_ids) > 0
     assert reset_failed.finish_reason == "error" and reset_failed.response_ids == []
     assert reset_failed.prompt_ids == [tiny_tokenizer.pad_token_id]
-    assert slow.finish_reason == "error" and "TimeoutError" in slow.outcome.error
+    assert slow.finish_reason == "timeout" and "env_step_timeout_s=0.3" in slow.outcome.error
     assert ok.finish_reason in ("stop", "length")
     assert "task echo-11" in caplog.text and "sandbox exploded" in caplog.text
-    RolloutBatch.from_trajectories(trajs, tiny_tokenizer.pad_token_id)  # still collates
+    batch = RolloutBatch.from_trajectories(trajs, tiny_tokenizer.pad_token_id)  # still collates
+    assert batch.valid.tolist() == [False, False, False, True]  # a timeout is never trained on
+    assert not slow.passed
 
 
 def test_every_env_is_closed_once_however_its_episode_ends(engine, tiny_tokenizer,
