@@ -254,8 +254,8 @@ def rollout_metrics(trajs: Sequence[Trajectory], device: torch.device) -> dict[s
         len(trajs), sum(rewards), sum(r * r for r in rewards), sum(t.passed for t in trajs),
         sum(lengths), sum(turns), sum(t.finish_reason == "length" for t in trajs),
         sum(t.finish_reason == "error" for t in trajs),
-        sum(t.metadata.get("gateway_prefix_breaks", 0) for t in trajs),
         sum(t.finish_reason == "timeout" for t in trajs),
+        sum(t.metadata.get("gateway_prefix_breaks", 0) for t in trajs),
     ], device)
     n = max(sums[0], 1.0)
     mean = sums[1] / n
