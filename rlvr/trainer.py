@@ -55,6 +55,7 @@ from rlvr.learner import (
 )
 from rlvr.metrics import MetricsLogger, rollout_metrics
 from rlvr.tool_metrics import tool_metrics
+from rlvr.training.distill import Distiller
 from rlvr.training.env_tokens import EnvTokenGuard
 from rlvr.training.gc_control import collections_paused, frozen_setup
 from rlvr.training.heldout import heldout_evaluator
@@ -145,6 +146,9 @@ class Trainer:
         self.tokenizer = AutoTokenizer.from_pretrained(str(base))
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None \
             else self.tokenizer.eos_token_id
+        # before the warm-up: a teacher with another tokenizer is refused at once
+        self.distiller = Distiller.from_config(cfg.teacher, self.tokenizer,
+                                               cfg.learner_configs()[0], self.dist)
         self.policy_dir, self.sft = warm_up(cfg, base, self.tokenizer, self.dist, self.log)
         self.warmup_seconds = time.perf_counter() - self.start_time
         actor_cfg, critic_cfg = cfg.learner_configs()
@@ -306,6 +310,8 @@ class Trainer:
         batch.set("token_level_rewards", rewards[rows, :r].contiguous())
         batch.set("advantages", advantages[rows, :r].contiguous())
         batch.set("returns", returns[rows, :r].contiguous())
+        if self.distiller is not None:  # the teacher's per-token signal (rlvr.distill)
+            metrics |= self.distiller.apply(batch, t)
         return metrics
 
     def update(self, batch: RolloutBatch) -> dict[str, float]:

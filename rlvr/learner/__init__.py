@@ -30,6 +30,7 @@ from rlvr.learner.critic import Critic
 from rlvr.learner.modules import CriticModel, load_causal_lm
 from rlvr.learner.parallel import DistInfo, apply_fsdp, init_distributed
 from rlvr.learner.reference import Reference
+from rlvr.learner.teacher import Teacher
 
 __all__ = [
     "Actor",
@@ -42,6 +43,7 @@ __all__ = [
     "LearnerConfig",
     "OptimConfig",
     "Reference",
+    "Teacher",
     "apply_fsdp",
     "export_hf",
     "full_state_dict",
