@@ -1,0 +1,50 @@
+"""On-policy distillation as its learning test runs it: shared by the test and its seed sweep.
+
+``tests/rlvr/test_distill_learning.py`` runs it once; ``bench/distill_seeds.py`` runs it over
+seeds to choose the test's thresholds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trainer_helpers import QUIET
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml"
+TEACHER_SFT_STEPS = 40
+DISTILL_STEPS = 20
+WINDOW = 5
+MAX_KL_RATIO = 0.4
+
+
+def distill_run(tmp: Path, seed: int) -> dict[str, float]:
+    """Warm up a teacher, distil a fresh student from it; first/last-window metric means."""
+    from transformers import AutoTokenizer
+
+    from rlvr.config import load_config
+    from rlvr.learner import init_distributed
+    from rlvr.tiny import tiny_model_dir
+    from rlvr.trainer import train
+    from rlvr.training.warmup import warm_up
+
+    common = QUIET + ["eval.every=0", "eval.tasks=16", "trainer.checkpoint_every=0",
+                      f"trainer.seed={seed}"]
+    teacher_cfg = load_config(QUICKSTART, common + [
+        f"trainer.output_dir={tmp / 'teacher'}", f"sft.max_steps={TEACHER_SFT_STEPS}",
+        "sft.target_accuracy=null", "sft.eval_every=0", "sft.check_gate=0"])
+    base = tiny_model_dir(teacher_cfg.model.tiny)
+    teacher_dir, _ = warm_up(teacher_cfg, base, AutoTokenizer.from_pretrained(base),
+                             init_distributed("cpu"), lambda *_: None)
+    student_cfg = load_config(QUICKSTART, common + [
+        f"trainer.output_dir={tmp / 'student'}", "sft.enabled=false",
+        f"teacher.path={teacher_dir}", f"trainer.steps={DISTILL_STEPS}"])
+    history = train(student_cfg, log=lambda *_: None).history
+
+    def mean(key: str, rows: list[dict[str, float]]) -> float:
+        return sum(r[key] for r in rows) / len(rows)
+
+    first, last = history[:WINDOW], history[-WINDOW:]
+    return {"kl_first": mean("distill/reverse_kl", first),
+            "kl_last": mean("distill/reverse_kl", last),
+            "teacher_lp_first": mean("distill/teacher_logprob", first),
+            "teacher_lp_last": mean("distill/teacher_logprob", last)}
