@@ -40,6 +40,7 @@ PLOT_PANELS = (
     ("eval/heldout/episodes_with_tool_call", "held-out greedy tool-call share"),
     ("tool/valid_call_rate", "train tool-call validity"),
     ("eval/heldout/tool_call_validity", "held-out tool-call validity"),
+    ("distill/reverse_kl", "per-token reverse KL to the teacher"),
 )
 
 
