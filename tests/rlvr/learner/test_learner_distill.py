@@ -1,4 +1,4 @@
-"""On-policy distillation: the signal's known answers, the config, the tokenizer check, the teacher."""
+"""On-policy distillation: the signal's known answers, the config, the tokenizer, the teacher."""
 
 from __future__ import annotations
 
