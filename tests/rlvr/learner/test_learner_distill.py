@@ -89,3 +89,19 @@ def test_the_teacher_scores_the_students_tokens_frozen(tiny_model_path, dist_inf
     assert batch.require("advantages").abs().max().item() < 1e-5
     assert metrics["distill/teacher_logprob"] == pytest.approx(
         float((student * batch.response_mask).sum() / batch.response_mask.sum()), abs=1e-5)
+
+
+def test_the_trainer_refuses_the_teacher_before_the_warm_up(tiny_model_path, tmp_path):
+    from transformers import AutoTokenizer
+
+    from rlvr.trainer import Trainer
+
+    other = AutoTokenizer.from_pretrained(tiny_model_path)
+    other.add_tokens(["<extra>"])
+    other.save_pretrained(tmp_path / "teacher")
+    cfg = load_config(None, [f"model.path={tiny_model_path}", "sft.enabled=true",
+                             f"teacher.path={tmp_path / 'teacher'}",
+                             f"trainer.output_dir={tmp_path / 'run'}"])
+    with pytest.raises(ConfigError, match=r"^teacher.path .* does not share the student's"):
+        Trainer(cfg, log=lambda *_: None)
+    assert not (tmp_path / "run" / "sft_model").exists()  # refused before any warm-up step
