@@ -31,6 +31,7 @@ from agents.runner import RunnerConfig
 from agents.sglang.options import SGLangOptions
 from rlvr.config_checks import Checked, bounded, check_choice, check_fields
 from rlvr.config_loader import load, merge
+from rlvr.distill import TeacherConfig
 from rlvr.errors import ConfigError
 from rlvr.learner.config import KL_ESTIMATORS, ActorConfig, CriticConfig, LearnerConfig
 from rlvr.tiny import TinyModelSpec
@@ -469,6 +470,8 @@ class TrainConfig:
             like any section but no critic is built.
         eval: held-out evaluation during training.
         trainer: run length, seed, outputs and checkpoints.
+        teacher: on-policy distillation from a frozen teacher (``rlvr.distill.TeacherConfig``:
+            ``path``, ``coef``, ``verifier_coef``); off while ``path`` is null.
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -480,6 +483,7 @@ class TrainConfig:
     critic: CriticConfig = field(default_factory=CriticConfig)
     eval: HeldOutConfig = field(default_factory=HeldOutConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    teacher: TeacherConfig = field(default_factory=TeacherConfig)
 
     def __post_init__(self) -> None:
         check_fields(self)

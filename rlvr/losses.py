@@ -9,6 +9,9 @@ Numerics follow verl 0.9.1 ``core_algos`` (docs/algorithms.md):
 - ``vanilla`` policy loss: the PPO clipped surrogate, https://arxiv.org/abs/1707.06347, with
   clip-higher (``clip_high > clip_low``, DAPO https://arxiv.org/abs/2503.14476) and dual clip
   for negative advantages, https://arxiv.org/abs/1912.09729.
+- ``gspo`` policy loss: GSPO's sequence-level ratio, https://arxiv.org/abs/2507.18071.
+- ``cispo`` policy loss: CISPO's clipped, detached IS weight times the log-probability,
+  https://arxiv.org/abs/2506.13585.
 - Value loss: clipped squared error around the rollout-time values.
 
 A policy loss is one function over ``PolicyLossInputs`` registered by name
@@ -22,7 +25,10 @@ Conventions and deviations from verl, on purpose:
 - Loss metrics carry ``valid_tokens`` (0 says the loss is 0 because nothing was trained on).
 - Metrics are returned as detached 0-d tensors (no device sync inside the loss); call
   ``float()`` when logging.
-- ``dual_clip_c=None`` disables the dual clip (verl always applies it).
+- ``dual_clip_c=None`` disables the dual clip (verl always applies it). ``gspo`` and
+  ``cispo`` have no dual clip (as in verl and their papers): they ignore ``dual_clip_c``.
+- ``gspo`` aggregates with the configured mode, as verl 0.9.1 does; the paper's objective is
+  ``seq-mean-token-mean`` (set ``actor.loss_agg`` to it to follow the paper).
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ __all__ = [
     "PolicyLoss",
     "PolicyLossFn",
     "PolicyLossInputs",
+    "cispo_loss",
+    "gspo_loss",
     "ppo_clip_loss",
     "register_policy_loss",
     "truncated_is_weights",
@@ -125,6 +133,9 @@ class PolicyLoss:
 #: matches if not registered); ``POLICY_LOSSES.remove(name)`` restores the registry in tests.
 POLICY_LOSSES: Registry[PolicyLoss] = Registry("policy loss")
 
+#: GSPO's bound on the (sequence) log-ratio before ``exp`` (verl's ``clamp(max=10)``).
+GSPO_LOG_RATIO_MAX = 10.0
+
 
 def register_policy_loss(name: str, *, paper: str = "") -> Callable[[PolicyLossFn], PolicyLossFn]:
     """Decorator: register a ``PolicyLossFn`` under ``name`` (returned unchanged).
@@ -179,6 +190,83 @@ def ppo_clip_loss(x: PolicyLossInputs) -> tuple[torch.Tensor, dict[str, torch.Te
             "pg_loss": loss.detach(),
             "pg_clipfrac": masked_mean((clipped > unclipped).float(), mask),
             "pg_clipfrac_lower": masked_mean(dual_engaged.float(), mask),
+            "ppo_kl": masked_mean(-log_ratio, mask),
+            "valid_tokens": (mask != 0).sum().float(),
+        }
+    return loss, metrics
+
+
+@register_policy_loss("gspo", paper="https://arxiv.org/abs/2507.18071")
+def gspo_loss(x: PolicyLossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """GSPO: PPO's clip on the sequence's length-normalised ratio (Qwen's GSPO, verl's ``gspo``).
+
+    ``s_i = exp(mean_t(logp - old_logp))`` over the sequence's valid tokens, used per token as
+    ``s_i,t = sg(s_i) * exp(logp_t - sg(logp_t))`` (the value of ``s_i``, the gradient of
+    ``s_i`` times ``logp_t``'s), log clamped to at most 10;
+    ``L = max(-A * s_i,t, -A * clamp(s_i,t, 1 - clip_low, 1 + clip_high))``, times
+    ``is_weights`` (if given), aggregated with ``x.agg`` (the paper: ``seq-mean-token-mean``).
+    A whole sequence is clipped or not: tokens of one response share its ratio.
+
+    Returns:
+        ``(loss, metrics)``: ``pg_loss``, ``pg_clipfrac`` (fraction of valid tokens where the
+        clipped term won), ``ppo_kl`` (``masked_mean(old - new)``), ``valid_tokens``.
+    """
+    mask = x.response_mask
+    logprobs, old_logprobs, advantages = (
+        masked(t, mask) for t in (x.logprobs, x.old_logprobs, x.advantages)
+    )
+    log_ratio = logprobs - old_logprobs
+    lengths = (mask != 0).sum(-1).clamp(min=1).to(log_ratio.dtype)
+    seq_log_ratio = log_ratio.sum(-1) / lengths
+    token_log_ratio = logprobs - logprobs.detach() + seq_log_ratio.detach()[:, None]
+    ratio = torch.exp(token_log_ratio.clamp(max=GSPO_LOG_RATIO_MAX))
+    unclipped = -advantages * ratio
+    clipped = -advantages * ratio.clamp(1.0 - x.clip_low, 1.0 + x.clip_high)
+    per_token = torch.maximum(unclipped, clipped)
+    if x.is_weights is not None:
+        per_token = per_token * masked(x.is_weights.detach(), mask)
+    loss = aggregate(per_token, mask, x.agg)
+    with torch.no_grad():
+        metrics = {
+            "pg_loss": loss.detach(),
+            "pg_clipfrac": masked_mean((clipped > unclipped).float(), mask),
+            "ppo_kl": masked_mean(-log_ratio, mask),
+            "valid_tokens": (mask != 0).sum().float(),
+        }
+    return loss, metrics
+
+
+@register_policy_loss("cispo", paper="https://arxiv.org/abs/2506.13585")
+def cispo_loss(x: PolicyLossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """CISPO: REINFORCE with a clipped, detached IS weight (MiniMax-M1, verl's ``cispo``).
+
+    ``ratio = exp(clamp(logp - old_logp, -20, 20))``;
+    ``L = -sg(clamp(ratio, 1 - clip_low, 1 + clip_high)) * A * logp``, times ``is_weights``
+    (if given), aggregated with ``x.agg``. Unlike PPO's clip, which drops the gradient of
+    tokens whose ratio left the trust region, every token keeps its gradient (through
+    ``logp``); only its weight is bounded. The loss's value is therefore not PPO's (it holds
+    ``logp``), only its gradient is comparable.
+
+    Returns:
+        ``(loss, metrics)``: ``pg_loss``, ``pg_clipfrac`` (fraction of valid tokens whose
+        weight was clipped), ``ppo_kl`` (``masked_mean(old - new)``), ``valid_tokens``.
+    """
+    mask = x.response_mask
+    logprobs, old_logprobs, advantages = (
+        masked(t, mask) for t in (x.logprobs, x.old_logprobs, x.advantages)
+    )
+    log_ratio = (logprobs - old_logprobs).clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT)
+    with torch.no_grad():
+        ratio = torch.exp(log_ratio)
+        weight = ratio.clamp(1.0 - x.clip_low, 1.0 + x.clip_high)
+    per_token = -weight * advantages * logprobs
+    if x.is_weights is not None:
+        per_token = per_token * masked(x.is_weights.detach(), mask)
+    loss = aggregate(per_token, mask, x.agg)
+    with torch.no_grad():
+        metrics = {
+            "pg_loss": loss.detach(),
+            "pg_clipfrac": masked_mean((weight != ratio).float(), mask),
             "ppo_kl": masked_mean(-log_ratio, mask),
             "valid_tokens": (mask != 0).sum().float(),
         }

@@ -43,6 +43,7 @@ PLOT_PANELS = (
     ("tool/valid_call_rate", "train tool-call validity", "share of calls well-formed", True),
     ("eval/heldout/tool_call_validity", "held-out tool-call validity",
      "share of calls well-formed", True),
+    ("distill/reverse_kl", "per-token reverse KL to the teacher", "nats per token", False),
 )
 
 

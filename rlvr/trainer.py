@@ -59,6 +59,7 @@ from rlvr.learner import (
 from rlvr.metrics import MetricsLogger, rollout_metrics
 from rlvr.tool_metrics import tool_metrics
 from rlvr.training.context import check_context
+from rlvr.training.distill import Distiller
 from rlvr.training.env_failures import EnvFailureGuard
 from rlvr.training.env_tokens import EnvTokenGuard
 from rlvr.training.gc_control import collections_paused, frozen_setup
@@ -177,6 +178,9 @@ class Trainer:
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None \
             else self.tokenizer.eos_token_id
         check_context(cfg, self.tokenizer, base, self.log)  # before the warm-up: no silent 0%
+        # before the warm-up: a teacher with another tokenizer is refused at once
+        self.distiller = Distiller.from_config(cfg.teacher, self.tokenizer,
+                                               cfg.learner_configs()[0], self.dist)
         self.policy_dir, self.sft = warm_up(cfg, base, self.tokenizer, self.dist, self.log)
         self.warmup_seconds = time.perf_counter() - self.start_time
         actor_cfg, critic_cfg = cfg.learner_configs()
@@ -356,6 +360,8 @@ class Trainer:
         batch.set("token_level_rewards", rewards[rows, :r].contiguous())
         batch.set("advantages", advantages[rows, :r].contiguous())
         batch.set("returns", returns[rows, :r].contiguous())
+        if self.distiller is not None:  # the teacher's per-token signal (rlvr.distill)
+            metrics |= self.distiller.apply(batch, t)
         return metrics
 
     def update(self, batch: RolloutBatch) -> dict[str, float]:

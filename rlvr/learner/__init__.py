@@ -32,6 +32,7 @@ from rlvr.learner.lora import LoraConfig
 from rlvr.learner.modules import CriticModel, load_causal_lm
 from rlvr.learner.parallel import DistInfo, apply_fsdp, free_cached_memory, init_distributed
 from rlvr.learner.reference import AdapterOffReference, Reference, reference_for
+from rlvr.learner.teacher import Teacher
 
 __all__ = [
     "Actor",
@@ -46,6 +47,7 @@ __all__ = [
     "LoraConfig",
     "OptimConfig",
     "Reference",
+    "Teacher",
     "apply_fsdp",
     "export_adapter",
     "export_hf",
