@@ -86,7 +86,9 @@ def test_merged_weights_and_the_peft_export_reproduce_the_policy(trained, tiny_m
     batch = make_group_batch(seed=7)
     policy = trained.compute_logprobs(batch)
     plain = load_causal_lm(tiny_model_path, torch.device("cpu"))
-    plain.load_state_dict(dict(merged_tensors(trained.named_full_tensors(), LORA)), strict=True)
+    loaded = plain.load_state_dict(dict(merged_tensors(trained.named_full_tensors(), LORA)),
+                                   strict=False)
+    assert not loaded.unexpected_keys and set(loaded.missing_keys) <= {"lm_head.weight"}  # tied
     torch.testing.assert_close(_logprobs(plain, batch, trained), policy, rtol=0, atol=1e-5)
 
     from rlvr.learner import export_adapter
