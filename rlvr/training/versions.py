@@ -28,9 +28,14 @@ UNTRAINED = "untrained"
 
 
 def stamp(trajectories: Iterable[Trajectory], version: int) -> None:
-    """Record that every response token of ``trajectories`` was generated at ``version``."""
+    """Record that every response token was generated at ``version`` (where none is recorded).
+
+    Trajectories that already carry versions (an engine that swapped weights mid-episode would
+    record them itself) keep theirs.
+    """
     for traj in trajectories:
-        traj.policy_versions = [version] * len(traj.response_ids)
+        if traj.policy_versions is None:
+            traj.policy_versions = [version] * len(traj.response_ids)
 
 
 def oldest_version(traj: Trajectory, current: int) -> int:
