@@ -71,3 +71,30 @@ def test_k0_keeps_the_synchronous_loop(tmp_path):
     finally:
         trainer.close()
     assert trainer.async_rollout is None
+
+
+def test_resume_plays_on_from_the_checkpoint_without_replaying(tmp_path):
+    """A resumed async run starts its producer at the step after the checkpoint, its task
+    position and weights version; the steps before are never played or trained again."""
+    first = Trainer(_config(tmp_path, "rollout.max_staleness=1", "actor.tis_cap=2.0",
+                            "trainer.steps=2", "trainer.checkpoint_every=1", "eval.every=0"),
+                    log=lambda *_: None)
+    first.train()
+    resumed = Trainer(_config(tmp_path, "rollout.max_staleness=1", "actor.tis_cap=2.0",
+                              "trainer.resume=true", "eval.every=0"), log=lambda *_: None)
+    assert resumed.state.step == 2
+    played: list[tuple[int, int]] = []
+    collect = resumed.stream.collect
+
+    def recording(step, position=0):
+        played.append((step, position))
+        return collect(step, position)
+
+    resumed.stream.collect = recording
+    history = resumed.train().history
+    assert played == [(3, 2 * PROMPTS), (4, 3 * PROMPTS)]
+    assert len(history) == 2 and resumed.async_rollout is not None
+    assert resumed.async_rollout.accounted
+    assert resumed.async_rollout.trained == 2 * PROMPTS * GROUP
+    # the engine started from the checkpoint's weights: step 3 was generated at version 2
+    assert history[0]["async/staleness_max"] == 0.0 and history[0]["rollout/logprob_diff"] < 1e-3
