@@ -70,6 +70,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     rows = []
+    load_at_start = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         warm_dir = Path(tmp) / "warm"
         config = load_config(REPO / "configs" / "quickstart.yaml",
@@ -91,7 +92,8 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
         "rows": rows, "machine": platform.processor() or platform.machine(),
-        "cpus": os.cpu_count(), "load_before": os.getloadavg(),
+        "cpus": os.cpu_count(), "load_at_start": load_at_start,
+        "load_at_end": os.getloadavg(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }, indent=1))
 
