@@ -3,9 +3,10 @@
 Warms the quickstart's policy up once, then trains it from that same policy for ``--steps`` RL
 steps at each ``rollout.max_staleness`` in ``--ks`` (one after the other, the same seed), and
 prints per k: RL steps/s, the engine's and the learner's idle fractions, the held-out accuracy
-before and after RL. k = 0 is today's loop (its idle fractions come from the stage times: the
-engine idles outside ``time/rollout``, the learner inside it); k >= 1 adds ``actor.tis_cap``
-(decoupled PPO needs it) and reads the ``async/*`` metrics. Writes ``bench/results/
+before and after RL; the JSON adds the learner's mean stage times (``prepare_ms``, ``update_ms``,
+``sync_ms``). k = 0 is today's loop (its idle fractions come from the stage times: the engine
+idles outside ``time/rollout``, the learner inside it); k >= 1 adds ``actor.tis_cap`` (decoupled
+PPO needs it) and reads the ``async/*`` metrics. Writes ``bench/results/
 bench_async.json``.
 
 Usage: .venv/bin/python bench/bench_async.py [--ks 0 1 2] [--steps 40] [--override k=v ...]
@@ -55,7 +56,9 @@ def run(k: int, out: Path, warm: Path, steps: int, extra: list[str]) -> dict[str
         rollout_s = sum(m["time/rollout"] for m in h)
         engine_idle, learner_idle = 1 - rollout_s / step_s, rollout_s / step_s
         extra_metrics = {"staleness_mean": 0.0, "dropped": 0.0}
-    return {"k": k, "steps": steps, "rl_seconds": result.rl_seconds,
+    learner_ms = {f"{stage}_ms": 1000 * _mean([m.get(f"time/{stage}", 0.0) for m in h])
+                  for stage in ("prepare", "update", "sync")}
+    return {"k": k, "steps": steps, "rl_seconds": result.rl_seconds, **learner_ms,
             "steps_per_s": steps / result.rl_seconds, "engine_idle": engine_idle,
             "learner_idle": learner_idle, "heldout_before": result.warmup_accuracy or 0.0,
             "heldout_after": result.final_accuracy or 0.0, **extra_metrics}
