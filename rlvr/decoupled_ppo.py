@@ -5,7 +5,8 @@ Language Reasoning", https://arxiv.org/abs/2505.24298, eq. 5) separates two poli
 synchronous PPO identifies: the behaviour policy ``pi_behav`` that sampled the tokens (here the
 rollout engine, possibly some versions old: ``rollout_logprobs``) and the proximal policy
 ``pi_prox`` the update's trust region is centred on (the learner's weights at the start of the
-update: stage B's ``old_logprobs``, always recomputed in asynchronous mode). Per model token,
+update: the ``old_logprobs``, from stage B or, in a one-step update, from the update's own
+forward before its step: the same numbers, see ``rlvr.learner.actor``). Per model token,
 with ``pi_theta`` the policy being trained and ``A`` the advantage:
 
     r = pi_theta / pi_prox                                   (the PPO ratio, to the proximal)
@@ -16,8 +17,9 @@ with ``pi_theta`` the policy being trained and ``A`` the advantage:
 aggregated over the batch with ``loss_agg``; the objective maximised is ``-L``. This is
 ``rlvr.losses.ppo_clip_loss`` (the ``vanilla`` policy loss) with ``is_weights =
 truncated_is_weights(old_logprobs, rollout_logprobs, mask, tis_cap)``, which is what
-``rlvr.learner.Actor`` computes when ``actor.tis_cap`` is set and stage B recomputed the old
-logprobs; ``decoupled_ppo_loss`` states it in one call (tests hold the two to the same numbers).
+``rlvr.learner.Actor`` computes when ``actor.tis_cap`` is set (old logprobs from stage B or
+from the one-step update's own forward); ``decoupled_ppo_loss`` states it in one call (tests
+hold the two to the same numbers).
 
 Deviation from AReaL, on purpose: AReaL masks tokens whose behaviour weight exceeds its cap
 (``behav_imp_weight_cap``); rlvr truncates the weight at the cap (truncated importance sampling,

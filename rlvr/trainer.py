@@ -28,8 +28,10 @@ Deviations and simplifications:
   forward, where they are the same numbers (``Actor.set_old_logprobs``).
 - ``rollout.max_staleness >= 1`` (asynchronous RL, ``rlvr.training.async_rollout``): a producer
   thread plays the episodes on the engine's own copy of the weights, up to k steps ahead; stage
-  A takes them, stage B always recomputes the old (proximal) logprobs, and the sync publishes the
-  new weights for the producer instead of pushing them into the engine.
+  A takes them, the old logprobs (decoupled PPO's proximal policy: the learner's before the
+  update, from stage B or the one-step update's own forward, as above) meet the engine's through
+  ``actor.tis_cap``, and the sync publishes the new weights for the producer instead of pushing
+  them into the engine.
 """
 
 from __future__ import annotations
@@ -274,10 +276,10 @@ class Trainer:
                 batch = RolloutBatch.from_trajectories(trajs, self.pad_id).to(self.dist.device)
                 metrics |= self.prepare(batch)
                 metrics |= self.env_guard.check(batch)
-                if self.async_rollout is not None:
-                    metrics = fresh_mismatch(batch, self.state.step, metrics)
             with timer("update"):                                    # stage C
                 metrics |= self.update(batch)
+            if self.async_rollout is not None:  # the guard checks rows of the current version
+                metrics = fresh_mismatch(batch, self.state.step, metrics)
             self.sync_guard.check(step, metrics)  # the last sync landed (engine == learner)
             with timer("sync"):
                 if self.async_rollout is not None:
@@ -324,9 +326,7 @@ class Trainer:
         """Stage B: old/ref logprobs, values, KL-in-reward, advantages (set on ``batch``)."""
         cfg, t = self.config.algorithm, self.temperature
         mask = batch.response_mask
-        # asynchronous RL: the proximal policy of decoupled PPO is the learner's before the update
-        metrics = self.actor.set_old_logprobs(
-            batch, t, needed_before_update=cfg.kl.in_reward or self.async_rollout is not None)
+        metrics = self.actor.set_old_logprobs(batch, t, needed_before_update=cfg.kl.in_reward)
         if self.reference is not None:
             batch.set("ref_logprobs", self.reference.compute_logprobs(batch, t))
         if self.critic is not None:

@@ -240,23 +240,24 @@ def fresh_mismatch(batch: RolloutBatch, learner_version: int,
                    metrics: dict[str, float]) -> dict[str, float]:
     """The sync guard's numbers in asynchronous mode: only rows generated at the learner's version.
 
-    Stage B measured ``rollout/logprob_diff`` and ``rollout/kl`` over every row; on rows played
-    by older weights that gap is the off-policy distance, not a sync error. They are moved to
-    ``async/logprob_diff`` and ``async/kl``, and ``rollout/*`` is recomputed over the rows whose
-    every model token is at ``learner_version`` (left out when there is none: the guard then
-    does not check this step). One rank only (the asynchronous mode refuses more).
+    Stage B or the update measured ``rollout/logprob_diff`` and ``rollout/kl`` over every row; on
+    rows played by older weights that gap is the off-policy distance, not a sync error. They are
+    moved to ``async/logprob_diff`` and ``async/kl``; ``rollout/*`` stays when every row is at
+    ``learner_version`` (or records no version), is recomputed over the rows at it when some are
+    and stage B set ``old_logprobs``, and is left out otherwise (the guard then does not check
+    this step). One rank only (the asynchronous mode refuses more).
     """
     out = dict(metrics)
-    for name in ("logprob_diff", "kl"):
-        if f"rollout/{name}" in out:
-            out[f"async/{name}"] = out.pop(f"rollout/{name}")
-    old, versions = batch.old_logprobs, batch.policy_versions
-    if old is None or versions is None:
-        return out
-    mask = batch.response_mask
-    fresh = ((versions == learner_version) | (mask == 0)).all(dim=-1)
-    rows = mask * fresh[:, None].to(mask.dtype)
-    if not bool((rows != 0).any()):
+    measured = {name: out.pop(f"rollout/{name}") for name in ("logprob_diff", "kl")
+                if f"rollout/{name}" in out}
+    out |= {f"async/{name}": value for name, value in measured.items()}
+    old, versions, mask = batch.old_logprobs, batch.policy_versions, batch.response_mask
+    fresh = torch.ones(len(batch), dtype=torch.bool) if versions is None else \
+        ((versions == learner_version) | (mask == 0)).all(dim=-1).cpu()
+    if bool(fresh.all()):
+        return out | {f"rollout/{name}": value for name, value in measured.items()}
+    rows = mask * fresh[:, None].to(mask)
+    if old is None or not bool((rows != 0).any()):
         return out
     with torch.no_grad():
         out["rollout/logprob_diff"] = float(aggregate((old - batch.rollout_logprobs).abs(), rows,

@@ -143,3 +143,15 @@ def test_fresh_mismatch_guards_only_rows_at_the_learners_version():
     assert out["rollout/logprob_diff"] == pytest.approx(0.1)  # row 0 only: |0|, |0.2|
     stale = fresh_mismatch(batch, 5, {"rollout/logprob_diff": 1.3})
     assert "rollout/logprob_diff" not in stale  # no fresh row: the guard skips this step
+
+
+def test_fresh_mismatch_without_stage_b():
+    """A one-step update measured the gap in its own forward (no old_logprobs on the batch)."""
+    batch = RolloutBatch.from_trajectories([_traj(2, [3, 3]), _traj(2, [2, 2])], 0)
+    measured = {"rollout/logprob_diff": 0.2, "rollout/kl": 0.01}
+    mixed = fresh_mismatch(batch, 3, measured)
+    assert "rollout/logprob_diff" not in mixed  # row 1 is stale; no old logprobs to split by row
+    fresh = fresh_mismatch(batch.select([0]), 3, measured)
+    assert fresh["rollout/logprob_diff"] == 0.2 and fresh["async/logprob_diff"] == 0.2
+    stale = fresh_mismatch(batch.select([0]), 4, measured)
+    assert "rollout/logprob_diff" not in stale and stale["async/kl"] == 0.01

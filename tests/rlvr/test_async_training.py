@@ -48,7 +48,7 @@ def test_k1_trains_every_step_once_on_its_own_engine_copy(tmp_path):
         assert 0.0 <= m["async/learner_idle_frac"] <= 1.0
     # step 1 was played by the weights the learner started from: the sync guard checked it
     assert history[0]["rollout/logprob_diff"] < 1e-3
-    for m in history:  # decoupled PPO: stage B recomputed the proximal logprobs, weights acted
+    for m in history:  # decoupled PPO: the behaviour weights acted
         assert "actor/tis_weight_mean" in m and "async/logprob_diff" in m
         assert ("rollout/logprob_diff" in m) == (m["async/staleness_max"] == 0.0)
     assert "eval/accuracy" in history[1] and "eval/accuracy" in history[3]
