@@ -318,6 +318,12 @@ class RolloutConfig:
         max_logprob_diff: the sync guard: the run stops when a step's ``rollout/logprob_diff``
             (engine vs learner logprobs, token mean) exceeds it; null picks the default for the
             engine's dtype (``rlvr.training.sync_guard``), ``.inf`` disables it.
+        max_staleness: asynchronous RL (docs/async.md): 0 (the default) plays each step's
+            episodes with the weights of the step before, then trains (synchronous). ``k >= 1``:
+            a producer thread plays up to ``k`` steps ahead on the engine's own copy of the
+            weights while the learner trains; rows with a token more than ``k`` policy versions
+            old are dropped, and the update is decoupled PPO (needs ``actor.tis_cap``). One
+            rank and the transformers engine only.
     """
 
     engine: str = "transformers"
@@ -330,10 +336,14 @@ class RolloutConfig:
     transformers: TransformersOptions = field(default_factory=TransformersOptions)
     sglang: SGLangOptions = field(default_factory=SGLangOptions)
     max_logprob_diff: float | None = None
+    max_staleness: int = bounded(0, ge=0)
 
     def __post_init__(self) -> None:
         check_fields(self)
         check_choice("engine", self.engine, ENGINES)
+        if self.max_staleness and self.engine != "transformers":
+            raise ConfigError(f"max_staleness >= 1 (asynchronous RL) runs the transformers engine "
+                              f"only; got engine {self.engine!r}", key="max_staleness")
         if self.max_logprob_diff is not None and not self.max_logprob_diff > 0:  # .inf is allowed
             raise ConfigError(f"max_logprob_diff must be > 0 or null (the default for the "
                               f"engine's dtype); got {self.max_logprob_diff!r}",
@@ -494,6 +504,12 @@ class TrainConfig:
                 "actor.kl_loss_coef is set from algorithm.kl; use algorithm.kl.placement=loss "
                 "(or both) and algorithm.kl.loss.coef instead", key="actor.kl_loss_coef"
             )
+        if self.rollout.max_staleness and self.actor.tis_cap is None:
+            raise ConfigError(
+                "actor.tis_cap must be set (e.g. 2.0) when rollout.max_staleness >= 1 (got "
+                f"{self.rollout.max_staleness}): asynchronous RL trains with decoupled PPO, whose "
+                "behaviour-policy weights min(pi_old / pi_rollout, tis_cap) need a cap",
+                key="actor.tis_cap")
 
     @classmethod
     def import_plugins_from(cls, data: Mapping[str, Any]) -> None:

@@ -113,6 +113,10 @@ class Trajectory:
             each is token-exact on its own and carries the episode's reward on its last model
             token. ``RolloutBatch.from_trajectories`` collates them right after this row (same
             group); the episode's reward, outcome and metrics are this row's.
+        policy_versions: the version of the policy weights that generated each response token
+            (asynchronous RL, ``rlvr.training.versions``; the learner's version counts its
+            updates), one entry per response token (env tokens carry their turn's version);
+            None (the default): every token by the learner's current weights.
     """
 
     prompt_ids: list[int]
@@ -127,6 +131,7 @@ class Trajectory:
     outcome: EpisodeOutcome = field(default_factory=EpisodeOutcome)
     metadata: dict[str, Any] = field(default_factory=dict)
     extra_rows: list[Trajectory] = field(default_factory=list)
+    policy_versions: list[int] | None = None
 
     @property
     def reward(self) -> float:
@@ -148,7 +153,8 @@ class Trajectory:
         return self.reward > 0
 
 
-#: Per-token fields filled after collation (by the learner), each ``(B, R)`` or ``None``.
+#: Per-token fields that may be ``None``, each ``(B, R)``: filled after collation (by the
+#: learner), but ``policy_versions``, set at collation when the trajectories carry them.
 OPTIONAL_FIELDS: tuple[str, ...] = (
     "old_logprobs",
     "ref_logprobs",
@@ -156,6 +162,7 @@ OPTIONAL_FIELDS: tuple[str, ...] = (
     "token_level_rewards",
     "advantages",
     "returns",
+    "policy_versions",
 )
 #: Per-token fields present from collation on, each ``(B, R)``.
 RESPONSE_FIELDS: tuple[str, ...] = (
@@ -203,6 +210,11 @@ def _check_trajectory(row: int, traj: Trajectory) -> None:
                 "response_mask, rollout_logprobs and token_level_scores need one entry per "
                 "response token"
             )
+    if traj.policy_versions is not None and len(traj.policy_versions) != n:
+        raise BatchError(
+            f"row {row}: policy_versions has {len(traj.policy_versions)} entries but "
+            f"response_ids has {n}; it needs one version per response token (or None)"
+        )
     for t, m in enumerate(traj.response_mask):
         if m not in (0, 1):
             raise BatchError(f"row {row}: response_mask[{t}] = {m!r}; allowed values are 0 and 1")
@@ -246,6 +258,8 @@ class RolloutBatch:
         token_level_rewards: ``(B, R)`` or None; scores minus the in-reward KL penalty, if any.
         advantages: ``(B, R)`` or None; from an advantage estimator.
         returns: ``(B, R)`` or None; targets of the value loss.
+        policy_versions: ``(B, R)`` int64 or None; the policy version that generated each
+            token (``Trajectory.policy_versions``; 0 on padding). None: all current.
         group_ids: one per row; rows sampled from the same task share it (GRPO's uid).
         env_ids: one env id per row.
         task_ids: one task id per row.
@@ -277,6 +291,7 @@ class RolloutBatch:
     token_level_rewards: torch.Tensor | None = None
     advantages: torch.Tensor | None = None
     returns: torch.Tensor | None = None
+    policy_versions: torch.Tensor | None = None
     valid: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
@@ -350,7 +365,8 @@ class RolloutBatch:
                 response raises. If None, ``R`` is the longest response (at least 1).
 
         Returns:
-            The collated batch; optional per-token fields are None. Rows whose
+            The collated batch; optional per-token fields are None, but ``policy_versions``
+            when the trajectories carry them (all or none may). Rows whose
             ``finish_reason`` is "error" get ``valid`` False and ``response_mask`` 0 (their
             tokens stay, so the row still has a layout; nothing of it is trained on).
 
@@ -396,6 +412,16 @@ class RolloutBatch:
             [t.finish_reason not in INVALID_FINISH_REASONS for t in trajectories], dtype=torch.bool
         )
         per_token["response_mask"] *= valid[:, None]
+        versioned = [t.policy_versions is not None for t in trajectories]
+        if any(versioned):
+            if not all(versioned):
+                raise BatchError(
+                    f"row {versioned.index(False)}: policy_versions is None but row "
+                    f"{versioned.index(True)} has them; set them on every row or none"
+                )
+            per_token["policy_versions"] = torch.tensor(
+                [list(t.policy_versions or ()) + [0] * (r - len(t.response_ids))
+                 for t in trajectories], dtype=torch.long).reshape(b, r)
         return cls(
             input_ids=input_ids,
             attention_mask=attention_mask,

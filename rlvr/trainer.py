@@ -26,6 +26,12 @@ Deviations and simplifications:
 - When the actor's update is one optimizer step (one epoch, one mini-batch) and no KL goes in
   the reward, stage B does not recompute the old logprobs: the update takes them from its own
   forward, where they are the same numbers (``Actor.set_old_logprobs``).
+- ``rollout.max_staleness >= 1`` (asynchronous RL, ``rlvr.training.async_rollout``): a producer
+  thread plays the episodes on the engine's own copy of the weights, up to k steps ahead; stage
+  A takes them, the old logprobs (decoupled PPO's proximal policy: the learner's before the
+  update, from stage B or the one-step update's own forward, as above) meet the engine's through
+  ``actor.tis_cap``, and the sync publishes the new weights for the producer instead of pushing
+  them into the engine.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from rlvr.config import TrainConfig
 from rlvr.config_loader import dump_config
 from rlvr.data import RolloutBatch
 from rlvr.distributed import all_reduce_sums, barrier, gather_objects, gather_rows
+from rlvr.errors import ConfigError
 from rlvr.kl import apply_kl_in_reward, build_controller
 from rlvr.learner import (
     Actor,
@@ -58,6 +65,7 @@ from rlvr.learner import (
 )
 from rlvr.metrics import MetricsLogger, rollout_metrics
 from rlvr.tool_metrics import tool_metrics
+from rlvr.training.async_rollout import AsyncRollout, fresh_mismatch
 from rlvr.training.context import check_context
 from rlvr.training.distill import Distiller
 from rlvr.training.env_failures import EnvFailureGuard
@@ -192,6 +200,10 @@ class Trainer:
             if cfg.algorithm.kl.enabled else None
         sampling = cfg.rollout.runner.sampling
         self.temperature = sampling.temperature if sampling.temperature > 0 else 1.0
+        if cfg.rollout.max_staleness and self.dist.world_size > 1:
+            raise ConfigError(f"rollout.max_staleness >= 1 runs on one rank; got "
+                              f"{self.dist.world_size} ranks", key="rollout.max_staleness")
+        self.async_rollout: AsyncRollout | None = None  # made by _train when max_staleness >= 1
         built = self._build_engine()
         self.engine, self.shares_weights = built.engine, built.shares_weights
         self.adapter_sync = built.serves_adapter
@@ -242,7 +254,9 @@ class Trainer:
         return build_engine(EngineRequest(
             engine=rollout.engine,
             model_path=self.policy_dir,
-            module=self.actor.module if self.dist.world_size == 1 else None,
+            # asynchronous RL generates beside the update: the engine needs its own copy
+            module=self.actor.module if self.dist.world_size == 1 and not rollout.max_staleness
+            else None,
             tokenizer=self.tokenizer,
             max_batch_size=self.stream_rows(),
             device=str(self.dist.device),
@@ -297,13 +311,19 @@ class Trainer:
             result.warmup_accuracy = self._logged(0).get("eval/accuracy")
         result.first_step = self.state.step + 1
         rl_start = time.perf_counter()
+        self.async_rollout = self._async_rollout()
         for step in range(self.state.step + 1, cfg.trainer.steps + 1):
             timer = StageTimer()
-            with timer("rollout"), self.engine_weights(), collections_paused():  # stage A
-                trajs, metrics = self.stream.collect(step, self.state.tasks_drawn)
-                self.release_engine_memory()
+            if self.async_rollout is not None:  # stage A ran ahead, on the producer thread
+                with timer("rollout"):
+                    trajs, metrics = self.async_rollout.take(step, self.state.step)
+            else:
+                with timer("rollout"), self.engine_weights(), collections_paused():  # stage A
+                    trajs, metrics = self.stream.collect(step, self.state.tasks_drawn)
+                    self.release_engine_memory()
             self.failures.check(step, trajs)  # a step with no valid episode teaches nothing
-            if cfg.rollout.open_ahead and step < cfg.trainer.steps:  # beside stages B and C
+            if cfg.rollout.open_ahead and step < cfg.trainer.steps and \
+                    self.async_rollout is None:  # beside stages B and C
                 self.stream.open_ahead(step + 1,
                                        self.state.tasks_drawn + cfg.rollout.prompts_per_step)
             with timer("prepare"):                                   # stage B
@@ -312,16 +332,26 @@ class Trainer:
                 metrics |= self.env_guard.check(batch)
             with timer("update"):                                    # stage C
                 metrics |= self.update(batch)
+            if self.async_rollout is not None:  # the guard checks rows of the current version
+                metrics = fresh_mismatch(batch, self.state.step, metrics)
             self.sync_guard.check(step, metrics)  # the last sync landed (engine == learner)
             with timer("sync"):
-                self.sync_weights()
+                if self.async_rollout is not None:
+                    self.async_rollout.publish(step, self.actor.named_sync_tensors(
+                        adapter_only=self.adapter_sync))
+                else:
+                    self.sync_weights()
             self.state.step = step
             self.state.tasks_drawn += cfg.rollout.prompts_per_step
             self.state.episodes += len(trajs) * self.dist.world_size
             metrics |= rollout_metrics(trajs, self.dist.device)
             metrics |= tool_metrics(trajs, self.dist.device)
             metrics |= self._throughput(batch, timer, metrics["perf/rollout_tokens"])
-            if self.heldout is not None:
+            if self.heldout is not None and self.async_rollout is not None:
+                if self.heldout.every and step % self.heldout.every == 0:
+                    with timer("eval"), self.async_rollout.paused(step, self.sync_weights):
+                        metrics |= self.heldout.maybe_evaluate(step) or {}
+            elif self.heldout is not None:
                 with timer("eval"), self.engine_weights():
                     metrics |= self.heldout.maybe_evaluate(step) or {}
             metrics |= timer.metrics()
@@ -329,7 +359,22 @@ class Trainer:
             result.history.append({"step": float(step), **metrics})
             self.checkpoints.maybe_save(step)
         result.rl_seconds = time.perf_counter() - rl_start
+        if self.async_rollout is not None:  # the engine gets the final weights for the last eval
+            self.async_rollout.close()
+            self.sync_weights()
         return self.finish(result)
+
+    def _async_rollout(self) -> AsyncRollout | None:
+        """The producer of asynchronous RL (``rollout.max_staleness >= 1``), else None."""
+        cfg = self.config
+        if not cfg.rollout.max_staleness:
+            return None
+        return AsyncRollout(self.stream.collect, self.engine.update_weights,
+                            max_staleness=cfg.rollout.max_staleness,
+                            first_step=self.state.step + 1, last_step=cfg.trainer.steps,
+                            first_position=self.state.tasks_drawn,
+                            prompts_per_step=cfg.rollout.prompts_per_step,
+                            version=self.state.step)
 
     # ------------------------------------------------------------------ stages
     def prepare(self, batch: RolloutBatch) -> dict[str, float]:
@@ -482,6 +527,8 @@ class Trainer:
             stack.callback(self.logger.close)
             if self.heldout is not None:
                 stack.callback(self.heldout.close)
+            if self.async_rollout is not None:  # first: its current step ends on a live engine
+                stack.callback(self.async_rollout.close)
 
 
     def _release_lock(self) -> None:

@@ -1,0 +1,100 @@
+"""Asynchronous RL (rollout.max_staleness >= 1) end to end on the tiny model: a real short run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from trainer_helpers import QUIET, SMALL_MODEL
+
+from rlvr.config import load_config
+from rlvr.errors import ConfigError
+from rlvr.trainer import Trainer
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+STEPS, PROMPTS, GROUP = 4, 4, 4
+
+
+def _config(tmp_path: Path, *extra: str):
+    return load_config(CONFIGS / "quickstart.yaml", SMALL_MODEL + QUIET + [
+        "sft.enabled=false", f"trainer.output_dir={tmp_path}", f"trainer.steps={STEPS}",
+        "eval.every=2", "eval.tasks=8", "trainer.checkpoint_every=0",
+        f"rollout.prompts_per_step={PROMPTS}", f"rollout.group_size={GROUP}", *extra,
+    ])
+
+
+def test_k1_trains_every_step_once_on_its_own_engine_copy(tmp_path):
+    trainer = Trainer(_config(tmp_path, "rollout.max_staleness=1", "actor.tis_cap=2.0"),
+                      log=lambda *_: None)
+    assert trainer.engine.model is not trainer.actor.module  # its own copy of the weights
+    collected: list[int] = []
+    collect = trainer.stream.collect
+
+    def recording(step, position=0):
+        collected.append(step)
+        return collect(step, position)
+
+    trainer.stream.collect = recording
+    history = trainer.train().history
+    producer = trainer.async_rollout
+    assert producer is not None
+    assert collected == [1, 2, 3, 4]  # each step played once, in order
+    assert producer.trained == STEPS * PROMPTS * GROUP and producer.accounted
+    assert dict(producer.dropped) == {"stale": 0, "untrained": 0}
+    ages = [m["async/staleness_max"] for m in history]
+    assert ages[0] == 0.0 and all(0.0 <= a <= 1.0 for a in ages)
+    for m in history:
+        assert 0.0 <= m["async/engine_idle_frac"] <= 1.0
+        assert 0.0 <= m["async/learner_idle_frac"] <= 1.0
+    # step 1 was played by the weights the learner started from: the sync guard checked it
+    assert history[0]["rollout/logprob_diff"] < 1e-3
+    for m in history:  # decoupled PPO: the behaviour weights acted
+        assert "actor/tis_weight_mean" in m and "async/logprob_diff" in m
+        assert ("rollout/logprob_diff" in m) == (m["async/staleness_max"] == 0.0)
+    assert "eval/accuracy" in history[1] and "eval/accuracy" in history[3]
+
+
+def test_async_needs_a_tis_cap(tmp_path):
+    with pytest.raises(ConfigError, match="actor.tis_cap"):
+        _config(tmp_path, "rollout.max_staleness=1")
+
+
+def test_async_refuses_the_sglang_engine(tmp_path):
+    with pytest.raises(ConfigError, match="rollout.max_staleness"):
+        _config(tmp_path, "rollout.max_staleness=1", "actor.tis_cap=2.0", "rollout.engine=sglang")
+
+
+def test_k0_keeps_the_synchronous_loop(tmp_path):
+    trainer = Trainer(_config(tmp_path, "trainer.steps=1", "eval.every=0"), log=lambda *_: None)
+    try:
+        assert trainer.shares_weights and trainer.engine.model is trainer.actor.module
+    finally:
+        trainer.close()
+    assert trainer.async_rollout is None
+
+
+def test_resume_plays_on_from_the_checkpoint_without_replaying(tmp_path):
+    """A resumed async run starts its producer at the step after the checkpoint, its task
+    position and weights version; the steps before are never played or trained again."""
+    first = Trainer(_config(tmp_path, "rollout.max_staleness=1", "actor.tis_cap=2.0",
+                            "trainer.steps=2", "trainer.checkpoint_every=1", "eval.every=0"),
+                    log=lambda *_: None)
+    first.train()
+    resumed = Trainer(_config(tmp_path, "rollout.max_staleness=1", "actor.tis_cap=2.0",
+                              "trainer.resume=true", "eval.every=0"), log=lambda *_: None)
+    assert resumed.state.step == 2
+    played: list[tuple[int, int]] = []
+    collect = resumed.stream.collect
+
+    def recording(step, position=0):
+        played.append((step, position))
+        return collect(step, position)
+
+    resumed.stream.collect = recording
+    history = resumed.train().history
+    assert played == [(3, 2 * PROMPTS), (4, 3 * PROMPTS)]
+    assert len(history) == 2 and resumed.async_rollout is not None
+    assert resumed.async_rollout.accounted
+    assert resumed.async_rollout.trained == 2 * PROMPTS * GROUP
+    # the engine started from the checkpoint's weights: step 3 was generated at version 2
+    assert history[0]["async/staleness_max"] == 0.0 and history[0]["rollout/logprob_diff"] < 1e-3
