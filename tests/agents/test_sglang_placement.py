@@ -114,10 +114,12 @@ def test_colocated_sync_frees_cache_resumes_weights_updates_then_kv_cache(
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32)
-    actor = SimpleNamespace(named_full_tensors=lambda: iter(model.state_dict().items()))
+    actor = SimpleNamespace(
+        named_sync_tensors=lambda adapter_only: iter(model.state_dict().items()))
     fake.calls.clear()
     monkeypatch.setattr(fake, "calls", _Recorder(events))
     Trainer.sync_weights(SimpleNamespace(shares_weights=False, engine=sg, actor=actor,
+                                         adapter_sync=False,
                                          dist=SimpleNamespace(device=torch.device("cuda"))))
     steps = [e for e in events if e != "/flush_cache"]
     assert steps[:2] == ["empty_cache", "/resume_memory_occupation ['weights']"]
