@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import gc
 import os
 import shutil
 import signal
@@ -133,24 +134,26 @@ def run_tests(copy: Path, tests: list[str], timeout: float, log: Path) -> tuple[
             sys.dont_write_bytecode = True
             sys.argv = ["pytest"]
             rc = int(pytest.main(["-x", "-q", "-p", "no:cacheprovider", "--no-header",
-                                  "-W", "ignore::DeprecationWarning", *tests]))
+                                  "--assert=plain", "-W", "ignore::DeprecationWarning",
+                                  "-W", "ignore::pytest.PytestAssertRewriteWarning", *tests]))
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(rc)
     deadline = start + timeout
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status) == 0, time.monotonic() - start
-        if time.monotonic() > deadline:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    try:
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return os.waitstatus_to_exitcode(status) == 0, time.monotonic() - start
+            time.sleep(0.02)
+    finally:  # a timeout, or the check interrupted: end the tests (their process group)
+        try:
+            os.killpg(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-            return False, time.monotonic() - start
-        time.sleep(0.02)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+    return False, time.monotonic() - start
 
 
 def prepare_parent(copy: Path, test_files: list[Path], module: Path) -> None:
@@ -169,6 +172,13 @@ def prepare_parent(copy: Path, test_files: list[Path], module: Path) -> None:
             importlib.import_module(name)
         except Exception:  # an optional dependency or a stdlib oddity: the child will see
             pass
+    from importlib.metadata import entry_points
+
+    for plugin in entry_points(group="pytest11"):  # pytest's plugins, loaded once here
+        try:
+            plugin.load()
+        except Exception:
+            pass
     from hypothesis import HealthCheck, settings
 
     settings.register_profile(
@@ -179,6 +189,10 @@ def prepare_parent(copy: Path, test_files: list[Path], module: Path) -> None:
     for name in list(sys.modules):  # nothing of the project may outlive the import above
         if name.split(".")[0] in PROJECT_PACKAGES:
             del sys.modules[name]
+    # The children's garbage collections (pytest runs some) then skip the parent's objects:
+    # a collection would touch, and so copy, every page of the imported libraries.
+    gc.collect()
+    gc.freeze()
 
 
 # ---------------------------------------------------------------------------- one module
@@ -202,6 +216,7 @@ def check_module(file: str, tests: list[str], equivalents: dict[tuple[str, str],
     pid = os.fork()
     if pid == 0:  # a child per module: its imports do not leak into the next module's
         os.close(read_fd)
+        signal.signal(signal.SIGTERM, _exit_on_signal)  # still removes its copy
         rc = 2
         try:
             rc = _check_module_child(file, tests, equivalents, match, timeout_factor, write_fd)
@@ -229,6 +244,10 @@ def check_module(file: str, tests: list[str], equivalents: dict[tuple[str, str],
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"[mutate] {file}: the check itself failed (see above)")
     return result
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _check_module_child(file: str, tests: list[str],
@@ -268,6 +287,8 @@ def _check_module_child(file: str, tests: list[str],
                 passed, _ = run_tests(copy, tests, timeout, log)
             finally:
                 target.write_text(original)
+            if os.environ.get("RLVR_MUTATE_DEBUG"):
+                say("print", f"--- {m.key}\n{log.read_text()[-1500:]}")
             if not passed:
                 say("killed")
             elif (file, m.key) in equivalents:

@@ -1,8 +1,9 @@
 """The mutants of one Python module: small deliberate bugs, one per mutant, found on its AST.
 
-Each mutant changes one expression or statement (``Mutant.before`` -> ``Mutant.after``, both as
-``ast.unparse`` writes them) and is applied by splicing ``after`` (parenthesised) over the
-original source range, so every other line, comment and line number stays as it was. Operators:
+Each mutant changes one expression or statement and is applied by splicing the mutated node
+(``ast.unparse``, parenthesised unless an atom) over the original node's source range, so every
+other line, comment and line number stays as it was. A mutant is named by its scope and its
+line before and after (``Mutant.key``), never by its line number. Operators:
 
 - comparisons: ``<`` <-> ``<=``, ``>`` <-> ``>=``, ``==`` <-> ``!=``, ``in``/``is`` negated;
 - arithmetic and bitwise operators (also in ``x op= y``): ``+`` <-> ``-``, ``*`` <-> ``/``,
@@ -76,8 +77,9 @@ class Mutant:
     Attributes:
         line: the first line of the mutated node (1-based).
         scope: the enclosing ``Class.function`` (``<module>`` at top level).
-        before: the original node, as ``ast.unparse`` writes it.
-        after: the mutated node, likewise.
+        before: the original line (stripped), or for a node spanning lines the node as
+            ``ast.unparse`` writes it.
+        after: the mutated line, or node, likewise.
         occurrence: 1 for the first mutant of this ``(scope, before, after)``, 2 for the next...
         source: the whole mutated module source.
     """
@@ -249,6 +251,7 @@ def mutants(source: str) -> list[Mutant]:
     # Offsets in the AST count UTF-8 bytes; splice in bytes, then decode.
     data = source.encode()
     byte_starts = [len(source[:s].encode()) for s in starts]
+    lines = source.splitlines()
     seen: dict[tuple[str, str, str], int] = {}
     out: list[Mutant] = []
     for node, parent, scope in _walk(tree):
@@ -261,12 +264,18 @@ def mutants(source: str) -> list[Mutant]:
             after = ast.unparse(new)
             if after == before:
                 continue
-            text = after if isinstance(new, ast.stmt) else f"({after})"
+            atom = isinstance(new, ast.stmt | ast.Constant | ast.Name | ast.Attribute | ast.Call
+                              | ast.Subscript)
+            text = after if atom else f"({after})"
             mutated = (data[:begin] + text.encode() + data[end:]).decode()
-            ident = (scope, before, after)
+            if node.lineno == node.end_lineno:  # the whole line, before and after
+                shown = (lines[node.lineno - 1].strip(),
+                         mutated.splitlines()[node.lineno - 1].strip())
+            else:
+                shown = (_one_line(before), _one_line(after))
+            ident = (scope, *shown)
             seen[ident] = seen.get(ident, 0) + 1
-            out.append(Mutant(node.lineno, scope, _one_line(before), _one_line(after),
-                              seen[ident], mutated))
+            out.append(Mutant(node.lineno, scope, *shown, seen[ident], mutated))
     return out
 
 
