@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from rlvr.aggregate import aggregate, normaliser, part_mode, part_weights
-from rlvr.errors import ShapeError, UnknownNameError
+from rlvr.errors import ConfigError, ShapeError, UnknownNameError
 
 T = torch.tensor
 F64 = torch.float64
@@ -67,3 +67,6 @@ def test_part_mode_and_part_weights_per_mode():
     assert part_weights("seq-mean-token-sum-norm", [1.0, 3.0], 4.0, norm_constant=2.0) == [
         0.125, 0.375
     ]
+    assert part_weights("seq-mean-token-sum-norm", [1.0], 4.0, norm_constant=1.0) == [0.25]
+    with pytest.raises(ConfigError, match="norm_constant must be > 0 for seq-mean-token-sum-norm"):
+        part_weights("seq-mean-token-sum-norm", [1.0], 4.0, norm_constant=0.0)

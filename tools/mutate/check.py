@@ -42,7 +42,10 @@ PROJECT_PACKAGES = ("rlvr", "envs", "agents", "verifiers", "tests", "conftest", 
 
 # ---------------------------------------------------------------------------- the two lists
 def read_targets(path: Path = HERE / "targets.txt") -> dict[str, list[str]]:
-    """``module path -> its test files``, from ``targets.txt`` (``module: test test ...``)."""
+    """``module path -> its tests``, from ``targets.txt`` (``module: test test ...``).
+
+    A test is a file or a pytest node id (``file::test_name``).
+    """
     targets: dict[str, list[str]] = {}
     for n, raw in enumerate(path.read_text().splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
@@ -271,7 +274,7 @@ def _check_module_child(file: str, tests: list[str],
         if match:
             items = [m for m in items if match in m.key]
         say("total", len(items))
-        prepare_parent(copy, [copy / t for t in tests], target)
+        prepare_parent(copy, sorted({copy / t.split("::")[0] for t in tests}), target)
         log = copy / ".mutate.log"
         passed, base = run_tests(copy, tests, timeout=600, log=log)
         if not passed:
