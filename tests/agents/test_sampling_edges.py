@@ -98,3 +98,12 @@ def test_a_seeded_row_draws_the_inverse_cdf_token_of_its_uniform():
     want = int((cdf > u).nonzero()[0])
     tokens, _ = sample_rows(LOGP[None], [SamplingParams(temperature=1.0, seed=123)], [4])
     assert tokens == [want]
+
+
+def test_an_all_seeded_batch_leaves_the_global_rng_alone():
+    torch.manual_seed(7)
+    expected = torch.rand(3)
+    torch.manual_seed(7)
+    sample_rows(LOGP.expand(2, 4), [SamplingParams(temperature=1.0, seed=s) for s in (1, 2)],
+                [0, 0])
+    assert torch.equal(torch.rand(3), expected)

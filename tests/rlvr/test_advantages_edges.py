@@ -123,3 +123,14 @@ def test_reinforce_pp_baseline_group_of_one_uses_mean_zero():
     raw = T([1.0, -1.0, 5.0], dtype=F64)
     want = (raw - raw.mean()) / torch.sqrt(raw.var() + 1e-8)
     torch.testing.assert_close(a[:, 0], want, rtol=1e-6, atol=1e-6)
+
+
+def test_group_stats_of_empty_and_single_groups():
+    from rlvr.advantages import _group_stats
+
+    scores = T([4.0, 1.0, 3.0, 7.0], dtype=F64)
+    valid = T([True, True, True, False])
+    size, mean, std = _group_stats(scores, ["a", "b", "b", "c"], valid)
+    assert size.tolist() == [1.0, 2.0, 2.0, 0.0]
+    assert mean.tolist() == [4.0, 2.0, 2.0, 0.0]  # a group of one: its score; none: 0
+    assert std.tolist() == [0.0, math.sqrt(2.0), math.sqrt(2.0), 0.0]

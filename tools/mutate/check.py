@@ -212,7 +212,7 @@ class Result:
 
 
 def check_module(file: str, tests: list[str], equivalents: dict[tuple[str, str], Equivalent],
-                 match: str | None, timeout_factor: float) -> Result:
+                 match: list[str] | None, timeout_factor: float) -> Result:
     """Run every mutant of ``file`` against ``tests`` (in a forked child of a forked child)."""
     result = Result(file)
     read_fd, write_fd = os.pipe()
@@ -254,7 +254,7 @@ def _exit_on_signal(signum: int, frame: object) -> None:
 
 
 def _check_module_child(file: str, tests: list[str],
-                        equivalents: dict[tuple[str, str], Equivalent], match: str | None,
+                        equivalents: dict[tuple[str, str], Equivalent], match: list[str] | None,
                         timeout_factor: float, fd: int) -> int:
     out = os.fdopen(fd, "w", buffering=1)
 
@@ -272,7 +272,7 @@ def _check_module_child(file: str, tests: list[str],
         items = mutants(original)
         check_compiles(items)
         if match:
-            items = [m for m in items if match in m.key]
+            items = [m for m in items if any(text in m.key for text in match)]
         say("total", len(items))
         prepare_parent(copy, sorted({copy / t.split("::")[0] for t in tests}), target)
         log = copy / ".mutate.log"
@@ -310,7 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="*", help="modules (default: every one in targets.txt)")
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
-    parser.add_argument("--match", help="only the mutants whose key contains this text")
+    parser.add_argument("--match", action="append",
+                        help="only the mutants whose key contains this text (repeatable: any)")
     parser.add_argument("--timeout-factor", type=float, default=5.0,
                         help="a mutant's tests time out at this times the clean run (min 10 s)")
     args = parser.parse_args(argv)
