@@ -212,7 +212,7 @@ class Result:
 
 
 def check_module(file: str, tests: list[str], equivalents: dict[tuple[str, str], Equivalent],
-                 match: list[str] | None, timeout_factor: float) -> Result:
+                 match: list[str] | None, indices: set[int], timeout_factor: float) -> Result:
     """Run every mutant of ``file`` against ``tests`` (in a forked child of a forked child)."""
     result = Result(file)
     read_fd, write_fd = os.pipe()
@@ -222,7 +222,8 @@ def check_module(file: str, tests: list[str], equivalents: dict[tuple[str, str],
         signal.signal(signal.SIGTERM, _exit_on_signal)  # still removes its copy
         rc = 2
         try:
-            rc = _check_module_child(file, tests, equivalents, match, timeout_factor, write_fd)
+            rc = _check_module_child(file, tests, equivalents, match, indices, timeout_factor,
+                                     write_fd)
         finally:
             os._exit(rc)
     os.close(write_fd)
@@ -255,7 +256,7 @@ def _exit_on_signal(signum: int, frame: object) -> None:
 
 def _check_module_child(file: str, tests: list[str],
                         equivalents: dict[tuple[str, str], Equivalent], match: list[str] | None,
-                        timeout_factor: float, fd: int) -> int:
+                        indices: set[int], timeout_factor: float, fd: int) -> int:
     out = os.fdopen(fd, "w", buffering=1)
 
     def say(kind: str, *fields: object) -> None:
@@ -273,6 +274,8 @@ def _check_module_child(file: str, tests: list[str],
         check_compiles(items)
         if match:
             items = [m for m in items if any(text in m.key for text in match)]
+        if indices:  # numbers as a full run prints them ([i/N])
+            items = [m for i, m in enumerate(items, 1) if i in indices]
         say("total", len(items))
         prepare_parent(copy, sorted({copy / t.split("::")[0] for t in tests}), target)
         log = copy / ".mutate.log"
@@ -312,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
     parser.add_argument("--match", action="append",
                         help="only the mutants whose key contains this text (repeatable: any)")
+    parser.add_argument("--index", type=int, action="append",
+                        help="only the i-th mutant of the file, as a full run numbers them "
+                             "(repeatable)")
     parser.add_argument("--timeout-factor", type=float, default=5.0,
                         help="a mutant's tests time out at this times the clean run (min 10 s)")
     args = parser.parse_args(argv)
@@ -329,8 +335,8 @@ def main(argv: list[str] | None = None) -> int:
                 tag = "  (equivalent)" if (f, m.key) in equivalents else ""
                 print(f"{f}:{m.line}: {m.key}{tag}")
         return 0
-    results = [check_module(f, targets[f], equivalents, args.match, args.timeout_factor)
-               for f in files]
+    results = [check_module(f, targets[f], equivalents, args.match, set(args.index or ()),
+                            args.timeout_factor) for f in files]
     print(f"\n{'module':<32} {'mutants':>7} {'killed':>7} {'survived':>8} {'equiv':>6} "
           f"{'time':>7}")
     for r in results:
@@ -342,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{HERE.relative_to(ROOT)}/equivalent.txt with the reason it is equivalent:")
         for f, m in survivors:
             print(f"  {f}:{m.line}: {f} :: {m.key}")
-    if not args.match:
+    if not args.match and not args.index:
         stale = [e for e in equivalents.values() if e.file in files and not e.used]
         for e in stale:
             print(f"[mutate] equivalent.txt:{e.line}: {e.file} :: {e.key} was not a survivor "
