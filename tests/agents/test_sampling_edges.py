@@ -107,3 +107,26 @@ def test_an_all_seeded_batch_leaves_the_global_rng_alone():
     sample_rows(LOGP.expand(2, 4), [SamplingParams(temperature=1.0, seed=s) for s in (1, 2)],
                 [0, 0])
     assert torch.equal(torch.rand(3), expected)
+
+
+def _splitmix64_reference(seed: int, step: int) -> float:
+    """The splitmix64 finaliser with its published constants (Steele, Lea & Flood 2014)."""
+    m = (1 << 64) - 1
+    z = (seed * 0x9E3779B97F4A7C15 + (step + 1) * 0xD1B54A32D192ED03) & m
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+    return ((z ^ (z >> 31)) >> 11) / (1 << 53)
+
+
+def test_seeded_uniform_uses_the_published_splitmix64_constants():
+    from agents.sampling import seeded_uniform
+
+    pairs = [(0, 0), (1, 0), (42, 7), (2**63 + 11, 3)]
+    got = seeded_uniform(torch.tensor([s - (1 << 64) if s >> 63 else s for s, _ in pairs]),
+                         torch.tensor([t for _, t in pairs]))
+    assert got.tolist() == [_splitmix64_reference(s, t) for s, t in pairs]
+
+
+def test_seeds_count_modulo_two_to_the_64():
+    assert row_plan(SamplingParams(seed=2**64 + 5)).seed == 5
+    assert row_plan(SamplingParams(seed=2**64 - 1)).seed == -1

@@ -134,3 +134,21 @@ def test_group_stats_of_empty_and_single_groups():
     assert size.tolist() == [1.0, 2.0, 2.0, 0.0]
     assert mean.tolist() == [4.0, 2.0, 2.0, 0.0]  # a group of one: its score; none: 0
     assert std.tolist() == [0.0, math.sqrt(2.0), math.sqrt(2.0), 0.0]
+
+
+def test_an_error_rows_own_score_is_never_read():
+    # an env-error row may carry any score, even nan: its advantage is exactly 0
+    r = T([[1.0], [0.0], [float("nan")]], dtype=F64)
+    m = torch.ones(3, 1, dtype=F64)
+    valid = T([True, True, False])
+    for estimator in (compute_grpo, compute_rloo):
+        a, _ = estimator(AdvantageInputs(r, m, group_ids=[0, 0, 0], valid=valid))
+        assert a[2, 0].item() == 0.0
+        assert not torch.isnan(a).any()
+
+
+def test_estimator_defaults_need_neither_critic_nor_groups():
+    from rlvr.advantages import Estimator
+
+    e = Estimator("x", compute_grpo)
+    assert (e.needs_critic, e.needs_groups, e.paper) == (False, False, "")
