@@ -103,3 +103,12 @@ def test_kl_in_reward_default_k1_and_rows_without_tokens():
     assert metrics["reward_kl_penalty_coeff"] == 0.5
     # e = -0.05 / 0.1 - 1 -> -0.2; n_steps = 3 rows
     assert ctl.value == pytest.approx(0.5 * (1.0 - 0.2 * 3 / 30))
+
+
+@pytest.mark.parametrize("kind", ["k2", "abs"])
+def test_kl_loss_gradient_is_zero_on_masked_tokens_holding_nan(kind):
+    lp = T([[0.5, float("nan")]], requires_grad=True)
+    loss, _ = kl_loss(lp, T([[0.0, 0.0]]), T([[1.0, 0.0]]), kind=kind)
+    loss.backward()
+    assert loss.item() == pytest.approx(0.125 if kind == "k2" else 0.5)
+    assert lp.grad.tolist() == [[0.5 if kind == "k2" else 1.0, 0.0]]
