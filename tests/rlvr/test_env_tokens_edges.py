@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tokenizers import Tokenizer, models, pre_tokenizers
+from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from rlvr.data import RolloutBatch, Trajectory
@@ -21,12 +21,17 @@ from rlvr.training.env_tokens import (
 )
 
 
-def byte_tokenizer(*added: str) -> PreTrainedTokenizerFast:
-    """A real byte-level tokenizer without merges (one token per byte), plus ``added`` tokens."""
-    alphabet = pre_tokenizers.ByteLevel.alphabet()
-    tok = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(sorted(alphabet))}, merges=[]))
+def byte_tokenizer(*added: str, bos: bool = False) -> PreTrainedTokenizerFast:
+    """A real byte-level tokenizer without merges (one token per byte), plus ``added`` tokens;
+    with ``bos``, encoding with special tokens prepends ``<s>`` (as Llama's tokenizers do)."""
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = {c: i for i, c in enumerate(alphabet)} | {"<s>": len(alphabet)}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok)
+    if bos:
+        tok.post_processor = processors.TemplateProcessing(
+            single="<s> $A", special_tokens=[("<s>", len(alphabet))])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>")
     if added:
         fast.add_tokens(list(added), special_tokens=True)
     return fast
@@ -86,6 +91,19 @@ def test_with_both_tags_a_result_is_found_and_checked():
         guard.check(_batch(response, mask, advantages=adv))
     with pytest.raises(BatchError, match="needs a batch after stage B"):
         guard.check(_batch(response, mask))
+
+
+def test_tags_are_found_with_a_tokenizer_that_adds_a_bos_token():
+    tok = byte_tokenizer(TOOL_RESPONSE_OPEN, TOOL_RESPONSE_CLOSE, bos=True)
+    assert tok.encode(TOOL_RESPONSE_OPEN)[0] == tok.bos_token_id  # what the guard must skip
+    guard = EnvTokenGuard(tok)
+    assert guard.open_id == tok.convert_tokens_to_ids(TOOL_RESPONSE_OPEN)
+    assert guard.close_id == tok.convert_tokens_to_ids(TOOL_RESPONSE_CLOSE)
+
+
+def test_one_token_responses():
+    inside = tool_result_positions(torch.tensor([[8], [5]]), torch.tensor([[0], [0]]), 8, 9)
+    assert inside.tolist() == [[True], [False]]
 
 
 def test_tool_result_positions_spans_open_to_close_per_row():
