@@ -38,6 +38,13 @@ def test_top_p_keeps_the_smallest_set_reaching_the_mass(top_p, want):
     assert kept(-1, top_p) == want
 
 
+def test_top_p_one_keeps_a_tail_whose_mass_rounds_away():
+    # float32: exp(logp) of the top token rounds to 1.0, so the mass before the second token
+    # already "reaches" 1.0; top_p = 1 disables the nucleus and must keep it anyway
+    logp = torch.log_softmax(torch.tensor([0.0, -30.0]), -1)
+    assert torch.equal(restrict_top_k_top_p(logp, -1, 1.0), logp)
+
+
 def test_top_k_keeps_the_k_most_likely_and_leaves_the_rest_unchanged():
     assert kept(1, 1.0) == [False, True, False, False]
     assert kept(2, 1.0) == [False, True, False, True]
