@@ -84,6 +84,14 @@ def test_greedy_rows_report_the_logprob_at_temperature_one():
     assert row_plan(SamplingParams(temperature=1.0)).restricted is False
 
 
+def test_a_batch_at_one_temperature_other_than_one_scales_by_it():
+    logits = torch.tensor([[1.0, 0.0, -1.0], [0.5, 0.0, 2.0]])
+    params = [SamplingParams(temperature=2.0, seed=s) for s in (3, 4)]
+    tokens, logprobs = sample_rows(logits, params, [0, 0])
+    want = torch.log_softmax(logits / 2.0, -1)
+    assert logprobs == pytest.approx([want[i, t].item() for i, t in enumerate(tokens)])
+
+
 def test_one_temperature_rows_that_share_logits_scale_by_it():
     # every row at T = 0.5 sharing one logits row (the prefill path without expanding)
     logits = torch.tensor([[1.0, 0.0, -1.0]])
