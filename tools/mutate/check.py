@@ -315,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
     parser.add_argument("--match", action="append",
                         help="only the mutants whose key contains this text (repeatable: any)")
+    parser.add_argument("--tests", nargs="+", metavar="TEST",
+                        help="run these tests instead of targets.txt's (e.g. an older set)")
     parser.add_argument("--index", type=int, action="append",
                         help="only the i-th mutant of the file, as a full run numbers them "
                              "(repeatable)")
@@ -328,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"[mutate] no tests listed for {unknown} in {HERE / 'targets.txt'}; "
                          f"known: {', '.join(targets)}")
+    if args.tests:
+        targets = {f: list(args.tests) for f in files}
     equivalents = read_equivalents()
     if args.list:
         for f in files:
