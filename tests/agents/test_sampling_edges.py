@@ -69,6 +69,14 @@ def test_restricted_rows_sample_only_kept_tokens_and_report_full_logprobs():
     assert 0.55 < tokens.count(1) / n < 0.8  # 2/3 of the kept mass
 
 
+def test_top_k_one_always_samples_the_most_likely_token():
+    assert row_plan(SamplingParams(temperature=1.0, top_k=1)).restricted is True
+    n = 50
+    params = [SamplingParams(temperature=1.0, top_k=1, seed=s) for s in range(n)]
+    tokens, _ = sample_rows(LOGP.expand(n, 4), params, [0] * n)
+    assert tokens == [1] * n
+
+
 def test_greedy_rows_report_the_logprob_at_temperature_one():
     logits = torch.tensor([[2.0, 0.0, 1.0], [2.0, 0.0, 1.0]])
     params = [SamplingParams(temperature=0.0), SamplingParams(temperature=3.0, seed=1)]
