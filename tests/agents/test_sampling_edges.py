@@ -152,4 +152,5 @@ def test_seeded_uniform_uses_the_published_splitmix64_constants():
 
 def test_seeds_count_modulo_two_to_the_64():
     assert row_plan(SamplingParams(seed=2**64 + 5)).seed == 5
+    assert row_plan(SamplingParams(seed=3 * 2**64 + 5)).seed == 5
     assert row_plan(SamplingParams(seed=2**64 - 1)).seed == -1
