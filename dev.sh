@@ -5,6 +5,8 @@
 #   bash dev.sh test [pytest args]       ruff + import contracts + mypy + the whole test suite
 #   bash dev.sh setup                    only create/refresh the environment
 #   bash dev.sh setup-sglang             only build the real sglang server's venv (tests use it)
+#   bash dev.sh mutate [FILE ...]        mutation check of the reward/gradient modules against their
+#                                        own tests (tools/mutate/; every listed module by default)
 #   bash dev.sh compat [pytest args]     the transformers-sensitive tests on the other transformers
 #                                        releases CI proves (pyproject's floor, sglang's pin)
 #   bash dev.sh gpu-check                one-shot learner check on one CUDA GPU (exits 0 without)
@@ -138,6 +140,14 @@ run_tests() {
   return $rc
 }
 
+# ---------------------------------------------------------------- mutation check
+mutate() {
+  # Small deliberate bugs, one at a time, in a temporary copy of the repository; each module's
+  # own tests (tools/mutate/targets.txt) must fail on each. Prints killed/survived per module
+  # and every survivor not listed as equivalent in tools/mutate/equivalent.txt; exits 1 if any.
+  "$VENV/bin/python" tools/mutate/check.py "$@"
+}
+
 # ---------------------------------------------------------------- transformers compatibility
 # The learner and the transformers engine call into transformers' model/cache APIs, which change
 # between releases without raising (a renamed keyword vanishes into **kwargs). Besides the newest
@@ -223,10 +233,11 @@ case "$cmd" in
   setup) setup ;;
   setup-sglang) setup_sglang ;;
   test) sglang_setup_start; setup; sglang_setup_wait; run_tests "$@" ;;
+  mutate) setup; mutate "$@" ;;
   compat) setup; test_compat "$@" ;;
   gpu-check) gpu_check "$@" ;;
   quickstart) setup
     if [[ "${1:-}" == tool ]]; then shift; exec "$VENV/bin/rlvr" train configs/tool_quickstart.yaml "$@"; fi
     exec "$VENV/bin/rlvr" train configs/quickstart.yaml "$@" ;;
-  *) echo "usage: bash dev.sh {quickstart [tool]|test|compat|gpu-check|setup|setup-sglang} [args]" >&2; exit 2 ;;
+  *) echo "usage: bash dev.sh {quickstart [tool]|test|mutate|compat|gpu-check|setup|setup-sglang} [args]" >&2; exit 2 ;;
 esac
