@@ -68,6 +68,7 @@ class EpisodeState:
     tool_errors: int | None = None
     verdict: Any = None
     answer: Any = None
+    gold: Any = None
     error: str | None = None
     exc: BaseException | None = None
     closed: bool = False
@@ -96,6 +97,8 @@ class EpisodeState:
                 self.answer = jsonable(extracted)
         if "answer" in info:
             self.answer = jsonable(info["answer"])
+        if "gold" in info:
+            self.gold = jsonable(info["gold"])
         self.messages.extend(dict(m) for m in obs)
 
     def fail(self, exc: BaseException) -> None:
@@ -127,6 +130,7 @@ class EpisodeState:
             ),
             tool_errors=self.tool_errors,
             error=self.error,
+            gold=self.gold,
         )
         metadata = {
             "n_model_tokens": record.n_model_tokens,

@@ -125,6 +125,10 @@ class MathEnv(VerifierEnv):
         answer = verdict.details.get("extracted") or verdict.details.get("answer") or "missing"
         return self.feedback_template.format(answer=answer, reason=verdict.reason)
 
+    def _gold(self, task: Task) -> str:
+        """The final answer inside the task's gold solution (what reports show)."""
+        return gold_answer(str(task["answer"]))
+
 
 def score_response(response: str, gold: str, answer_format: str) -> Verdict:
     r"""The verdict of one response in an answer format: the env's reward, on every path.

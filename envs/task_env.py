@@ -145,7 +145,9 @@ class TaskEnv(TextEnv):
             terminated: the task is decided: the verifier made its final call.
             truncated: a turn or budget limit ended the episode before the task was decided.
             info: ``task_id``, ``turn`` (1-based), ``verdict`` when one was made, optional
-                ``reward_spans`` as ``(char_start, char_end, value)`` inside ``action``.
+                ``reward_spans`` as ``(char_start, char_end, value)`` inside ``action``, and
+                ``gold`` (the task's reference answer, for reports) only on the step that ends
+                the episode, when the env has one.
 
         Raises:
             ResetNeededError: before the first ``reset``.

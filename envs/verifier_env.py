@@ -117,7 +117,14 @@ class VerifierEnv(TaskEnv):
             feedback = {"role": "user", "content": self.feedback(verdict, task)}
             return StepResult([feedback], 0.0, info=info)
         reward = self.attempt_weights[attempt] * self._score(verdict)
+        gold = self._gold(task)
+        if gold is not None:  # the episode is over: the reference answer is for reports only
+            info["gold"] = gold
         return StepResult([], reward, terminated=True, info=info)
+
+    def _gold(self, task: Task) -> Any:
+        """The task's reference answer shown in reports (``task["answer"]``), or None."""
+        return task.get("answer")
 
     def _score(self, verdict: Verdict) -> float:
         """The verdict's contribution to the reward (subclasses may use ``passed`` only)."""

@@ -75,6 +75,9 @@ class EpisodeOutcome:
         tool_errors: malformed calls and calls whose tool failed, as the env counted them
             (``info["tool_errors"]``); None when the env does not count them.
         error: why an episode with finish reason "error" ended (``"TypeName: message"``).
+        gold: the task's reference answer as the env gave it on the step that ended the episode
+            (``info["gold"]``; never earlier, so it cannot reach the model), for reports; None
+            when the env gives none.
     """
 
     verdict: VerdictLike | None = None
@@ -83,6 +86,7 @@ class EpisodeOutcome:
     tool_calls: int = 0
     tool_errors: int | None = None
     error: str | None = None
+    gold: Any = None
 
 
 @dataclass

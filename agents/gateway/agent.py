@@ -141,7 +141,8 @@ class AgentPlayer:
         messages = list(last.messages or []) if last is not None else list(task.messages)
         if last is not None and last.choices and last.choices[0].message is not None:
             messages.append(last.choices[0].message)
-        outcome = EpisodeOutcome(verdict=state.verdict, answer=state.answer, turns=state.turns,
+        outcome = EpisodeOutcome(verdict=state.verdict, answer=state.answer, gold=state.gold,
+                                 turns=state.turns,
                                  tool_calls=state.tool_calls_seen, tool_errors=None,
                                  error=state.error)
         trajectories = []

@@ -159,6 +159,7 @@ def episode_record(
             "passed": traj.passed,
             "verdict_reason": verdict.reason if verdict is not None else None,
             "answer": normalize_answer(outcome.answer),
+            "gold": outcome.gold,
             "finish_reason": traj.finish_reason,
             "turns": outcome.turns,
             "tool_calls": outcome.tool_calls,

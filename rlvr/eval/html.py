@@ -61,6 +61,7 @@ def _episode(record: Record, expanded: bool = False) -> str:
     meta_rows = [
         ("verdict", record.get("verdict_reason")),
         ("answer", record.get("answer")),
+        *([("gold answer", record["gold"])] if record.get("gold") is not None else []),
         ("score", record.get("score")),
         ("rewards per turn", f"[{rewards}]"),
         ("model tokens", record.get("model_tokens")),

@@ -164,3 +164,15 @@ def test_verifier_env_with_a_custom_verifier():
         {"role": "user", "content": "Q: What is 12+7?"}
     ]
     assert env.step(" 19 ")[1] == 1.0
+
+
+def test_the_gold_answer_comes_only_with_the_step_that_ends_the_episode():
+    from envs.math_env import MathEnv
+
+    env = MathEnv(source=[{"question": "What is 6*7?", "answer": "Six sevens. #### 42"}],
+                  answer_format="plain", max_attempts=2)
+    env.reset(seed=0)
+    _, _, terminated, _, info = env.step("41")
+    assert not terminated and "gold" not in info  # the model is still playing
+    _, _, terminated, _, info = env.step("40")
+    assert terminated and info["gold"] == "42"

@@ -254,3 +254,13 @@ def test_copy_of_checkpoint_gets_unique_labels(tiny_model_path: Path, tmp_path: 
         f"0:{tiny_model_path.name}",
         f"1:{tiny_model_path.name}",
     ]
+
+
+def test_records_and_html_show_the_gold_answer(run: tuple[dict[str, Any], Path]) -> None:
+    _, out = run
+    records = read_episodes(out / "episodes.jsonl")
+    arith = [r for r in records if r["env"] == "arith" and r["verdict_reason"] is not None]
+    assert arith and all(isinstance(r["gold"], str) and r["gold"] for r in arith)  # env stepped
+    assert all(r["gold"] is None for r in records if r["env"] == "parity")  # no reference
+    html = (out / "episodes.html").read_text()
+    assert "gold answer" in html and arith[0]["gold"] in html
