@@ -8,7 +8,8 @@ recomputed from the file alone:
 - outcome (``Trajectory.outcome``): ``reward`` (sum of token-level scores), ``score`` /
   ``verdict_reason`` (the final verdict; score falls back to the reward clipped to [0, 1] when
   there is none), ``passed`` (``Trajectory.passed``, the definition training accuracy uses too),
-  ``answer`` (the normalised extracted final answer, or None), ``finish_reason``;
+  ``answer`` (the normalised extracted final answer, or None), ``gold`` (the task's reference
+  answer as the env gave it when the episode ended, or None), ``finish_reason``;
 - stats: ``turns``, ``tool_calls``, ``tool_call_errors`` (malformed or failed calls; None when
   the env does not check tool calls),
   ``model_tokens`` (tokens the model generated, i.e. the sum of ``response_mask``), ``error``
