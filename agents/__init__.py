@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from agents.chat import ChatRenderer
     from agents.engine import Completion, Engine, SamplingParams
-    from agents.hf_engine import TransformersEngine
+    from agents.hf.engine import TransformersEngine
     from agents.runner import (
         EpisodeRunner,
         EpisodeSpec,
@@ -37,7 +37,7 @@ _WHERE = {
     "Completion": "agents.engine",
     "Engine": "agents.engine",
     "SamplingParams": "agents.engine",
-    "TransformersEngine": "agents.hf_engine",
+    "TransformersEngine": "agents.hf.engine",
     "EpisodeRunner": "agents.runner",
     "EpisodeSpec": "agents.runner",
     "RunnerConfig": "agents.runner",
@@ -47,7 +47,7 @@ _WHERE = {
     "SGLangEngine": "agents.sglang",
 }
 """Where each name lives: imported on first use, so that importing one engine (e.g. the GPU
-check's ``agents.hf_engine``) needs neither gymnasium, jsonschema nor sglang."""
+check's ``agents.hf.engine``) needs neither gymnasium, jsonschema nor sglang."""
 
 __all__ = [
     "ChatRenderer",

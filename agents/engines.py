@@ -113,7 +113,7 @@ def build_engine(request: EngineRequest) -> BuiltEngine:
 
 def build_transformers(request: EngineRequest) -> BuiltEngine:
     """The in-process transformers engine (shares weights when given a module)."""
-    from agents.hf_engine import TransformersEngine
+    from agents.hf.engine import TransformersEngine
 
     options = request.options
     if is_dataclass(options) and not isinstance(options, type):

@@ -17,7 +17,7 @@ from typing import Any
 
 from agents.chat import ChatRenderer
 from agents.errors import EnvContractError, TokenMismatchError
-from rlvr.data import Trajectory
+from rlvr.trajectory import Trajectory
 
 
 @dataclass

@@ -19,7 +19,7 @@ from agents.episode import EpisodeRecord, jsonable
 from agents.errors import AgentError, EngineAbortedError
 from agents.runner_config import EpisodeSpec
 from envs.base import Message
-from rlvr.data import EpisodeOutcome, Trajectory
+from rlvr.trajectory import EpisodeOutcome, Trajectory
 
 logger = logging.getLogger("agents.runner")
 

@@ -31,7 +31,7 @@ Why an episode ends (``Trajectory.finish_reason``):
   failed, ``prompt_ids`` is ``[pad_token_id]`` and the response is empty; trainers may drop
   ``finish_reason == "error"`` rows.
 
-What the episode came to is built here, once: ``Trajectory.outcome`` (``rlvr.data.EpisodeOutcome``)
+What the episode came to is built here, once: ``Trajectory.outcome`` (``rlvr.batch.EpisodeOutcome``)
 holds the last ``info["verdict"]`` as the env made it, the extracted answer (``info["answer"]``,
 else the verdict's ``details["extracted"]``), the turns, the tool calls and tool errors, and the
 error. Envs only return gymnasium's Verdict/info; training metrics and evaluation read the outcome.
@@ -68,7 +68,7 @@ from agents.opening import OpenAheadJob, Opening
 from agents.runner_config import EpisodeSpec, RunnerConfig, group_specs, turn_seed
 from envs.agent_env import AgentEnv
 from envs.base import Message
-from rlvr.data import Trajectory
+from rlvr.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

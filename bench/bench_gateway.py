@@ -94,7 +94,7 @@ def main() -> None:
     from agents.gateway import Gateway, create_app
     from agents.gateway.http import http_client_module
     from agents.gateway.server import GatewayServer
-    from agents.hf_engine import TransformersEngine
+    from agents.hf.engine import TransformersEngine
     from rlvr.tiny import tiny_model_dir
 
     torch.set_num_threads(1)

@@ -52,7 +52,8 @@ def qwen05b_config(layers: int, vocab: int):
 
 
 def make_batch(rows: int, tokens: int, vocab: int, seed: int = 0):
-    from rlvr.data import RolloutBatch, Trajectory
+    from rlvr.batch import RolloutBatch
+    from rlvr.trajectory import Trajectory
 
     rng = random.Random(seed)
     p = tokens // 2

@@ -27,7 +27,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
 from agents.engine import Completion, SamplingParams
-from agents.hf_engine import TransformersEngine
+from agents.hf.engine import TransformersEngine
 from agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
 from envs.base import TextEnv
 from rlvr.tiny import TinyModelSpec, tiny_model_dir

@@ -14,7 +14,8 @@ the garbage collector is paused during the rollout (``rlvr.training.gc_control``
     .venv/bin/python bench/bench_rollout_phases.py --sft runs/quickstart/sft_model [--forwards] \
         [config overrides, e.g. rollout.transformers.threads=2]
 
-``--forwards`` alternates the engine's lean forward (``agents.lean_decoder``) and the module's own
+``--forwards`` alternates the engine's lean forward (``agents.hf.lean_decoder``) and the module's
+own
 forward rollout by rollout and prints one column each (nearly the same episodes: the two forwards'
 logits differ by float rounding, ~4e-6 here).
 
@@ -76,7 +77,7 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help="config overrides, e.g. "
                         "rollout.transformers.threads=2")
     args = parser.parse_args()
-    from agents.engine_forwards import ModuleForward
+    from agents.hf.forwards import ModuleForward
     from rlvr.config import load_config
     from rlvr.trainer import Trainer
     from rlvr.training.gc_control import collections_paused, frozen_setup

@@ -99,7 +99,8 @@ def save_random_model(path: Path, layers: int, vocab: int, shape: dict[str, Any]
 
 def batch_from(prompts: list[list[int]], completions: list[Any], device: torch.device) -> Any:
     """A RolloutBatch of the sampled responses (rewards alternate 0/1 within a group)."""
-    from rlvr.data import RolloutBatch, Trajectory
+    from rlvr.batch import RolloutBatch
+    from rlvr.trajectory import Trajectory
 
     group = len(completions) // len(prompts)
     trajs = [Trajectory(prompt_ids=list(prompts[i // group]), response_ids=list(c.token_ids),
@@ -114,7 +115,7 @@ def batch_from(prompts: list[list[int]], completions: list[Any], device: torch.d
 def check_small(args: argparse.Namespace, info: Any, table: Table, tmp: Path) -> None:
     """Points 1-4 of the module docstring on the 0.5B-shaped model."""
     from agents.engine import SamplingParams
-    from agents.hf_engine import TransformersEngine
+    from agents.hf.engine import TransformersEngine
     from rlvr.learner import Actor, ActorConfig, Checkpointer, OptimConfig
 
     cuda = info.device.type == "cuda"
@@ -213,7 +214,8 @@ def check_7b_memory(info: Any, table: Table, tmp: Path, tokens: int) -> None:
         actor = Actor.from_pretrained(path, cfg, info)
         rng = random.Random(layers)
         rows, length = 8, tokens // 8
-        from rlvr.data import RolloutBatch, Trajectory
+        from rlvr.batch import RolloutBatch
+        from rlvr.trajectory import Trajectory
 
         trajs = [Trajectory(prompt_ids=[rng.randint(1, 1000) for _ in range(length // 2)],
                             response_ids=[rng.randint(1, 1000) for _ in range(length // 2)],

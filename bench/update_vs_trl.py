@@ -43,7 +43,7 @@ RESULTS = REPO / "bench" / "results" / "update_vs_trl.json"
 def rlvr_step(sft: Path, out: Path, seed: int) -> tuple[list[Any], dict[str, torch.Tensor],
                                                       torch.Tensor, float]:
     """One rlvr rollout and update: the episodes, the pre-clip gradient, advantages, loss."""
-    from rlvr.data import RolloutBatch
+    from rlvr.batch import RolloutBatch
     from rlvr.trainer import Trainer
 
     config = quickstart([
@@ -145,7 +145,7 @@ def sampling_check(sft: Path, prompt_ids: list[int], draws: int, seed: int) -> t
     from transformers import AutoModelForCausalLM
 
     from agents.engine import SamplingParams
-    from agents.hf_engine import TransformersEngine
+    from agents.hf.engine import TransformersEngine
     from agents.runner import turn_seed
 
     model = AutoModelForCausalLM.from_pretrained(sft, dtype=torch.float32).eval()
@@ -187,7 +187,7 @@ def group_check(sft: Path, tasks: int, seed: int) -> dict[str, tuple[float, floa
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from agents.engine import SamplingParams
-    from agents.hf_engine import TransformersEngine
+    from agents.hf.engine import TransformersEngine
     from agents.runner import turn_seed
     from rlvr.seeds import derived_seed
 

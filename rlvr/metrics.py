@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from rlvr.data import Trajectory
 from rlvr.distributed import all_reduce_sums
+from rlvr.trajectory import Trajectory
 
 #: Metrics shown in the progress bar's postfix, with their short labels.
 PROGRESS_KEYS = {

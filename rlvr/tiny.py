@@ -31,7 +31,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from rlvr.config_checks import bounded, check_fields
+from rlvr.config.checks import bounded, check_fields
 from rlvr.errors import ConfigError
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]

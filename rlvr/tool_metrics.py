@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 import torch
 
-from rlvr.data import Trajectory
 from rlvr.distributed import all_reduce_sums
+from rlvr.trajectory import Trajectory
 
 
 def tool_metrics(trajs: Sequence[Trajectory], device: torch.device) -> dict[str, float]:

@@ -16,7 +16,7 @@ Deviations and simplifications:
 
 - Rows whose episode ended in an env/sandbox error (``finish_reason == "error"``) are kept, so
   every rank keeps the same row count, but with ``RolloutBatch.valid`` False and response mask 0:
-  they are left out of their group's statistics and of every loss (``rlvr.data``), and counted
+  they are left out of their group's statistics and of every loss (``rlvr.batch``), and counted
   in ``rollout/error_episodes`` (over all ranks).
 - Dynamic sampling (DAPO) refills per rank; when ``max_refill_rounds`` runs out the batch is
   topped up with dropped (zero-advantage) groups, so the batch size stays fixed.
@@ -46,13 +46,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from rlvr.advantages import AdvantageInputs, compute_advantages, get_estimator
+from rlvr.algorithms.advantages import AdvantageInputs, compute_advantages, get_estimator
+from rlvr.algorithms.kl import apply_kl_in_reward, build_controller
+from rlvr.batch import RolloutBatch
 from rlvr.config import TrainConfig
-from rlvr.config_loader import dump_config
-from rlvr.data import RolloutBatch
+from rlvr.config.loader import dump_config
 from rlvr.distributed import all_reduce_sums, barrier, gather_objects, gather_rows
 from rlvr.errors import ConfigError
-from rlvr.kl import apply_kl_in_reward, build_controller
 from rlvr.learner import (
     Actor,
     Checkpointer,
@@ -405,7 +405,7 @@ class Trainer:
         batch.set("token_level_rewards", rewards[rows, :r].contiguous())
         batch.set("advantages", advantages[rows, :r].contiguous())
         batch.set("returns", returns[rows, :r].contiguous())
-        if self.distiller is not None:  # the teacher's per-token signal (rlvr.distill)
+        if self.distiller is not None:  # the teacher's per-token signal (rlvr.algorithms.distill)
             metrics |= self.distiller.apply(batch, t)
         return metrics
 

@@ -3,7 +3,7 @@
 ``Gateway`` (``agents.gateway.service``) serves ``/v1/chat/completions``, ``/v1/completions`` and
 ``/v1/models`` (``create_app`` builds the FastAPI app) on any ``agents.engine.Engine``. Each
 episode gets its own endpoint (``/episodes/{key}/v1``) whose calls are kept token-exact
-(``agents.gateway.capture``) and become ``rlvr.data.Trajectory`` rows; ``agents.gateway.agent``
+(``agents.gateway.capture``) and become ``rlvr.batch.Trajectory`` rows; ``agents.gateway.agent``
 plays agent functions (``envs.agent_env.AgentEnv``) through it for the episode runner.
 Needs the ``gateway`` extra (fastapi, uvicorn, openai).
 """

@@ -29,7 +29,7 @@ from agents.gateway.app import create_app
 from agents.gateway.http import http_client_module
 from agents.gateway.service import EpisodeLimits, Gateway
 from agents.runner_config import RunnerConfig, turn_seed
-from rlvr.data import EpisodeOutcome, Trajectory
+from rlvr.trajectory import EpisodeOutcome, Trajectory
 
 logger = logging.getLogger(__name__)
 

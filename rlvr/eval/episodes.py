@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rlvr.data import Trajectory
+from rlvr.trajectory import Trajectory
 
 __all__ = [
     "episode_record",

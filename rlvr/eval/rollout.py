@@ -14,9 +14,9 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from rlvr.data import Trajectory
 from rlvr.eval.episodes import episode_record
 from rlvr.eval.plan import PlannedEpisode
+from rlvr.trajectory import Trajectory
 
 __all__ = ["play"]
 

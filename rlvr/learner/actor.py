@@ -9,7 +9,8 @@ micro-batches; per micro-batch the loss is
     + kl_loss_coef * agg(kl_penalty(logp, ref_logp))      (when kl_loss_coef > 0)
     - entropy_coef * agg(entropy)                          (when entropy_coef > 0)
 
-with all loss math from ``rlvr.losses``, ``rlvr.kl`` and ``rlvr.aggregate``. Truncated
+with all loss math from ``rlvr.algorithms.losses``, ``rlvr.algorithms.kl`` and
+``rlvr.algorithms.aggregate``. Truncated
 importance-sampling weights ``min(exp(old_logp - rollout_logp), tis_cap)`` are used when
 ``tis_cap`` is set.
 
@@ -31,11 +32,12 @@ from typing import Any, cast
 
 import torch
 
-from rlvr.aggregate import aggregate
-from rlvr.data import RolloutBatch
+from rlvr.algorithms.aggregate import aggregate
+from rlvr.algorithms.kl import kl_loss, kl_penalty
+from rlvr.algorithms.losses import POLICY_LOSSES, PolicyLossInputs, truncated_is_weights
+from rlvr.batch import RolloutBatch
 from rlvr.distributed import all_reduce_sum
 from rlvr.errors import BatchError
-from rlvr.kl import kl_loss, kl_penalty
 from rlvr.learner.config import ActorConfig
 from rlvr.learner.loading import build_sharded, empty_causal_lm
 from rlvr.learner.logprobs import policy_forward
@@ -43,7 +45,6 @@ from rlvr.learner.lora import adapter_state, apply_lora, merged_tensors
 from rlvr.learner.modules import load_causal_lm
 from rlvr.learner.parallel import DistInfo, init_distributed
 from rlvr.learner.worker import TrainedModel, shard
-from rlvr.losses import POLICY_LOSSES, PolicyLossInputs, truncated_is_weights
 
 
 class Actor(TrainedModel):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from rlvr.data import RolloutBatch
+from rlvr.batch import RolloutBatch
 
 __all__ = ["micro_batch_rows", "row_cost_parts", "select_rows"]
 

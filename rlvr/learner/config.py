@@ -6,7 +6,7 @@ checkpointing, loss aggregation); the frozen reference model takes the actor's. 
 role adds only the fields it reads: ``ActorConfig`` the policy loss (PPO clip, dual clip,
 entropy bonus, KL-loss term, truncated IS, sequence packing) and ``CriticConfig`` the value clip,
 so a key that means nothing for a role (``critic.clip_low``) is an unknown key, not ignored.
-Fields are checked with ``rlvr.config_checks`` on construction; a bad value raises
+Fields are checked with ``rlvr.config.checks`` on construction; a bad value raises
 ``rlvr.errors.ConfigError`` (a ``ValueError``) naming the field and the allowed values.
 """
 
@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from rlvr.config_checks import Checked, bounded, check_choice, check_fields
+from rlvr.algorithms.kl import KL_KINDS
+from rlvr.algorithms.losses import POLICY_LOSSES
+from rlvr.config.checks import Checked, bounded, check_choice, check_fields
 from rlvr.errors import ConfigError
-from rlvr.kl import KL_KINDS
 from rlvr.learner.lora import LoraConfig
-from rlvr.losses import POLICY_LOSSES
 
 Schedule = Literal["constant", "cosine", "linear"]
 MixedPrecision = Literal["auto", "bf16", "fp32"]
@@ -155,7 +155,7 @@ class ActorConfig(LearnerConfig):
             tokens (padding removed, position ids restarted per sequence) where the model's
             attention supports it (``rlvr.learner.logprobs.packing_supported``), else dense.
             Same logprobs and losses either way. The critic always runs dense.
-        policy_loss: the policy loss, a name registered in ``rlvr.losses.POLICY_LOSSES``
+        policy_loss: the policy loss, a name registered in ``rlvr.algorithms.losses.POLICY_LOSSES``
             (``vanilla``: PPO's clipped surrogate); a new loss is registered there with
             ``@register_policy_loss``.
         clip_low: PPO ratio clip below 1 (``1 - clip_low``), in (0, 1).
@@ -165,7 +165,7 @@ class ActorConfig(LearnerConfig):
         entropy_coef: weight of the entropy bonus (>= 0; 0 = off, entropy is still logged).
         kl_loss_coef: weight of the KL-to-reference loss term (>= 0; 0 = off). When > 0 the
             batch must carry ``ref_logprobs``.
-        kl_loss_estimator: the KL estimator of the loss term, a ``rlvr.kl.kl_penalty``
+        kl_loss_estimator: the KL estimator of the loss term, a ``rlvr.algorithms.kl.kl_penalty``
             kind: ``k1``/``kl``, ``abs``, ``k2``/``mse``, ``k3``/``low_var_kl``, each optionally
             with a trailing ``+`` (that value, k2's gradient).
         tis_cap: when set (> 0), multiply the per-token policy loss by truncated
@@ -207,4 +207,34 @@ class CriticConfig(LearnerConfig):
     value_clip: float = bounded(0.5, gt=0)
 
 
-__all__ = ["KL_ESTIMATORS", "ActorConfig", "CriticConfig", "LearnerConfig", "OptimConfig"]
+@dataclass(kw_only=True)
+class TeacherConfig(Checked):
+    """On-policy distillation from a frozen teacher (``teacher:`` in a training config).
+
+    Attributes:
+        path: a local HF causal-LM directory with the student's tokenizer; null (the default)
+            turns distillation off. Loaded like the reference model: frozen, sharded, bf16
+            under bf16 compute.
+        coef: the weight of the per-token reverse-KL reward in each token's advantage.
+        verifier_coef: the weight of the verifier's reward (its advantage from
+            ``algorithm.estimator``) added to it; 0 (the default) is pure distillation.
+    """
+
+    path: str | None = None
+    coef: float = bounded(1.0, gt=0)
+    verifier_coef: float = bounded(0.0, ge=0)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether a teacher is loaded and its signal used."""
+        return self.path is not None
+
+
+__all__ = [
+    "KL_ESTIMATORS",
+    "ActorConfig",
+    "CriticConfig",
+    "LearnerConfig",
+    "OptimConfig",
+    "TeacherConfig",
+]

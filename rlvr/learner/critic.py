@@ -1,7 +1,8 @@
 """The critic: a causal-LM backbone with a scalar value head, trained with the clipped value loss.
 
 Stage B: ``compute_values`` gives ``values`` in micro-batches without grad. Stage C: ``update``
-minimises ``rlvr.losses.value_loss(values, old_values, returns; value_clip, loss_agg)`` with the
+minimises ``rlvr.algorithms.losses.value_loss(values, old_values, returns; value_clip, loss_agg)``
+with the
 same epochs × mini-batches × accumulated micro-batches loop as the actor.
 """
 
@@ -12,14 +13,14 @@ from typing import Any
 
 import torch
 
-from rlvr.data import RolloutBatch
+from rlvr.algorithms.losses import value_loss
+from rlvr.batch import RolloutBatch
 from rlvr.learner.config import CriticConfig
 from rlvr.learner.loading import build_sharded
 from rlvr.learner.logprobs import value_forward
 from rlvr.learner.modules import CriticModel
 from rlvr.learner.parallel import DistInfo, init_distributed
 from rlvr.learner.worker import TrainedModel, shard
-from rlvr.losses import value_loss
 
 
 class Critic(TrainedModel):

@@ -42,7 +42,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rlvr.data import RolloutBatch
+from rlvr.batch import RolloutBatch
 from rlvr.hf_compat import activation_checkpointing_on, cache_kwargs
 from rlvr.learner.logits import CHUNK_ELEMENTS, entropy_from_logits, logprobs_from_logits
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from rlvr.data import RolloutBatch
+from rlvr.batch import RolloutBatch
 from rlvr.learner.actor import Actor
 from rlvr.learner.config import ActorConfig
 from rlvr.learner.loading import build_sharded, empty_causal_lm

@@ -3,14 +3,14 @@
 It is loaded exactly like the reference policy (``rlvr.learner.reference``): weights read on
 rank 0 and broadcast into FSDP2 shards, every parameter frozen, stored in bf16 under bf16
 compute; only its path differs (any HF causal LM with the student's tokenizer, usually a larger
-or better-trained model). ``rlvr.distill`` turns its logprobs into the student's signal.
+or better-trained model). ``rlvr.algorithms.distill`` turns its logprobs into the student's signal.
 """
 
 from __future__ import annotations
 
 import torch
 
-from rlvr.data import RolloutBatch
+from rlvr.batch import RolloutBatch
 from rlvr.learner.reference import Reference
 
 

@@ -26,8 +26,8 @@ from torch.distributed.checkpoint.stateful import Stateful
 from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 
-from rlvr.aggregate import normaliser, part_mode, part_weights
-from rlvr.data import RolloutBatch
+from rlvr.algorithms.aggregate import normaliser, part_mode, part_weights
+from rlvr.batch import RolloutBatch
 from rlvr.distributed import all_reduce_max, all_reduce_sum
 from rlvr.errors import BatchError, ConfigError
 from rlvr.learner.batching import micro_batch_rows, select_rows
@@ -270,7 +270,8 @@ class TrainedModel(ShardedModel, Stateful):
         """Per micro-batch: the loss weight and the metric weight (its share of the mini-batch).
 
         Metric weights are shares of valid tokens over all ranks (so metrics are token means);
-        loss weights are ``rlvr.aggregate.part_weights`` of the ``loss_agg`` normaliser over all
+        loss weights are ``rlvr.algorithms.aggregate.part_weights`` of the ``loss_agg`` normaliser
+        over all
         ranks, times ``world_size``.
         """
         mode = self.config.loss_agg

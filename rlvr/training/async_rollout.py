@@ -36,11 +36,12 @@ from typing import Any
 
 import torch
 
-from rlvr.aggregate import aggregate
-from rlvr.data import RolloutBatch, Trajectory
+from rlvr.algorithms.aggregate import aggregate
+from rlvr.algorithms.kl import kl_penalty
+from rlvr.batch import RolloutBatch
 from rlvr.errors import RlvrError
-from rlvr.kl import kl_penalty
 from rlvr.training.versions import STALE, UNTRAINED, PublishedWeights, split_stale, stamp
+from rlvr.trajectory import Trajectory
 
 Collect = Callable[[int, int], tuple[list[Trajectory], dict[str, float]]]
 """``collect(step, task_position) -> (trajectories, metrics)`` (``EpisodeStream.collect``)."""

@@ -3,8 +3,8 @@
 ``Distiller.from_config`` refuses a teacher whose tokenizer differs from the student's (the
 student's token ids are scored as they are) and loads the teacher
 (``rlvr.learner.teacher.Teacher``); in stage B, ``Distiller.apply`` scores this rank's rows
-and replaces their advantages with ``rlvr.distill.distill_advantages``. The math and the
-recipe are described in ``rlvr.distill``.
+and replaces their advantages with ``rlvr.algorithms.distill.distill_advantages``. The math and the
+recipe are described in ``rlvr.algorithms.distill``.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, cast
 
-from rlvr.data import RolloutBatch
-from rlvr.distill import TeacherConfig, distill_advantages
+from rlvr.algorithms.distill import distill_advantages
+from rlvr.batch import RolloutBatch
 from rlvr.distributed import all_reduce_sums
 from rlvr.errors import ConfigError
-from rlvr.learner.config import ActorConfig
+from rlvr.learner.config import ActorConfig, TeacherConfig
 from rlvr.learner.parallel import DistInfo
 from rlvr.learner.teacher import Teacher
 

@@ -1,7 +1,7 @@
 """Stop a run whose env produces no valid episode, instead of "training" on nothing.
 
 An episode that ended in an env error or an env-call timeout is kept as a row but never
-trained on (``rlvr.data.INVALID_FINISH_REASONS``). When every episode of a step is such a row
+trained on (``rlvr.batch.INVALID_FINISH_REASONS``). When every episode of a step is such a row
 (over all ranks), the step taught nothing; after ``trainer.max_failed_steps`` such steps in a
 row the run stops with ``RunStoppedError`` naming the env, how its episodes ended and the first
 error with its traceback (a reset that always raises, a verifier that always breaks).
@@ -13,9 +13,9 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from rlvr.data import INVALID_FINISH_REASONS, Trajectory
 from rlvr.distributed import all_reduce_sums
 from rlvr.errors import RunStoppedError
+from rlvr.trajectory import INVALID_FINISH_REASONS, Trajectory
 
 
 class EnvFailureGuard:

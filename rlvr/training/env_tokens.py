@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from rlvr.data import RolloutBatch
+from rlvr.batch import RolloutBatch
 from rlvr.errors import BatchError
 
 TOOL_RESPONSE_OPEN = "<tool_response>"

@@ -1,6 +1,6 @@
 """Checks of what a run needs that the config's types cannot say, made before any work.
 
-The loader checks every key and value (``rlvr.config_loader``); these check what they point at:
+The loader checks every key and value (``rlvr.config.loader``); these check what they point at:
 ``model.path`` is a HuggingFace model folder, ``trainer.device`` exists on this machine,
 ``eval.suite`` names a suite. Each failure is a ``ConfigError`` naming the key and what to do,
 raised before the model is built or the warm-up starts (``rlvr.training.warmup.check_env``).

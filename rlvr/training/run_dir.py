@@ -35,7 +35,7 @@ from typing import Any
 import yaml
 
 from rlvr.config import TrainConfig
-from rlvr.config_loader import from_dict, to_dict
+from rlvr.config.loader import from_dict, to_dict
 from rlvr.errors import ConfigError, RunStoppedError
 from rlvr.learner import latest_checkpoint
 

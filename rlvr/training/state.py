@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rlvr.kl import KLController
+from rlvr.algorithms.kl import KLController
 from rlvr.learner import Checkpointer, latest_checkpoint, prune_checkpoints
 from rlvr.training.rng import gather_rng_states, restore_rng_states
 

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from rlvr.config import TrainConfig
-from rlvr.data import Trajectory
 from rlvr.errors import ConfigError
 from rlvr.seeds import derived_seed
 from rlvr.training.tasks import TaskOrder
+from rlvr.trajectory import Trajectory
 
 
 class EpisodeStream:

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-from rlvr.data import Trajectory
+from rlvr.trajectory import Trajectory
 
 STALE = "stale"
 """Drop reason: a token was generated more than ``max_staleness`` versions ago."""

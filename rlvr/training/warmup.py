@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.config import TrainConfig
-from rlvr.config_loader import merge
+from rlvr.config.loader import merge
 from rlvr.distributed import barrier
 from rlvr.learner import DistInfo
 from rlvr.training.heldout import heldout_evaluator
@@ -89,7 +89,7 @@ def warm_up(config: TrainConfig, base_dir: Path, tokenizer: Any, info: DistInfo,
         ``(policy_dir, SFTResult or None)``: the directory RL starts from (the base model when
         the warm-up is off, or its saved result when resuming) and what the warm-up did.
     """
-    from agents.hf_engine import TransformersEngine
+    from agents.hf.engine import TransformersEngine
     from rlvr.learner import load_causal_lm
     from rlvr.sft import save_model, supervised_warmup
 
@@ -144,7 +144,7 @@ WARMUP_RECORD = "rlvr_warmup.json"
 
 def warmup_record(config: TrainConfig, base_dir: Path) -> dict[str, Any]:
     """What the warm-up model depends on: the base model, ``sft``, the env and the seed."""
-    from rlvr.config_loader import to_dict
+    from rlvr.config.loader import to_dict
 
     return json.loads(json.dumps({
         "base_model": str(base_dir), "model": to_dict(config.model), "sft": to_dict(config.sft),

@@ -18,7 +18,7 @@ import envs
 from agents.engine import SamplingParams
 from agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
 from envs.agent_env import AgentEnv, register_agent
-from rlvr.data import RolloutBatch
+from rlvr.batch import RolloutBatch
 from verifiers.math import verify
 
 TASKS = [{"id": "t0", "question": QUESTION, "answer": "5"}]

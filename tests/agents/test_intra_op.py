@@ -11,9 +11,9 @@ import torch
 from agents.engine import SamplingParams
 from agents.engines import EngineRequest, build_engine
 from agents.errors import EngineConfigError, RequestError
-from agents.hf_engine import TransformersEngine
-from agents.hf_options import TransformersOptions
-from agents.intra_op import openmp_backend, use_intra_op_threads
+from agents.hf.engine import TransformersEngine
+from agents.hf.intra_op import openmp_backend, use_intra_op_threads
+from agents.hf.options import TransformersOptions
 
 needs_openmp = pytest.mark.skipif(not openmp_backend(), reason="per-thread counts need OpenMP")
 

@@ -9,13 +9,13 @@ import sys
 
 import pytest
 
-from agents.malloc_tuning import tune_malloc
+from agents.hf.malloc_tuning import tune_malloc
 
 PROBE = """
 import ctypes, json
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
-from agents.hf_engine import TransformersEngine
+from agents.hf.engine import TransformersEngine
 
 TransformersEngine(Qwen2ForCausalLM(Qwen2Config(
     vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,

@@ -52,7 +52,7 @@ def solo_engine(tiny_model, tiny_tokenizer):
     shape (low bits; under load a seeded draw near a tie then picks another token). One
     request per forward takes the batching out of the comparison.
     """
-    from agents.hf_engine import TransformersEngine
+    from agents.hf.engine import TransformersEngine
 
     eng = TransformersEngine(tiny_model, tiny_tokenizer, max_batch_size=1)
     yield eng

@@ -17,7 +17,7 @@ from agent_helpers import (
 from agents.engine import SamplingParams
 from agents.errors import RunnerConfigError
 from agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig, group_specs, run_episodes
-from rlvr.data import RolloutBatch
+from rlvr.batch import RolloutBatch
 
 
 def _config(stops, **kw):

@@ -24,7 +24,7 @@ def test_real_sglang_matches_the_logprob_convention(tiny_model_path, tmp_path):
 
     from agents.engine import SamplingParams
     from agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
-    from agents.sglang_engine import SGLangEngine
+    from agents.sglang.engine import SGLangEngine
 
     tok = AutoTokenizer.from_pretrained(tiny_model_path)
     engine = SGLangEngine.launch(tiny_model_path, device="cuda", mem_fraction_static=0.3,

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from rlvr.kl import FixedKLController
+from rlvr.algorithms.kl import FixedKLController
 from rlvr.learner import Checkpointer
 from rlvr.training.state import TrainerState
 

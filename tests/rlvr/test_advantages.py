@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import masks
 
-from rlvr import advantages as adv
-from rlvr.advantages import (
+from rlvr.algorithms import advantages as adv
+from rlvr.algorithms.advantages import (
     ADVANTAGE_ESTIMATORS,
     AdvantageInputs,
     compute_advantages,

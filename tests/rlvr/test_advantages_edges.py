@@ -1,7 +1,7 @@
-"""``rlvr.advantages`` at its edges: a visible eps, boundaries, error rows, group-id types.
+"""``rlvr.algorithms.advantages`` at its edges: visible eps, boundaries, error rows, group ids.
 
 Each test asserts a value the documented formula gives; together they fail on every small
-change of the module (``bash dev.sh mutate rlvr/advantages.py``).
+change of the module (``bash dev.sh mutate rlvr/algorithms/advantages.py``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlvr.advantages import (
+from rlvr.algorithms.advantages import (
     AdvantageInputs,
     compute_gae,
     compute_grpo,
@@ -126,7 +126,7 @@ def test_reinforce_pp_baseline_group_of_one_uses_mean_zero():
 
 
 def test_group_stats_of_empty_and_single_groups():
-    from rlvr.advantages import _group_stats
+    from rlvr.algorithms.advantages import _group_stats
 
     scores = T([4.0, 1.0, 3.0, 7.0], dtype=F64)
     valid = T([True, True, True, False])
@@ -148,7 +148,7 @@ def test_an_error_rows_own_score_is_never_read():
 
 
 def test_estimator_defaults_need_neither_critic_nor_groups():
-    from rlvr.advantages import Estimator
+    from rlvr.algorithms.advantages import Estimator
 
     e = Estimator("x", compute_grpo)
     assert (e.needs_critic, e.needs_groups, e.paper) == (False, False, "")

@@ -1,4 +1,4 @@
-"""Loss aggregation modes, whole and in parts (``rlvr.aggregate``)."""
+"""Loss aggregation modes, whole and in parts (``rlvr.algorithms.aggregate``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import masks
 
-from rlvr.aggregate import AGG_MODES, aggregate, normaliser, part_mode, part_weights
+from rlvr.algorithms.aggregate import AGG_MODES, aggregate, normaliser, part_mode, part_weights
 from rlvr.errors import ConfigError, ShapeError, UnknownNameError
 
 T = torch.tensor

@@ -1,7 +1,7 @@
-"""``rlvr.aggregate`` at its edges: non-square masks, exact float64 formulas, 1-D inputs.
+"""``rlvr.algorithms.aggregate`` at its edges: non-square masks, exact float64 formulas, 1-D inputs.
 
 Each test asserts a value the documented formula gives; together they fail on every small
-change of the module (``bash dev.sh mutate rlvr/aggregate.py``).
+change of the module (``bash dev.sh mutate rlvr/algorithms/aggregate.py``).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlvr.aggregate import aggregate, normaliser, part_mode, part_weights
+from rlvr.algorithms.aggregate import aggregate, normaliser, part_mode, part_weights
 from rlvr.errors import ConfigError, ShapeError, UnknownNameError
 
 T = torch.tensor

@@ -7,10 +7,11 @@ import time
 import pytest
 import torch
 
-from rlvr.data import RolloutBatch, Trajectory
+from rlvr.batch import RolloutBatch
 from rlvr.errors import BatchError
 from rlvr.training.async_rollout import AsyncRollout, AsyncRolloutError, fresh_mismatch
 from rlvr.training.versions import oldest_version, split_stale, staleness, stamp
+from rlvr.trajectory import Trajectory
 
 ROWS = 4
 

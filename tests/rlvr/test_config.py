@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from rlvr.config import TrainConfig, load_config
-from rlvr.config_loader import dump_config, from_dict, parse_overrides, to_dict
+from rlvr.config.loader import dump_config, from_dict, parse_overrides, to_dict
 from rlvr.errors import ConfigError
 from rlvr.learner.config import ActorConfig, CriticConfig
 
@@ -196,7 +196,7 @@ def test_a_key_meaningless_for_its_role_is_an_unknown_key(tmp_path, key, role, a
 
 
 def test_a_critic_key_on_a_critic_free_estimator_loads_and_builds_no_critic(tmp_path):
-    from rlvr.advantages import get_estimator
+    from rlvr.algorithms.advantages import get_estimator
 
     override = load_config(CONFIGS / "quickstart.yaml", ["critic.value_clip=0.3"])
     (tmp_path / "c.yaml").write_text("algorithm: {estimator: rloo}\ncritic: {value_clip: 0.3}\n")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 
 from rlvr.config import TrainConfig
-from rlvr.config_docs import DOC_PATH, iter_keys, main, render
+from rlvr.config.docs import DOC_PATH, iter_keys, main, render
 from rlvr.errors import ConfigError
 
 
@@ -26,7 +26,7 @@ def _leaf_keys(cls: type, prefix: str = "") -> list[str]:
 
 
 def test_the_reference_is_current():
-    assert DOC_PATH.read_text() == render(), "stale: run python -m rlvr.config_docs"
+    assert DOC_PATH.read_text() == render(), "stale: run python -m rlvr.config.docs"
     assert main(["--check"]) == 0
 
 

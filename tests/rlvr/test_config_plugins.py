@@ -10,15 +10,15 @@ import textwrap
 
 import pytest
 
-from rlvr.advantages import ADVANTAGE_ESTIMATORS, unregister_estimator
+from rlvr.algorithms.advantages import ADVANTAGE_ESTIMATORS, unregister_estimator
+from rlvr.algorithms.losses import POLICY_LOSSES
 from rlvr.config import TrainConfig, load_config
-from rlvr.config_loader import from_dict
+from rlvr.config.loader import from_dict
 from rlvr.errors import ConfigError
-from rlvr.losses import POLICY_LOSSES
 
 PLUGIN = """
-from rlvr.advantages import compute_grpo, register_estimator
-from rlvr.losses import POLICY_LOSSES, ppo_clip_loss, register_policy_loss
+from rlvr.algorithms.advantages import compute_grpo, register_estimator
+from rlvr.algorithms.losses import POLICY_LOSSES, ppo_clip_loss, register_policy_loss
 
 register_estimator("{name}_estimator", needs_groups=True)(compute_grpo)
 register_policy_loss("{name}_loss")(ppo_clip_loss)

@@ -5,8 +5,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlvr.data import OPTIONAL_FIELDS, RolloutBatch, Trajectory, position_ids_from_attention_mask
+from rlvr.batch import OPTIONAL_FIELDS, RolloutBatch, position_ids_from_attention_mask
 from rlvr.errors import BatchError, ShapeError, UnknownNameError
+from rlvr.trajectory import Trajectory
 
 PAD = 0
 

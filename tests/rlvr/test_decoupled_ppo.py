@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from rlvr.decoupled_ppo import decoupled_ppo_loss
+from rlvr.algorithms.decoupled_ppo import decoupled_ppo_loss
+from rlvr.algorithms.losses import PolicyLossInputs, ppo_clip_loss
 from rlvr.errors import ConfigError
-from rlvr.losses import PolicyLossInputs, ppo_clip_loss
 
 
 def _log(*p: float) -> torch.Tensor:

@@ -11,7 +11,7 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from rlvr.data import RolloutBatch, Trajectory
+from rlvr.batch import RolloutBatch
 from rlvr.errors import BatchError
 from rlvr.training.env_tokens import (
     TOOL_RESPONSE_CLOSE,
@@ -19,6 +19,7 @@ from rlvr.training.env_tokens import (
     EnvTokenGuard,
     tool_result_positions,
 )
+from rlvr.trajectory import Trajectory
 
 
 def byte_tokenizer(*added: str, bos: bool = False) -> PreTrainedTokenizerFast:

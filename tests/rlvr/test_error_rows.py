@@ -10,10 +10,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlvr.advantages import AdvantageInputs, compute_advantages, compute_gae
-from rlvr.data import RolloutBatch, Trajectory
+from rlvr.algorithms.advantages import AdvantageInputs, compute_advantages, compute_gae
+from rlvr.algorithms.kl import FixedKLController, apply_kl_in_reward
+from rlvr.batch import RolloutBatch
 from rlvr.errors import BatchError
-from rlvr.kl import FixedKLController, apply_kl_in_reward
+from rlvr.trajectory import Trajectory
 
 GROUP_ESTIMATORS = ("grpo", "drgrpo", "rloo", "reinforce_pp_baseline")
 

@@ -203,7 +203,7 @@ def test_same_seed_same_numbers_via_cli(
 def test_evaluator_during_training(
     run: tuple[dict[str, Any], Path], tiny_model_path: Path, suite_path: Path
 ) -> None:
-    from agents.hf_engine import TransformersEngine
+    from agents.hf.engine import TransformersEngine
 
     results, _ = run
     engine = TransformersEngine(str(tiny_model_path))

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from rlvr.data import EpisodeOutcome, Trajectory
 from rlvr.eval.episodes import episode_record, read_episodes, segments, write_episodes
 from rlvr.eval.html import render_html, write_html
 from rlvr.eval.metrics import aggregate, summarize
 from rlvr.eval.plots import write_plots
 from rlvr.eval.report import format_delta, render_report, summary_table
+from rlvr.trajectory import EpisodeOutcome, Trajectory
 from verifiers import Verdict
 
 

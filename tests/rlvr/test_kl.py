@@ -1,4 +1,4 @@
-"""KL estimators, the KL loss term and the in-reward penalty (``rlvr.kl``)."""
+"""KL estimators, the KL loss term and the in-reward penalty (``rlvr.algorithms.kl``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import math
 import pytest
 import torch
 
-from rlvr.errors import ConfigError, UnknownNameError
-from rlvr.kl import (
+from rlvr.algorithms.kl import (
     KL_KINDS,
     AdaptiveKLController,
     FixedKLController,
@@ -16,6 +15,7 @@ from rlvr.kl import (
     build_controller,
     kl_penalty,
 )
+from rlvr.errors import ConfigError, UnknownNameError
 
 T = torch.tensor
 ATOL = 1e-5

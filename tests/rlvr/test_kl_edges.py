@@ -1,7 +1,7 @@
-"""``rlvr.kl`` at its edges: the adaptive controller off ``target_kl=1``, clamps, defaults, masks.
+"""``rlvr.algorithms.kl`` at its edges: the controller off ``target_kl=1``, clamps, defaults, masks.
 
 Each test asserts a value the documented formula gives; together they fail on every small
-change of the module (``bash dev.sh mutate rlvr/kl.py``).
+change of the module (``bash dev.sh mutate rlvr/algorithms/kl.py``).
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ import math
 import pytest
 import torch
 
-from rlvr.errors import ConfigError, ShapeError
-from rlvr.kl import (
+from rlvr.algorithms.kl import (
     AdaptiveKLController,
     FixedKLController,
     apply_kl_in_reward,
@@ -20,6 +19,7 @@ from rlvr.kl import (
     kl_loss,
     kl_penalty,
 )
+from rlvr.errors import ConfigError, ShapeError
 
 T = torch.tensor
 

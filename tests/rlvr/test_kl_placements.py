@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlvr.aggregate import aggregate
+from rlvr.algorithms.aggregate import aggregate
+from rlvr.algorithms.kl import kl_penalty
+from rlvr.algorithms.losses import PolicyLossInputs, ppo_clip_loss
+from rlvr.batch import RolloutBatch
 from rlvr.config import load_config
-from rlvr.data import RolloutBatch
-from rlvr.kl import kl_penalty
-from rlvr.losses import PolicyLossInputs, ppo_clip_loss
 from rlvr.trainer import Trainer
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"

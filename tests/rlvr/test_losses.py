@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import masks
 
-from rlvr.aggregate import AGG_MODES, aggregate
+from rlvr.algorithms.aggregate import AGG_MODES, aggregate
+from rlvr.algorithms.kl import kl_loss
+from rlvr.algorithms.losses import PolicyLossInputs, ppo_clip_loss, truncated_is_weights, value_loss
 from rlvr.errors import ConfigError, ShapeError
-from rlvr.kl import kl_loss
-from rlvr.losses import PolicyLossInputs, ppo_clip_loss, truncated_is_weights, value_loss
 
 T = torch.tensor
 ATOL = 1e-5

@@ -1,7 +1,7 @@
-"""``rlvr.losses`` at its edges: the log-ratio clamp, metric boundaries, defaults, detaching.
+"""``rlvr.algorithms.losses`` at its edges: log-ratio clamp, metric boundaries, defaults, detach.
 
 Each test asserts a value the documented formula gives; together they fail on every small
-change of the module (``bash dev.sh mutate rlvr/losses.py``).
+change of the module (``bash dev.sh mutate rlvr/algorithms/losses.py``).
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ import math
 import pytest
 import torch
 
-from rlvr.errors import ShapeError
-from rlvr.losses import (
+from rlvr.algorithms.losses import (
     POLICY_LOSSES,
     PolicyLossInputs,
     ppo_clip_loss,
     truncated_is_weights,
     value_loss,
 )
+from rlvr.errors import ShapeError
 
 T = torch.tensor
 

@@ -14,7 +14,7 @@ import torch
 from hypothesis import given, settings
 from strategies import masks
 
-from rlvr.losses import (
+from rlvr.algorithms.losses import (
     POLICY_LOSSES,
     PolicyLossInputs,
     cispo_loss,

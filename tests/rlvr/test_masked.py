@@ -1,12 +1,12 @@
-"""Masked statistics (``rlvr.masked``)."""
+"""Masked statistics (``rlvr.algorithms.masked``)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from rlvr.algorithms.masked import masked_mean, masked_var, masked_whiten
 from rlvr.errors import InsufficientDataError
-from rlvr.masked import masked_mean, masked_var, masked_whiten
 
 T = torch.tensor
 ATOL = 1e-5

@@ -1,7 +1,7 @@
-"""``rlvr.masked`` at its edges: exact formulas (float64), the two-token boundary, shape checks.
+"""``rlvr.algorithms.masked`` at its edges: exact formulas (float64), two tokens, shape checks.
 
 Each test asserts the value the documented formula gives; together they fail on every small
-change of the module (``bash dev.sh mutate rlvr/masked.py``).
+change of the module (``bash dev.sh mutate rlvr/algorithms/masked.py``).
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from rlvr.algorithms.masked import check_same_shape, masked, masked_mean, masked_var, masked_whiten
 from rlvr.errors import InsufficientDataError, ShapeError
-from rlvr.masked import check_same_shape, masked, masked_mean, masked_var, masked_whiten
 
 T = torch.tensor
 F64 = torch.float64

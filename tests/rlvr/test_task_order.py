@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 import envs
+from rlvr.algorithms.kl import FixedKLController
 from rlvr.config import load_config
 from rlvr.errors import ConfigError
-from rlvr.kl import FixedKLController
 from rlvr.learner import Checkpointer
 from rlvr.trainer import Trainer, train
 from rlvr.training.state import TrainerState

@@ -15,7 +15,7 @@ import torch
 
 from envs.math_env import MathEnv
 from rlvr.config import load_config
-from rlvr.config_loader import dump_config
+from rlvr.config.loader import dump_config
 from rlvr.metrics import read_jsonl
 from rlvr.trainer import train
 

@@ -6,7 +6,8 @@ import random
 
 import torch
 
-from rlvr.data import RolloutBatch, Trajectory
+from rlvr.batch import RolloutBatch
+from rlvr.trajectory import Trajectory
 
 PAD = 0
 

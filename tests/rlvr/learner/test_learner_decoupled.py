@@ -6,7 +6,7 @@ import pytest
 import torch
 from learner_helpers import make_batch, with_advantages
 
-from rlvr.decoupled_ppo import decoupled_ppo_loss
+from rlvr.algorithms.decoupled_ppo import decoupled_ppo_loss
 from rlvr.learner import Actor, ActorConfig
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from rlvr.algorithms.distill import distill_advantages
 from rlvr.config import load_config
-from rlvr.distill import TeacherConfig, distill_advantages
 from rlvr.errors import ConfigError, ShapeError
+from rlvr.learner.config import TeacherConfig
 from rlvr.training.distill import Distiller, check_same_tokenizer
 
 T = torch.tensor

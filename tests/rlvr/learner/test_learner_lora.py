@@ -22,7 +22,7 @@ from learner_helpers import (  # noqa: E402
 
 from agents.engine import SamplingParams  # noqa: E402
 from agents.engines import EngineRequest, build_engine  # noqa: E402
-from rlvr.data import RolloutBatch, Trajectory  # noqa: E402
+from rlvr.batch import RolloutBatch  # noqa: E402
 from rlvr.errors import ConfigError, WeightSyncError  # noqa: E402
 from rlvr.learner import Actor, ActorConfig, LoraConfig, OptimConfig, reference_for  # noqa: E402
 from rlvr.learner.lora import is_adapter_name, load_merged, merged_tensors  # noqa: E402
@@ -30,6 +30,7 @@ from rlvr.learner.modules import load_causal_lm  # noqa: E402
 from rlvr.learner.reference import AdapterOffReference  # noqa: E402
 from rlvr.learner.worker import ShardedModel  # noqa: E402
 from rlvr.training.sync_guard import METRIC, SyncGuard  # noqa: E402
+from rlvr.trajectory import Trajectory
 
 LORA = LoraConfig(rank=4, alpha=8.0)
 

@@ -10,18 +10,18 @@ import pytest
 import torch
 from learner_helpers import make_batch, params, with_advantages
 
-from rlvr.aggregate import aggregate
-from rlvr.config import load_config
-from rlvr.errors import ConfigError, DuplicateNameError, UnknownNameError
-from rlvr.learner import Actor, ActorConfig, OptimConfig
-from rlvr.losses import (
+from rlvr.algorithms.aggregate import aggregate
+from rlvr.algorithms.losses import (
     POLICY_LOSSES,
     PolicyLossInputs,
     gspo_loss,
     ppo_clip_loss,
     register_policy_loss,
 )
-from rlvr.masked import masked
+from rlvr.algorithms.masked import masked
+from rlvr.config import load_config
+from rlvr.errors import ConfigError, DuplicateNameError, UnknownNameError
+from rlvr.learner import Actor, ActorConfig, OptimConfig
 
 
 def plain_pg_loss(x: PolicyLossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
-from rlvr.aggregate import aggregate
+from rlvr.algorithms.aggregate import aggregate
+from rlvr.algorithms.masked import check_same_shape, masked, masked_mean
 from rlvr.errors import ConfigError, unknown_name
-from rlvr.masked import check_same_shape, masked, masked_mean
 
 __all__ = [
     "KL_CONTROLLERS",
@@ -48,7 +48,7 @@ KL_KINDS: dict[str, str] = {
 #: The in-reward KL coefficient controllers ``build_controller`` knows.
 KL_CONTROLLERS: tuple[str, ...] = ("fixed", "adaptive")
 
-#: verl clamps log-ratios to [-20, 20] before ``exp`` (here and in ``rlvr.losses``).
+#: verl clamps log-ratios to [-20, 20] before ``exp`` (here and in ``rlvr.algorithms.losses``).
 LOG_RATIO_LIMIT = 20.0
 _K3_LIMIT = 10.0  # verl clamps k3 to [-10, 10]
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import torch
 
+from rlvr.algorithms.masked import check_same_shape, masked, masked_mean
 from rlvr.errors import ConfigError, ShapeError, unknown_name
-from rlvr.masked import check_same_shape, masked, masked_mean
 
 __all__ = ["AGG_MODES", "aggregate", "normaliser", "part_mode", "part_weights"]
 

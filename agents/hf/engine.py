@@ -16,7 +16,7 @@ Scheduling (continuous batching, in one worker thread):
   cancelled) leaves the batch at once: its KV rows are dropped and columns that became padding for
   every remaining row are trimmed, so no padding is ever decoded for finished rows.
 * A seeded request's sampling noise is a function of its seed and token index only
-  (``agents.sampling``): the same seed gives the same tokens whatever else is in the batch.
+  (``agents.hf.sampling``): the same seed gives the same tokens whatever else is in the batch.
 * Finished completions are handed back after each step, except in a batch's last
   ``HOLD_STEPS`` steps (no running row can take more): they are held until the batch drains
   and handed back together. Their callers' Python (decoding, env calls, trajectories) would
@@ -49,12 +49,12 @@ import torch
 from torch import nn
 
 from agents.engine import Completion, FinishReason, SamplingParams, WeightsSource
-from agents.engine_forwards import ROOM, LeanForward, ModuleForward, left_pad
 from agents.errors import EngineClosedError, EngineError, RequestError, WeightUpdateError
-from agents.intra_op import use_intra_op_threads
-from agents.lean_decoder import lean_unsupported
-from agents.malloc_tuning import tune_malloc
-from agents.sampling import RowPlan, row_plan, sample_planned
+from agents.hf.forwards import ROOM, LeanForward, ModuleForward, left_pad
+from agents.hf.intra_op import use_intra_op_threads
+from agents.hf.lean_decoder import lean_unsupported
+from agents.hf.malloc_tuning import tune_malloc
+from agents.hf.sampling import RowPlan, row_plan, sample_planned
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class _Request:
     stop_ids: frozenset[int]
     max_new: int
     plan: RowPlan
-    """``sampling`` as the sampler reads it (``agents.sampling.row_plan``), made once."""
+    """``sampling`` as the sampler reads it (``agents.hf.sampling.row_plan``), made once."""
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     finish_reason: FinishReason | None = None
@@ -107,12 +107,12 @@ class TransformersEngine:
         device: where to run; default: the module's device, or "cpu" for a path.
         dtype: the dtype to load a path with (default float32); ignored for a module.
         max_batch_size: the most rows decoded together (``>= 1``).
-        lean: run ``agents.lean_decoder``'s forward when the model allows it (Qwen2, Llama,
+        lean: run ``agents.hf.lean_decoder``'s forward when the model allows it (Qwen2, Llama,
             Mistral; see ``lean_unsupported``): the same logits, less Python and no KV-cache
             concatenation per step. False: always the module's own forward. ``self.lean`` says
             which runs.
         threads: intra-op threads of the forwards, set on the worker thread alone
-            (``agents.intra_op.use_intra_op_threads``; the caller's threads keep their count);
+            (``agents.hf.intra_op.use_intra_op_threads``; the caller's threads keep their count);
             None keeps the process's.
     """
 
@@ -156,7 +156,7 @@ class TransformersEngine:
         self.vocab_size = int(self.model.get_input_embeddings().weight.shape[0])
         why_not = lean_unsupported(self.model) if lean else "lean=False"
         self.lean = why_not is None
-        """Whether forwards run ``agents.lean_decoder`` (else the module's own forward)."""
+        """Whether forwards run ``agents.hf.lean_decoder`` (else the module's own forward)."""
         if why_not is not None and lean:
             logger.info("TransformersEngine: the module's own forward (%s)", why_not)
         self._fwd: ModuleForward | LeanForward = (

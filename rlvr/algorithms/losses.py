@@ -16,9 +16,9 @@ Numerics follow verl 0.9.1 ``core_algos`` (docs/algorithms.md):
 
 A policy loss is one function over ``PolicyLossInputs`` registered by name
 (``@register_policy_loss("name")``); the actor calls the one its config names
-(``learner.policy_loss``), so a new loss never edits the actor. KL terms are in ``rlvr.kl``,
-the aggregation modes in ``rlvr.aggregate``, token logprobs and entropy from logits in
-``rlvr.learner.logits``.
+(``learner.policy_loss``), so a new loss never edits the actor. KL terms are in
+``rlvr.algorithms.kl``, the aggregation modes in ``rlvr.algorithms.aggregate``, token logprobs and
+entropy from logits in ``rlvr.learner.logits``.
 
 Conventions and deviations from verl, on purpose:
 
@@ -38,11 +38,11 @@ from dataclasses import dataclass
 
 import torch
 
-from rlvr.aggregate import aggregate
+from rlvr.algorithms.aggregate import aggregate
+from rlvr.algorithms.kl import LOG_RATIO_LIMIT
+from rlvr.algorithms.masked import check_same_shape, masked, masked_mean
+from rlvr.algorithms.registry import Registry
 from rlvr.errors import ConfigError
-from rlvr.kl import LOG_RATIO_LIMIT
-from rlvr.masked import check_same_shape, masked, masked_mean
-from rlvr.registry import Registry
 
 __all__ = [
     "POLICY_LOSSES",
@@ -73,7 +73,7 @@ class PolicyLossInputs:
         clip_high: ratio upper clip ``1 + clip_high``, >= 0 (clip-higher: > clip_low).
         dual_clip_c: dual-clip constant (> 1) bounding the loss of negative advantages; None
             disables it.
-        agg: aggregation mode (``rlvr.aggregate.AGG_MODES``).
+        agg: aggregation mode (``rlvr.algorithms.aggregate.AGG_MODES``).
 
     Raises:
         ConfigError: a clip parameter is out of range.

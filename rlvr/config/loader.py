@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import yaml
 
-from rlvr.config_checks import check_choice
+from rlvr.config.checks import check_choice
 from rlvr.errors import ConfigError
 
 

@@ -8,8 +8,8 @@ that registry as it stands after import (built-in entries only; plugins add thei
 
 Regenerate after changing a config class::
 
-    python -m rlvr.config_docs            # rewrites docs/configuration.md
-    python -m rlvr.config_docs --check    # exit 1 when the file is stale (the tests do this)
+    python -m rlvr.config.docs            # rewrites docs/configuration.md
+    python -m rlvr.config.docs --check    # exit 1 when the file is stale (the tests do this)
 """
 
 from __future__ import annotations
@@ -28,18 +28,18 @@ from typing import Any, Literal
 
 from rlvr.errors import ConfigError
 
-DOC_PATH = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
+DOC_PATH = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 HEADER = """\
 # Configuration reference
 
 `rlvr train CONFIG.yaml [dotted.key=value ...]` fills one typed dataclass per section
-(`rlvr/config.py`). Every key and value is checked before any work starts: an unknown key fails
-with the keys allowed there and close matches, a value out of range names the dotted key.
+(`rlvr/config/schema.py`). Every key and value is checked before any work starts: an unknown key
+fails with the keys allowed there and close matches, a value out of range names the dotted key.
 Overrides on the command line use the same dotted names (`actor.optim.lr=3e-4`).
 
 This page is generated from the dataclasses' fields and docstrings by
-`python -m rlvr.config_docs`; a test fails when it is stale. Names looked up in a registry list
+`python -m rlvr.config.docs`; a test fails when it is stale. Names looked up in a registry list
 the built-in entries; a plugin imported through `env.imports` (or `--import`) may add more.
 How the sections fit together is in [training.md](training.md); the engines' options in
 [engines.md](engines.md).
@@ -50,11 +50,11 @@ def _registries() -> dict[str, Callable[[], list[str]]]:
     """Keys whose allowed values are the names of a registry, and how to read them."""
 
     def estimators() -> list[str]:
-        from rlvr.advantages import ADVANTAGE_ESTIMATORS
+        from rlvr.algorithms.advantages import ADVANTAGE_ESTIMATORS
         return list(ADVANTAGE_ESTIMATORS)
 
     def losses() -> list[str]:
-        from rlvr.losses import POLICY_LOSSES
+        from rlvr.algorithms.losses import POLICY_LOSSES
         return list(POLICY_LOSSES)
 
     def kl() -> list[str]:
@@ -243,7 +243,7 @@ def render() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Write the reference (or, with ``--check``, say whether the file is stale)."""
-    parser = argparse.ArgumentParser(prog="python -m rlvr.config_docs", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m rlvr.config.docs", description=__doc__)
     parser.add_argument("--out", type=Path, default=DOC_PATH)
     parser.add_argument("--check", action="store_true", help="exit 1 if --out is stale")
     args = parser.parse_args(argv)
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         current = args.out.read_text() if args.out.exists() else ""
         if current != text:
-            print(f"{args.out} is stale: run python -m rlvr.config_docs", file=sys.stderr)
+            print(f"{args.out} is stale: run python -m rlvr.config.docs", file=sys.stderr)
             return 1
         return 0
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -9,15 +9,15 @@ from agents.errors import EngineConfigError
 
 @dataclass(kw_only=True)
 class TransformersOptions:
-    """Options of the in-process transformers engine (``agents.hf_engine.TransformersEngine``).
+    """Options of the in-process transformers engine (``agents.hf.engine.TransformersEngine``).
 
     Attributes:
         threads: intra-op threads of the engine's forwards, set on its worker thread only
-            (``agents.intra_op``): the thread that trains keeps ``trainer.threads``. Null keeps
+            (``agents.hf.intra_op``): the thread that trains keeps ``trainer.threads``. Null keeps
             the process's count. Small models decode faster on one thread: their many tiny ops
             gain nothing from a second one (the quickstart's rollout on two threads took 1.3x
             as long as on one; see BENCHMARKS.md); a large model on a many-core CPU wants more.
-        lean: run the hand-written forward of ``agents.lean_decoder`` when the model allows it
+        lean: run the hand-written forward of ``agents.hf.lean_decoder`` when the model allows it
             (same logits, less Python per step); false: always the module's own forward.
     """
 

@@ -15,7 +15,7 @@ with ``pi_theta`` the policy being trained and ``A`` the advantage:
     L = min(L, -A * dual_clip_c * w) where A < 0             (dual clip, when on)
 
 aggregated over the batch with ``loss_agg``; the objective maximised is ``-L``. This is
-``rlvr.losses.ppo_clip_loss`` (the ``vanilla`` policy loss) with ``is_weights =
+``rlvr.algorithms.losses.ppo_clip_loss`` (the ``vanilla`` policy loss) with ``is_weights =
 truncated_is_weights(old_logprobs, rollout_logprobs, mask, tis_cap)``, which is what
 ``rlvr.learner.Actor`` computes when ``actor.tis_cap`` is set (old logprobs from stage B or
 from the one-step update's own forward); ``decoupled_ppo_loss`` states it in one call (tests
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import torch
 
-from rlvr.losses import PolicyLossInputs, ppo_clip_loss, truncated_is_weights
+from rlvr.algorithms.losses import PolicyLossInputs, ppo_clip_loss, truncated_is_weights
 
 PAPER = "https://arxiv.org/abs/2505.24298"
 
@@ -63,7 +63,7 @@ def decoupled_ppo_loss(
         clip_low: ratio lower clip, in [0, 1).
         clip_high: ratio upper clip, >= 0.
         dual_clip_c: the dual clip (> 1) or None.
-        agg: aggregation mode (``rlvr.aggregate.AGG_MODES``).
+        agg: aggregation mode (``rlvr.algorithms.aggregate.AGG_MODES``).
 
     Returns:
         ``(loss, metrics)`` as ``ppo_clip_loss``, plus ``behaviour_weight_mean`` (token mean of

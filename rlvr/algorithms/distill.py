@@ -25,37 +25,11 @@ Deviations, on purpose:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from rlvr.config_checks import Checked, bounded
-from rlvr.masked import check_same_shape, masked
+from rlvr.algorithms.masked import check_same_shape, masked
 
-__all__ = ["TeacherConfig", "distill_advantages"]
-
-
-@dataclass(kw_only=True)
-class TeacherConfig(Checked):
-    """On-policy distillation from a frozen teacher (``teacher:`` in a training config).
-
-    Attributes:
-        path: a local HF causal-LM directory with the student's tokenizer; null (the default)
-            turns distillation off. Loaded like the reference model: frozen, sharded, bf16
-            under bf16 compute.
-        coef: the weight of the per-token reverse-KL reward in each token's advantage.
-        verifier_coef: the weight of the verifier's reward (its advantage from
-            ``algorithm.estimator``) added to it; 0 (the default) is pure distillation.
-    """
-
-    path: str | None = None
-    coef: float = bounded(1.0, gt=0)
-    verifier_coef: float = bounded(0.0, ge=0)
-
-    @property
-    def enabled(self) -> bool:
-        """Whether a teacher is loaded and its signal used."""
-        return self.path is not None
+__all__ = ["distill_advantages"]
 
 
 def distill_advantages(

@@ -9,7 +9,7 @@ raising the same ``ConfigError`` (``check_choice`` for names), so messages have 
     lr must be > 0; got 0.0
     mixed_precision: unknown value 'fp16'; allowed: auto, bf16, fp32
 
-Each ``ConfigError`` carries the field's ``key``: ``rlvr.config_loader.from_dict`` re-raises it
+Each ``ConfigError`` carries the field's ``key``: ``rlvr.config.loader.from_dict`` re-raises it
 under the dotted path of the component (``actor.optim.lr must be > 0; got 0.0``), so a message
 names the key the user typed and no internal prefix.
 """

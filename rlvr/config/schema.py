@@ -2,8 +2,8 @@
 
 A YAML file in ``configs/`` only fills these objects; nothing else reads it. Dotted
 ``key=value`` overrides (``algorithm.kl.placement=loss``) are applied on top by the generic
-loader (``rlvr.config_loader``), which checks every key and type before any work starts; each
-component checks its ranges with ``rlvr.config_checks`` (declared next to the field with
+loader (``rlvr.config.loader``), which checks every key and type before any work starts; each
+component checks its ranges with ``rlvr.config.checks`` (declared next to the field with
 ``bounded``) and the message names the key as typed (``actor.optim.lr must be > 0``).
 
 Component configs owned by other modules are composed, not copied: ``model.tiny`` is
@@ -26,14 +26,19 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from agents.engines import ENGINES
-from agents.hf_options import TransformersOptions
+from agents.hf.options import TransformersOptions
 from agents.runner import RunnerConfig
 from agents.sglang.options import SGLangOptions
-from rlvr.config_checks import Checked, bounded, check_choice, check_fields
-from rlvr.config_loader import load, merge
-from rlvr.distill import TeacherConfig
+from rlvr.config.checks import Checked, bounded, check_choice, check_fields
+from rlvr.config.loader import load, merge
 from rlvr.errors import ConfigError
-from rlvr.learner.config import KL_ESTIMATORS, ActorConfig, CriticConfig, LearnerConfig
+from rlvr.learner.config import (
+    KL_ESTIMATORS,
+    ActorConfig,
+    CriticConfig,
+    LearnerConfig,
+    TeacherConfig,
+)
 from rlvr.tiny import TinyModelSpec
 
 
@@ -266,7 +271,8 @@ class AlgorithmConfig:
     mini-batches, truncated IS) is configured on ``actor`` (``rlvr.learner.LearnerConfig``).
 
     Attributes:
-        estimator: an advantage estimator registered in ``rlvr.advantages`` (``gae``, ``grpo``,
+        estimator: an advantage estimator registered in ``rlvr.algorithms.advantages`` (``gae``,
+        ``grpo``,
             ``drgrpo``, ``rloo``, ``reinforce_pp``, ``reinforce_pp_baseline``, ...). Whether a
             critic is built follows from the registry (``needs_critic``), not from the name.
         gamma: discount factor (GAE, REINFORCE++).
@@ -281,7 +287,7 @@ class AlgorithmConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        from rlvr.advantages import ADVANTAGE_ESTIMATORS
+        from rlvr.algorithms.advantages import ADVANTAGE_ESTIMATORS
 
         check_choice("estimator", self.estimator, ADVANTAGE_ESTIMATORS)
 
@@ -308,7 +314,7 @@ class RolloutConfig:
             prompt) on a background thread while this step trains (``EpisodeRunner.open_ahead``):
             the same episodes, their Python beside the update's compute instead of in front of
             the next rollout. Envs are then reset one update early; false keeps them in step.
-        transformers: the transformers engine's options (``agents.hf_options.TransformersOptions``):
+        transformers: the transformers engine's options (``agents.hf.options.TransformersOptions``):
             ``threads`` (intra-op threads of its forwards, on its own thread; null keeps
             ``trainer.threads``), ``lean``.
         sglang: the SGLang engine's options (``agents.sglang.SGLangOptions``): ``url`` to
@@ -480,7 +486,8 @@ class TrainConfig:
             like any section but no critic is built.
         eval: held-out evaluation during training.
         trainer: run length, seed, outputs and checkpoints.
-        teacher: on-policy distillation from a frozen teacher (``rlvr.distill.TeacherConfig``:
+        teacher: on-policy distillation from a frozen teacher
+        (``rlvr.algorithms.distill.TeacherConfig``:
             ``path``, ``coef``, ``verifier_coef``); off while ``path`` is null.
     """
 

@@ -54,9 +54,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlvr.algorithms.masked import check_same_shape, masked_whiten
+from rlvr.algorithms.registry import Registry
 from rlvr.errors import ConfigError, ShapeError
-from rlvr.masked import check_same_shape, masked_whiten
-from rlvr.registry import Registry
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
