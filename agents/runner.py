@@ -51,7 +51,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import json
 import logging
 import threading
 from collections.abc import Callable, Coroutine, Sequence
@@ -60,6 +59,7 @@ from typing import Any, TypeVar
 from agents.chat import ChatRenderer
 from agents.engine import Engine, SamplingParams
 from agents.env_calls import EnvCallKilled, EnvCalls, EnvThreads, raise_in_thread
+from agents.env_pool import EnvPool
 from agents.episode import EpisodeRecord, jsonable
 from agents.episode_state import EpisodeState, close_quietly, raised_by_env, step_and_close
 from agents.errors import EngineAbortedError, EnvContractError, RunnerConfigError
@@ -100,8 +100,8 @@ class EpisodeRunner:
         pad = getattr(tokenizer, "pad_token_id", None)
         self._pad_id = pad if isinstance(pad, int) else self.renderer.end_of_turn_id
         self._env_calls = EnvCalls(self.config.env_workers, self.config.env_step_timeout_s)
-        self._idle_envs: dict[str, list[Any]] = {}
-        self._idle_lock = threading.Lock()
+        self._pool = EnvPool(self.config.reuse_envs)
+        self._openings_lock = threading.Lock()
         self._sampling_memo: dict[tuple[int, bool], SamplingParams] = {}
         self._opener: EnvThreads | None = None  # a daemon thread: a hung reset never blocks exit
         self._openings: list[Opening] = []
@@ -185,7 +185,7 @@ class EpisodeRunner:
             self._opener = EnvThreads(1, "open-ahead")
         openings = [Opening(tuple(specs), g, job, j, plan)
                     for j, ((specs, g), plan) in enumerate(zip(runs, plans))]
-        with self._idle_lock:
+        with self._openings_lock:
             self._openings.extend(openings)
         self._opener.submit(self._open_all_now, plans, job)
         return openings
@@ -194,25 +194,22 @@ class EpisodeRunner:
         """Hand back openings that will not be played: their envs go idle or are closed."""
         for opening in openings:
             if self._claim(opening):
-                self._release_now(self._settled_states(opening), keep=True)
+                self._pool.release_now(self._settled_states(opening), keep=True)
 
     def close(self) -> None:
         """Release unused openings, close the idle envs and shut the env threads down.
 
         Threads stuck in timed-out env calls are abandoned.
         """
-        with self._idle_lock:
+        with self._openings_lock:
             unused, self._openings = self._openings, []
         for opening in unused:
             opening.used = True
-            self._release_now(self._settled_states(opening), keep=False)
+            self._pool.release_now(self._settled_states(opening), keep=False)
         if self._opener is not None:
             self._opener.close()
             self._opener = None
-        with self._idle_lock:
-            idle, self._idle_envs = self._idle_envs, {}
-        for env in (e for envs in idle.values() for e in envs):
-            close_quietly(env)
+        self._pool.close()
         self._env_calls.close()
         self._loop.close()
 
@@ -226,12 +223,12 @@ class EpisodeRunner:
         for s in specs:
             ident = (s.env_id, id(s.env_kwargs))
             if ident not in keys:
-                keys[ident] = self._reuse_key(s)
+                keys[ident] = self._pool.key(s)
         return list(specs), [keys[s.env_id, id(s.env_kwargs)] for s in specs]
 
     def _claim(self, opening: Opening) -> bool:
         """Mark ``opening`` used; False when it already was."""
-        with self._idle_lock:
+        with self._openings_lock:
             if opening.used:
                 return False
             opening.used = True
@@ -257,12 +254,12 @@ class EpisodeRunner:
         opening.job.stop_unless_done()
         row, stuck = opening.taken()
         if not same:
-            self._release_now(row, keep=True)
+            self._pool.release_now(row, keep=True)
             raise RunnerConfigError("arun(opened=...) was given an Opening made for other specs "
                                     "or another group_size")
         errors = [s for s in row if isinstance(s, BaseException)]
         if errors:  # an agent error while opening stops the run, as it would in arun
-            self._release_now(row, keep=True)
+            self._pool.release_now(row, keep=True)
             raise errors[0]
         if stuck is not None:
             grouped, keys = opening.plan
@@ -302,23 +299,13 @@ class EpisodeRunner:
                         if stored:
                             job.states[run][i] = out
                     if not stored:  # its run gave up waiting and opens the rest itself
-                        self._release_now([out], keep=False)
+                        self._pool.release_now([out], keep=False)
                         return
         finally:
             with job.lock:
                 job.current = None
                 job.settle()
                 raise_in_thread(job.thread, None)  # a stop sent as the call returned
-
-    def _release_now(self, states: Sequence[Any], keep: bool) -> None:
-        """Keep opened envs idle (``keep``) or close them, from any thread, without a loop."""
-        for state in states:
-            if not isinstance(state, EpisodeState) or state.env is None:
-                continue
-            if keep and state.exc is None and self._give_idle(state.reuse_key, state.env):
-                continue
-            if not isinstance(state.exc, TimeoutError):
-                close_quietly(state.env)
 
     # ------------------------------------------------------------------ one episode
     async def _env_call(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -332,7 +319,7 @@ class EpisodeRunner:
         the episode (``state.exc``); any other exception stops the run.
         """
         state = EpisodeState(spec=spec, env_id=spec.env_id or "", reuse_key=key,
-                              env=self._take_idle(key))
+                              env=self._pool.take(key))
 
         def make_and_reset() -> Any:
             if state.env is None:
@@ -351,17 +338,17 @@ class EpisodeRunner:
     def _open_now(self, index: int, spec: EpisodeSpec, key: str | None) -> EpisodeState:
         """``_open`` in the calling thread (``open_ahead``'s): no loop, no env thread."""
         state = EpisodeState(spec=spec, env_id=spec.env_id or "", reuse_key=key,
-                              env=self._take_idle(key))
+                              env=self._pool.take(key))
         try:
             if state.env is None:
                 state.env = spec.make_env()
             self._opened(state, *state.env.reset(seed=spec.seed, options=spec.options))
         except EnvCallKilled:  # its run gave up waiting: the env it made is closed
-            self._release_now([state], keep=False)
+            self._pool.release_now([state], keep=False)
             raise
         except Exception as exc:
             if not (isinstance(exc, EnvContractError) or raised_by_env(exc)):
-                self._release_now([state], keep=False)
+                self._pool.release_now([state], keep=False)
                 raise
             self._fail(index, state, exc)
         return state
@@ -424,7 +411,7 @@ class EpisodeRunner:
 
     async def _release(self, state: EpisodeState) -> None:
         """Keep the episode's env for reuse, or close it (not one stuck in a timed-out call)."""
-        kept = state.reusable and self._give_idle(state.reuse_key, state.env)
+        kept = state.reusable and self._pool.give(state.reuse_key, state.env)
         if not kept and state.env is not None and not state.closed \
                 and not isinstance(state.exc, TimeoutError):
             state.closed = True
@@ -501,27 +488,6 @@ class EpisodeRunner:
                 max_new_tokens=budget, stop_token_ids=tuple(sorted(stop_ids)), stop=tuple(stops)
             )
         return params
-
-    def _reuse_key(self, spec: EpisodeSpec) -> str | None:
-        """The idle-env pool key of ``spec`` (None when its envs are not reused)."""
-        if not self.config.reuse_envs or spec.env_id is None:
-            return None
-        return json.dumps([spec.env_id, spec.env_kwargs], sort_keys=True, default=str)
-
-    def _take_idle(self, key: str | None) -> Any:
-        """An idle env for ``key`` (removed from the pool), or None."""
-        with self._idle_lock:
-            idle = self._idle_envs.get(key) if key is not None else None
-            return idle.pop() if idle else None
-
-    def _give_idle(self, key: str | None, env: Any) -> bool:
-        """Keep ``env`` for reuse under ``key``; False when the pool for ``key`` is full."""
-        with self._idle_lock:
-            idle = self._idle_envs.setdefault(key, []) if key is not None else None
-            if idle is None or env is None or len(idle) >= self.config.reuse_envs:
-                return False
-            idle.append(env)
-            return True
 
     async def _close_env(self, env: Any) -> None:
         try:

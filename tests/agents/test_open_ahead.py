@@ -71,7 +71,7 @@ def test_opened_ahead_episodes_are_the_episodes_played_without(solo_engine, tiny
             assert [[_key(t) for t in g] for g in got] == [[_key(t) for t in g] for g in expected]
             assert all(o.used for o in openings)
         assert ahead._openings == []
-        assert sum(len(v) for v in ahead._idle_envs.values()) == 12  # reused, as without
+        assert ahead._pool.idle_count() == 12  # reused, as without
     finally:
         plain.close()
         ahead.close()
@@ -159,7 +159,7 @@ def test_an_opening_is_for_its_own_specs_and_used_once(engine, tiny_tokenizer):
             _play(runner, [runs[0]], [openings[0]])
         runner.discard(openings[1:])
         assert all(o.used for o in openings) and runner._openings == []
-        assert sum(len(v) for v in runner._idle_envs.values()) == 12  # all handed back idle
+        assert runner._pool.idle_count() == 12  # all handed back idle
     finally:
         runner.close()
 

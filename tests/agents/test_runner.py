@@ -195,9 +195,9 @@ def test_reused_envs_play_the_same_episodes_as_fresh_ones(engine, tiny_tokenizer
     runner = EpisodeRunner(engine, tiny_tokenizer, replace(cfg, reuse_envs=8))
     reused = [runner.run(specs, group_size=3, seed=k) for k in range(2)]
     assert len(made) == 12 + 4  # 8 envs kept after the first run (the cap), 4 made again
-    assert sum(len(v) for v in runner._idle_envs.values()) == 8
+    assert runner._pool.idle_count() == 8
     runner.close()
-    assert runner._idle_envs == {}
+    assert runner._pool.idle_count() == 0
     for a, b in zip(fresh, reused):
         for x, y in zip(a, b):
             assert (x.prompt_ids, x.response_ids, x.token_level_scores, x.finish_reason) == \
