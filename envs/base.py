@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium
@@ -39,3 +40,18 @@ class TextEnv(gymnasium.Env[list[Message], str]):
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
+
+    def demonstration(self, tool_results: Sequence[Message], *,
+                      use_tool: bool = True) -> str | None:
+        """A scripted teacher's next turn on the current task, for supervised warm-ups.
+
+        Args:
+            tool_results: the tool messages this episode has received so far.
+            use_tool: whether the teacher uses the env's tools in this episode (if it has any).
+
+        Returns:
+            The turn's text, or None when the env has no teacher (this default). ``TaskEnv``
+            answers with the task's gold answer; ``ToolUseEnv`` with a calculator first calls
+            it and then answers with its result.
+        """
+        return None

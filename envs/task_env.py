@@ -102,6 +102,15 @@ class TaskEnv(TextEnv):
             raise ResetNeededError("no task yet: call reset() first")
         return copy.deepcopy(self._task)
 
+    def demonstration(self, tool_results: Sequence[Message], *,
+                      use_tool: bool = True) -> str | None:
+        """The task's gold answer (the final answer inside ``task["answer"]``), or None."""
+        if self._task is None or "answer" not in self._task:
+            return None
+        from envs.math_env import gold_answer
+
+        return gold_answer(str(self._task["answer"]))
+
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[list[Message], dict[str, Any]]:

@@ -12,6 +12,7 @@ counted in ``info["tool_errors"]``; it never raises.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,16 @@ DEFAULT_TOOL_SYSTEM_PROMPT = (
     "You may call several tools in one turn; their results come back in the next message. "
     "When you know the answer, reply without any tool call and end with 'Answer: <number>'."
 )
+
+
+#: The built-in calculator tool's name (``envs.tools``).
+CALCULATOR = "calculator"
+
+
+def calculator_call(expression: str, tool: str = CALCULATOR) -> str:
+    """The Hermes tool-call text that calls ``tool`` on ``expression``."""
+    payload = json.dumps({"name": tool, "arguments": {"expression": expression}})
+    return f"<tool_call>\n{payload}\n</tool_call>"
 
 
 class ToolUseEnv(TaskEnv):
@@ -102,6 +113,19 @@ class ToolUseEnv(TaskEnv):
     def tool_schemas(self) -> list[dict[str, Any]]:
         """The tools' schemas (OpenAI function format), as also given in ``reset``'s info."""
         return self.toolset.schemas()
+
+    def demonstration(self, tool_results: Sequence[Message], *,
+                      use_tool: bool = True) -> str | None:
+        """The calculator path when one is on offer and ``use_tool``, else the gold answer.
+
+        The calculator path calls it on the task's expression, then answers with its result.
+        """
+        task = self._task
+        if task is None or CALCULATOR not in self.toolset.tools or not use_tool:
+            return super().demonstration(tool_results, use_tool=use_tool)
+        if not tool_results:
+            return calculator_call(str(task.get("expression", task["question"])))
+        return str(tool_results[-1]["content"])
 
     def _on_reset(self, task: Task) -> None:
         self._tool_calls = 0

@@ -347,8 +347,8 @@ def supervised_warmup(
 class TaskExamples:
     """Supervised examples from the env's own tasks: ``(opening messages, gold answer)``.
 
-    The env must keep its current task in ``env.unwrapped.task`` with an ``answer`` field (the
-    built-in task envs do).
+    The answer is the env's scripted teacher's direct answer (``TextEnv.demonstration`` without
+    tools: the built-in task envs give their task's gold answer).
 
     Args:
         env_id: a registered env id.
@@ -371,15 +371,15 @@ class TaskExamples:
 
     def _example(self, **reset: Any) -> Example:
         messages, _ = self.env.reset(**reset)
-        task = getattr(self.env.unwrapped, "task", None)
-        if not isinstance(task, dict) or "answer" not in task:
+        demonstrate = getattr(self.env.unwrapped, "demonstration", None)
+        answer = demonstrate([], use_tool=False) if demonstrate is not None else None
+        if answer is None:
             raise ConfigError(
-                f"sft.enabled needs an env whose tasks carry an 'answer' (env.unwrapped.task); "
-                f"{self.env_id} does not; set sft.enabled=false"
+                f"sft.enabled needs an env that gives its tasks' answers (TextEnv.demonstration; "
+                f"task envs do when a task has an 'answer'); {self.env_id} does not; set "
+                "sft.enabled=false"
             )
-        from envs.math_env import gold_answer
-
-        return list(messages), gold_answer(str(task["answer"]))
+        return list(messages), answer
 
 
 def save_model(model: torch.nn.Module, tokenizer: Any, target: Path) -> Path:

@@ -79,12 +79,13 @@ class SFTConfig(Checked):
             task it is far from the target for most of the warm-up; a gate well below 1 skips
             those checks and still checks every step where the target can be reached.
         demos: ``answers`` trains on ``prompt -> gold answer`` pairs of fresh training tasks;
-            ``calculator`` on a fixed pool of ``num_demos`` multi-turn episodes of a scripted
-            calculator user (``rlvr.training.demonstrations``; tool envs only).
+            ``scripted`` on a fixed pool of ``num_demos`` multi-turn episodes of the env's
+            scripted teacher (``TextEnv.demonstration``, e.g. the tool envs' calculator user;
+            ``rlvr.training.demonstrations``).
         num_demos: the size of that pool.
-        tool_call_share: the share of the ``calculator`` pool that calls the calculator, in
-            (0, 1]; the rest answer directly with the gold answer (a model without a tool
-            habit). 1.0 (the default): every demonstration calls it.
+        tool_call_share: the share of the ``scripted`` pool whose teacher uses the env's
+            tools, in (0, 1]; the rest answer directly with the gold answer (a model without a
+            tool habit). 1.0 (the default): every demonstration uses them.
         mixed_steps: with ``tool_call_share`` < 1, a staged warm-up: first demonstrations that
             all call the tool (up to ``target_accuracy`` of the check, or ``max_steps``), then
             this many steps on the mixed pool (no check). 0 (the default): the mixed pool from
@@ -96,10 +97,10 @@ class SFTConfig(Checked):
             teacher-forced forward over the same tasks' gold answers, counting those whose every
             token is the model's argmax, a lower bound of greedy accuracy that costs a forward
             instead of a generation (``demos: answers`` only). ``tool_path``: the same
-            teacher-forced count over calculator demonstrations of ``eval_tasks`` held-out
+            teacher-forced count over scripted demonstrations of ``eval_tasks`` held-out
             tasks that all call the tool, leaving out the first model token (the decision to
             call): how reliably the model carries out a call and copies its result, whatever
-            share of its samples calls (``demos: calculator`` only). The accuracy before RL is
+            share of its samples calls (``demos: scripted`` only). The accuracy before RL is
             always measured by greedy evaluation.
     """
 
@@ -112,7 +113,7 @@ class SFTConfig(Checked):
     target_accuracy: float | None = bounded(None, gt=0, le=1)
     eval_tasks: int = bounded(64, gt=0)
     check_gate: float = bounded(0.0, ge=0, le=1)
-    demos: Literal["answers", "calculator"] = "answers"
+    demos: Literal["answers", "scripted"] = "answers"
     num_demos: int = bounded(300, gt=0)
     tool_call_share: float = bounded(1.0, gt=0, le=1)
     mixed_steps: int = bounded(0, ge=0)
@@ -124,11 +125,11 @@ class SFTConfig(Checked):
             raise ConfigError("check: exact_match needs demos: answers (multi-turn "
                               f"demonstrations are checked by greedy play); got {self.demos!r}",
                               key="check")
-        if self.check == "tool_path" and self.demos != "calculator":
-            raise ConfigError("check: tool_path needs demos: calculator (it replays held-out "
-                              f"calculator demonstrations); got {self.demos!r}", key="check")
-        if self.tool_call_share != 1.0 and self.demos != "calculator":
-            raise ConfigError("tool_call_share applies to demos: calculator only; got demos: "
+        if self.check == "tool_path" and self.demos != "scripted":
+            raise ConfigError("check: tool_path needs demos: scripted (it replays held-out "
+                              f"scripted demonstrations); got {self.demos!r}", key="check")
+        if self.tool_call_share != 1.0 and self.demos != "scripted":
+            raise ConfigError("tool_call_share applies to demos: scripted only; got demos: "
                               f"{self.demos!r}", key="tool_call_share")
         if self.mixed_steps and self.tool_call_share == 1.0:
             raise ConfigError("mixed_steps needs tool_call_share < 1 (the mixed pool); got "

@@ -1,18 +1,17 @@
-"""Multi-turn demonstrations for the supervised warm-up: a scripted tool user, token-exact.
+"""Multi-turn demonstrations for the supervised warm-up: the env's scripted teacher, token-exact.
 
-A scripted teacher plays the real env: on the first turn it calls the calculator with the task's
-expression (a ``<tool_call>`` block holding ``{"name": "calculator", "arguments":
-{"expression": "347*58"}}``), the env runs the call, and on the next turn the teacher answers
-with the tool's result. With no tools offered, it answers with the gold answer directly. A fixed
-pool of ``num_demos`` such episodes, each checked to earn the env's full reward, is built once.
+The env's own teacher (``TextEnv.demonstration``: e.g. ``ToolUseEnv`` with a calculator calls
+it on the task's expression, then answers with the tool's result; a task env without tools
+answers with the gold answer) plays the real env. A fixed pool of ``num_demos`` such episodes,
+each checked to earn the env's full reward, is built once.
 
-``tool_call_share`` < 1 makes only that share of the pool call the calculator (exactly
+``tool_call_share`` < 1 makes only that share of the pool use the env's tools (exactly
 ``round(share * num_demos)`` demonstrations, at least one); the others answer directly with the
 gold answer on the first turn, as a model without a tool habit would. Those direct demonstrations
 earn the env's full reward too (the answer is right), but a model too small to compute the
 answer in its weights cannot imitate them: it learns to answer directly *with wrong digits*, and
-to call the calculator (and copy its result) in about ``tool_call_share`` of its samples. RL
-then has a decision to learn, whether to call, rather than the copying itself.
+to call the tool (and copy its result) in about ``tool_call_share`` of its samples. RL then has a
+decision to learn, whether to call, rather than the copying itself.
 
 Each demonstration is tokenized exactly as the episode runner would record it (``agents.chat``):
 the opening prompt, then per turn the model's tokens (loss mask 1, ending with the end-of-turn
@@ -23,9 +22,7 @@ warm-up trains on the same token sequences RL later samples, and never on tool o
 
 from __future__ import annotations
 
-import json
 import random
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,40 +67,12 @@ class Demonstration:
         return self.ids, mask
 
 
-def calculator_call(expression: str, tool: str = "calculator") -> str:
-    """The Hermes tool-call text for ``expression``, as the teacher writes it."""
-    payload = json.dumps({"name": tool, "arguments": {"expression": expression}})
-    return f"<tool_call>\n{payload}\n</tool_call>"
-
-
-def teacher_action(task: dict[str, Any], tools: Sequence[str], history: Sequence[Message],
-                   *, use_tool: bool = True) -> str:
-    """The scripted teacher's next action.
+class ScriptedDemonstrations:
+    """A fixed pool of the env's scripted-teacher episodes; ``__call__(rng)`` draws one.
 
     Args:
-        task: the env's current task (``expression`` or ``question``, and ``answer``).
-        tools: names of the tools on offer (empty: answer directly).
-        history: the tool messages received so far in this episode.
-        use_tool: whether this episode calls the calculator when it is offered.
-
-    Returns:
-        A calculator call on the first turn when ``calculator`` is offered and ``use_tool``;
-        the last tool result after it; the gold answer when no calculator is offered or the
-        episode does not use it.
-    """
-    if "calculator" not in tools or not use_tool:
-        return str(task["answer"])
-    if not history:
-        return calculator_call(str(task.get("expression", task["question"])))
-    return str(history[-1]["content"])
-
-
-class CalculatorDemonstrations:
-    """A fixed pool of scripted calculator episodes; ``__call__(rng)`` draws one.
-
-    Args:
-        env_id: a registered id whose env keeps ``unwrapped.task`` and a ``toolset``
-            (``rlvr/ToolUse-v0``, ``rlvr/CompactToolUse-v0``).
+        env_id: a registered id whose env has a scripted teacher (``TextEnv.demonstration``;
+            e.g. ``rlvr/ToolUse-v0``, ``rlvr/CompactToolUse-v0``).
         env_kwargs: its constructor arguments (the training split).
         tokenizer: the policy's tokenizer (chat template).
         num_demos: demonstrations in the pool (distinct tasks).
@@ -111,13 +80,14 @@ class CalculatorDemonstrations:
         stop_at_tool_call: whether the runner stops generation at ``</tool_call>``
             (``RunnerConfig.stop_at_tool_call``); then a tool turn ends there and its turn
             closing is template tokens, as in a rollout.
-        tool_call_share: the share of demonstrations that call the calculator, in (0, 1];
-            the others answer directly (``sft.tool_call_share``). Ignored without a calculator
-            on offer (every demonstration then answers directly).
+        tool_call_share: the share of demonstrations whose teacher uses the env's tools, in
+            (0, 1]; the others answer directly (``sft.tool_call_share``). Ignored when the env
+            has no tools (every demonstration then answers directly).
 
     Raises:
-        ConfigError: the env is not a tool env, ``tool_call_share`` is outside (0, 1], or a
-            scripted episode failed to earn the full reward (the teacher and the env disagree).
+        ConfigError: the env has no scripted teacher, ``tool_call_share`` is outside (0, 1],
+            or a scripted episode failed to earn the full reward (the teacher and the env
+            disagree).
     """
 
     def __init__(self, env_id: str, env_kwargs: dict[str, Any], tokenizer: Any, *,
@@ -131,9 +101,7 @@ class CalculatorDemonstrations:
         stop_ids = tokenizer.encode("</tool_call>", add_special_tokens=False)
         self._tool_stop = stop_ids[0] if stop_at_tool_call and len(stop_ids) == 1 else None
         env = envs.make(env_id, **env_kwargs)
-        if not hasattr(env.unwrapped, "toolset"):
-            raise ConfigError(f"sft.demos='calculator' needs a tool env (rlvr/ToolUse-v0, "
-                              f"rlvr/CompactToolUse-v0); {env_id} has no tools")
+        self.env_id = env_id
         if not 0.0 < tool_call_share <= 1.0:
             raise ConfigError(f"tool_call_share must be in (0, 1]; got {tool_call_share}",
                               key="tool_call_share")
@@ -152,21 +120,24 @@ class CalculatorDemonstrations:
 
     @property
     def tool_call_share(self) -> float:
-        """The share of the pool's demonstrations that call the calculator."""
+        """The share of the pool's demonstrations that call a tool."""
         return sum(d.calls_tool for d in self.pool) / len(self.pool)
 
     def _play(self, env: Any, seed: int, *, use_tool: bool) -> Demonstration:
         messages, info = env.reset(seed=seed)
-        task = env.unwrapped.task
+        task = getattr(env.unwrapped, "task", {})
         schemas = info.get("tools") or None
-        tools = list(env.unwrapped.toolset.tools)
         ids = self.renderer.prompt_ids(messages, schemas)
         mask = [0] * len(ids)
         history: list[Message] = []
         reward = 0.0
         called = False
         for _ in range(getattr(env.unwrapped, "max_turns", 4)):
-            action = teacher_action(task, tools, history, use_tool=use_tool)
+            action = env.unwrapped.demonstration(history, use_tool=use_tool)
+            if action is None:
+                raise ConfigError(f"sft.demos='scripted' needs an env with a scripted teacher "
+                                  f"(TextEnv.demonstration, e.g. rlvr/ToolUse-v0); "
+                                  f"{self.env_id} has none", key="demos")
             called = called or action.startswith("<tool_call>")
             model = self.tokenizer.encode(action, add_special_tokens=False)
             if not (schemas and self._tool_stop is not None and model[-1] == self._tool_stop):
@@ -183,7 +154,7 @@ class CalculatorDemonstrations:
             mask += [0] * len(env_tokens)
         if reward < 1.0:
             raise ConfigError(
-                f"the scripted calculator demonstration of task {task.get('task_id')!r} earned "
+                f"the scripted demonstration of task {task.get('task_id')!r} earned "
                 f"reward {reward}, not 1.0; the teacher does not solve this env"
             )
         return Demonstration(ids=ids, loss_mask=mask, task_id=str(task.get("task_id")),

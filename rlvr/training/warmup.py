@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +52,11 @@ def check_env(config: TrainConfig) -> int | None:
 
 
 def check_warmup_answers(config: TrainConfig) -> None:
-    """The warm-up on gold answers needs tasks with an ``answer``: check one task now.
+    """The warm-up on gold answers needs an env that gives them: check one task now.
 
     Raises:
-        ConfigError: the env's task (``env.unwrapped.task``) has no ``answer`` (names
-            ``sft.enabled`` and the fields the task has).
+        ConfigError: the env's ``demonstration`` gives no answer for its first task (names
+            ``sft.enabled`` and, for a task env, the fields its task has).
     """
     from rlvr.errors import ConfigError
     from rlvr.sft import TaskExamples
@@ -63,7 +64,9 @@ def check_warmup_answers(config: TrainConfig) -> None:
     examples = TaskExamples(config.env.id, config.env.kwargs)
     try:
         examples.env.reset(seed=config.trainer.seed)
-        task = getattr(examples.env.unwrapped, "task", None)
+        demonstrate = getattr(examples.env.unwrapped, "demonstration", None)
+        answer = demonstrate([], use_tool=False) if demonstrate is not None else None
+        task = getattr(examples.env.unwrapped, "task", None) if answer is None else None
     except Exception as exc:
         raise ConfigError(
             f"sft.enabled=true: the warm-up takes its examples from env {config.env.id!r}, "
@@ -71,14 +74,14 @@ def check_warmup_answers(config: TrainConfig) -> None:
             f"{config.env.id}) or set sft.enabled=false", key="sft.enabled") from exc
     finally:
         examples.env.close()
-    if isinstance(task, dict) and "answer" in task:
+    if answer is not None:
         return
     fields = ", ".join(map(str, task)) if isinstance(task, dict) else "no task dict"
     raise ConfigError(
         f"sft.enabled=true (the supervised warm-up on gold answers) needs env {config.env.id!r} "
-        f"to keep its current task in env.unwrapped.task with an 'answer' field, the reply "
-        f"it trains on; its task has: {fields}. Set sft.enabled=false, or add an 'answer' to "
-        "each task", key="sft.enabled")
+        f"to give each task's answer (TextEnv.demonstration; task envs give task['answer']), "
+        f"the reply it trains on; its task has: {fields}. Set sft.enabled=false, or add an "
+        "'answer' to each task", key="sft.enabled")
 
 
 def warm_up(config: TrainConfig, base_dir: Path, tokenizer: Any, info: DistInfo,
@@ -89,7 +92,6 @@ def warm_up(config: TrainConfig, base_dir: Path, tokenizer: Any, info: DistInfo,
         ``(policy_dir, SFTResult or None)``: the directory RL starts from (the base model when
         the warm-up is off, or its saved result when resuming) and what the warm-up did.
     """
-    from agents.hf.engine import TransformersEngine
     from rlvr.learner import load_causal_lm
     from rlvr.sft import save_model, supervised_warmup
 
@@ -111,20 +113,8 @@ def warm_up(config: TrainConfig, base_dir: Path, tokenizer: Any, info: DistInfo,
         examples, encode = warmup_examples(config, tokenizer,
                                            tool_call_share=1.0 if staged else None)
         with contextlib.ExitStack() as stack:
-            if config.sft.check == "exact_match":
-                check, check_name = exact_match_check(config, tokenizer, model), \
-                    "held-out exact match"
-            elif config.sft.check == "tool_path":
-                check, check_name = tool_path_check(config, tokenizer, model), \
-                    "held-out tool-path exact match"
-            else:
-                engine = TransformersEngine(model, tokenizer, max_batch_size=64)
-                stack.callback(engine.close)
-                heldout = heldout_evaluator(config, engine, tokenizer, suite=None,
-                                            tasks=config.sft.eval_tasks, every=0)
-                stack.callback(heldout.close)
-                check, check_name = (lambda: heldout.evaluate(0)["eval/accuracy"]), \
-                    "held-out accuracy"
+            build_check, check_name = WARMUP_CHECKS[config.sft.check]
+            check = build_check(config, tokenizer, model, stack)
             result = supervised_warmup(
                 model, tokenizer, examples, config.sft, encode=encode,
                 seed=config.trainer.seed, evaluate=check, log=log,
@@ -168,7 +158,21 @@ def _record_diff(old: dict[str, Any] | None, new: dict[str, Any]) -> str:
     return "differs in " + ", ".join(sorted(k for k in new if old.get(k) != new[k]))
 
 
-def exact_match_check(config: TrainConfig, tokenizer: Any, model: Any) -> Any:
+def greedy_check(config: TrainConfig, tokenizer: Any, model: Any,
+                 stack: contextlib.ExitStack) -> Callable[[], float]:
+    """The ``sft.check: greedy`` accuracy check: greedy play of held-out tasks, as evaluation."""
+    from agents.hf.engine import TransformersEngine
+
+    engine = TransformersEngine(model, tokenizer, max_batch_size=64)
+    stack.callback(engine.close)
+    heldout = heldout_evaluator(config, engine, tokenizer, suite=None,
+                                tasks=config.sft.eval_tasks, every=0)
+    stack.callback(heldout.close)
+    return lambda: heldout.evaluate(0)["eval/accuracy"]
+
+
+def exact_match_check(config: TrainConfig, tokenizer: Any, model: Any,
+                      stack: contextlib.ExitStack) -> Callable[[], float]:
     """The ``sft.check: exact_match`` accuracy check of ``model``.
 
     The gold answers of the first ``sft.eval_tasks`` tasks of the held-out split (those greedy
@@ -188,20 +192,21 @@ def exact_match_check(config: TrainConfig, tokenizer: Any, model: Any) -> Any:
     return lambda: exact_match_rate(model, batch)
 
 
-def tool_path_check(config: TrainConfig, tokenizer: Any, model: Any) -> Any:
+def tool_path_check(config: TrainConfig, tokenizer: Any, model: Any,
+                    stack: contextlib.ExitStack) -> Callable[[], float]:
     """The ``sft.check: tool_path`` accuracy check of ``model``.
 
-    ``sft.eval_tasks`` calculator demonstrations played on the held-out split, every one calling
-    the tool, are collated once without their first model token (``after_decision``) and
+    ``sft.eval_tasks`` scripted demonstrations played on the held-out split, every one calling
+    a tool, are collated once without their first model token (``after_decision``) and
     scored by ``rlvr.sft.exact_match_rate``: the share the model would carry out exactly,
     call and copied answer, once it has decided to call.
     """
     from rlvr.sft import collate, exact_match_rate, pad_id
-    from rlvr.training.demonstrations import CalculatorDemonstrations
+    from rlvr.training.demonstrations import ScriptedDemonstrations
 
     kwargs = merge(config.env.kwargs, config.env.eval_kwargs)
     kwargs.setdefault("split", "test")  # as suite_for_env's entry
-    demos = CalculatorDemonstrations(
+    demos = ScriptedDemonstrations(
         config.env.id, kwargs, tokenizer, num_demos=config.sft.eval_tasks,
         seed=config.trainer.seed, stop_at_tool_call=config.rollout.runner.stop_at_tool_call)
     batch = collate([demo.after_decision() for demo in demos.pool], pad_id(tokenizer))
@@ -241,17 +246,41 @@ def warmup_examples(config: TrainConfig, tokenizer: Any, *,
                     tool_call_share: float | None = None) -> tuple[Any, Any]:
     """The warm-up's example stream and its encoder for ``sft.demos`` (None: the default).
 
-    ``tool_call_share`` overrides ``sft.tool_call_share`` for a calculator pool.
+    ``tool_call_share`` overrides ``sft.tool_call_share`` for a scripted pool.
     """
+    return WARMUP_DEMOS[config.sft.demos](config, tokenizer, tool_call_share)
+
+
+def answer_examples(config: TrainConfig, tokenizer: Any,
+                    tool_call_share: float | None) -> tuple[Any, Any]:
+    """``sft.demos: answers``: opening messages -> the env's gold answer, fresh tasks."""
     from rlvr.sft import TaskExamples
 
-    if config.sft.demos == "calculator":
-        from rlvr.training.demonstrations import CalculatorDemonstrations
-
-        share = config.sft.tool_call_share if tool_call_share is None else tool_call_share
-        demos = CalculatorDemonstrations(
-            config.env.id, config.env.kwargs, tokenizer, num_demos=config.sft.num_demos,
-            seed=config.trainer.seed, stop_at_tool_call=config.rollout.runner.stop_at_tool_call,
-            tool_call_share=share)
-        return demos, lambda demo: demo.encoded()
     return TaskExamples(config.env.id, config.env.kwargs), None
+
+
+def scripted_examples(config: TrainConfig, tokenizer: Any,
+                      tool_call_share: float | None) -> tuple[Any, Any]:
+    """``sft.demos: scripted``: a fixed pool of the env's scripted-teacher episodes."""
+    from rlvr.training.demonstrations import ScriptedDemonstrations
+
+    share = config.sft.tool_call_share if tool_call_share is None else tool_call_share
+    demos = ScriptedDemonstrations(
+        config.env.id, config.env.kwargs, tokenizer, num_demos=config.sft.num_demos,
+        seed=config.trainer.seed, stop_at_tool_call=config.rollout.runner.stop_at_tool_call,
+        tool_call_share=share)
+    return demos, lambda demo: demo.encoded()
+
+
+#: ``sft.check`` name -> (builder of the check, its name in logs). A builder returns a function
+#: of no arguments giving the accuracy; it may register clean-ups on the exit stack.
+WARMUP_CHECKS: dict[str, tuple[Callable[..., Callable[[], float]], str]] = {
+    "greedy": (greedy_check, "held-out accuracy"),
+    "exact_match": (exact_match_check, "held-out exact match"),
+    "tool_path": (tool_path_check, "held-out tool-path exact match"),
+}
+#: ``sft.demos`` name -> the builder of the warm-up's example stream and its encoder.
+WARMUP_DEMOS: dict[str, Callable[[TrainConfig, Any, float | None], tuple[Any, Any]]] = {
+    "answers": answer_examples,
+    "scripted": scripted_examples,
+}

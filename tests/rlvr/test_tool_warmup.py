@@ -1,13 +1,15 @@
 """Multi-turn calculator demonstrations and the warm-up's per-token loss mask."""
 
+import contextlib
 import random
 
 import pytest
 from transformers import AutoTokenizer
 
+from envs.tool_env import calculator_call
 from rlvr.errors import ConfigError
 from rlvr.sft import collate
-from rlvr.training.demonstrations import CalculatorDemonstrations, calculator_call, teacher_action
+from rlvr.training.demonstrations import ScriptedDemonstrations
 
 ENV = "rlvr/CompactToolUse-v0"
 
@@ -22,7 +24,7 @@ def _render(tokenizer, messages, tools=None):
 
 
 def test_demonstration_is_the_chat_template_rendering_with_only_model_tokens_trained(tokenizer):
-    demos = CalculatorDemonstrations(ENV, {}, tokenizer, num_demos=4, seed=0)
+    demos = ScriptedDemonstrations(ENV, {}, tokenizer, num_demos=4, seed=0)
     assert len({d.task_id for d in demos.pool}) == 4
     for demo in demos.pool:
         expression = demo.task_id.removeprefix("mul:")
@@ -47,7 +49,7 @@ def test_demonstration_is_the_chat_template_rendering_with_only_model_tokens_tra
 
 def test_with_schemas_in_the_prompt_a_tool_turn_ends_at_the_tool_call_tag(tokenizer):
     kwargs = {"source": "multiplication", "tools": ["calculator"], "system_prompt": None}
-    demo = CalculatorDemonstrations("rlvr/ToolUse-v0", kwargs, tokenizer, num_demos=1,
+    demo = ScriptedDemonstrations("rlvr/ToolUse-v0", kwargs, tokenizer, num_demos=1,
                                     seed=0).pool[0]
     tokens = tokenizer.convert_ids_to_tokens(demo.ids)
     close = len(tokens) - 1 - tokens[::-1].index("</tool_call>")  # the template has one too
@@ -56,7 +58,7 @@ def test_with_schemas_in_the_prompt_a_tool_turn_ends_at_the_tool_call_tag(tokeni
 
 
 def test_without_tools_the_teacher_answers_directly(tokenizer):
-    demo = CalculatorDemonstrations(ENV, {"tools": []}, tokenizer, num_demos=1, seed=3).pool[0]
+    demo = ScriptedDemonstrations(ENV, {"tools": []}, tokenizer, num_demos=1, seed=3).pool[0]
     a, b = demo.task_id.removeprefix("mul:").split("*")
     trained = [t for t, m in zip(demo.ids, demo.loss_mask) if m]
     assert tokenizer.decode(trained) == f"{int(a) * int(b)}<|im_end|>"
@@ -66,11 +68,11 @@ def test_without_tools_the_teacher_answers_directly(tokenizer):
 def test_tool_call_share_makes_the_rest_of_the_pool_answer_directly(tokenizer, share):
     import envs
 
-    demos = CalculatorDemonstrations(ENV, {}, tokenizer, num_demos=20, seed=0,
+    demos = ScriptedDemonstrations(ENV, {}, tokenizer, num_demos=20, seed=0,
                                      tool_call_share=share)
     calling = [d for d in demos.pool if d.calls_tool]
     assert len(calling) == round(20 * share) and demos.tool_call_share == share
-    full = CalculatorDemonstrations(ENV, {}, tokenizer, num_demos=20, seed=0)
+    full = ScriptedDemonstrations(ENV, {}, tokenizer, num_demos=20, seed=0)
     assert [d.task_id for d in demos.pool] == [d.task_id for d in full.pool]  # same tasks
     assert all(d.calls_tool for d in full.pool) and full.tool_call_share == 1.0
     env = envs.make(ENV)
@@ -94,18 +96,18 @@ def test_tool_call_share_makes_the_rest_of_the_pool_answer_directly(tokenizer, s
 
 def test_tool_call_share_is_checked(tokenizer):
     with pytest.raises(ConfigError, match="tool_call_share"):
-        CalculatorDemonstrations(ENV, {}, tokenizer, num_demos=2, seed=0, tool_call_share=0.0)
+        ScriptedDemonstrations(ENV, {}, tokenizer, num_demos=2, seed=0, tool_call_share=0.0)
     from rlvr.config import SFTConfig
 
     for bad in (0.0, 1.5):
         with pytest.raises(ConfigError, match="tool_call_share"):
-            SFTConfig(demos="calculator", tool_call_share=bad)
-    with pytest.raises(ConfigError, match="demos: calculator"):
+            SFTConfig(demos="scripted", tool_call_share=bad)
+    with pytest.raises(ConfigError, match="demos: scripted"):
         SFTConfig(demos="answers", tool_call_share=0.5)
 
 
 def test_after_decision_leaves_out_only_the_first_model_token(tokenizer):
-    demos = CalculatorDemonstrations(ENV, {}, tokenizer, num_demos=6, seed=2,
+    demos = ScriptedDemonstrations(ENV, {}, tokenizer, num_demos=6, seed=2,
                                      tool_call_share=0.5)
     first_tokens = set()
     for demo in demos.pool:
@@ -128,8 +130,9 @@ def test_tool_path_check_scores_held_out_tool_demonstrations(tiny_model_path, to
     path = Path(__file__).resolve().parents[2] / "configs" / "tool_quickstart.yaml"
     config = load_config(path, ["sft.check=tool_path", "sft.eval_tasks=4"])
     model = AutoModelForCausalLM.from_pretrained(tiny_model_path)
-    assert tool_path_check(config, tokenizer, model)() == 0.0  # an untrained model copies nothing
-    with pytest.raises(ConfigError, match="tool_path needs demos: calculator"):
+    check = tool_path_check(config, tokenizer, model, contextlib.ExitStack())
+    assert check() == 0.0  # an untrained model copies nothing
+    with pytest.raises(ConfigError, match="tool_path needs demos: scripted"):
         load_config(path, ["sft.check=tool_path", "sft.demos=answers"])
 
 
@@ -174,17 +177,52 @@ def test_staged_warm_up_trains_the_tool_pool_then_the_mixed_pool(tmp_path, monke
         load_config(path, ["sft.mixed_steps=10", "sft.tool_call_share=1.0"])
 
 
-def test_teacher_and_a_non_tool_env(tokenizer):
-    task = {"expression": "12*34", "question": "12*34", "answer": "408"}
-    assert teacher_action(task, ["calculator"], []) == calculator_call("12*34")
-    assert teacher_action(task, ["calculator"], [{"role": "tool", "content": "408"}]) == "408"
-    assert teacher_action(task, [], []) == "408"
-    with pytest.raises(ConfigError, match="needs a tool env"):
-        CalculatorDemonstrations("rlvr/Math-v0", {}, tokenizer, num_demos=1, seed=0)
+def test_the_env_teacher_calls_the_calculator_then_copies_its_result():
+    import envs
+
+    env = envs.make(ENV)
+    env.reset(seed=0)
+    task = env.unwrapped.task
+    expression = str(task.get("expression", task["question"]))
+    assert env.unwrapped.demonstration([]) == calculator_call(expression)
+    assert env.unwrapped.demonstration([{"role": "tool", "content": "408"}]) == "408"
+    assert env.unwrapped.demonstration([], use_tool=False) == str(task["answer"])
+    no_tools = envs.make(ENV, tools=[])
+    no_tools.reset(seed=0)
+    assert no_tools.unwrapped.demonstration([]) == str(no_tools.unwrapped.task["answer"])
+
+
+def test_a_task_env_without_tools_gives_direct_demonstrations(tokenizer):
+    kwargs = {"answer_format": "plain", "system_prompt": None, "source": "arithmetic"}
+    demos = ScriptedDemonstrations("rlvr/Math-v0", kwargs, tokenizer, num_demos=2, seed=0)
+    assert [d.calls_tool for d in demos.pool] == [False, False]
+    trained = tokenizer.decode([t for t, m in zip(demos.pool[0].ids, demos.pool[0].loss_mask)
+                                if m])
+    assert trained.endswith("<|im_end|>") and "<tool_call>" not in trained
+
+
+def test_an_env_without_a_teacher_is_refused(tokenizer):
+    import gymnasium
+
+    from envs import VerifierEnv
+    from verifiers import Verdict
+
+    class NoAnswer(VerifierEnv):
+        def __init__(self, split="train", **kwargs):
+            super().__init__([{"task_id": "w/0", "question": "abc"}],
+                             lambda response, task: Verdict(0.0, False, "wrong"),
+                             prompt_template="Reverse: {question}", **kwargs)
+
+    gymnasium.register("rlvrtest/NoTeacher-v0", entry_point=NoAnswer)
+    try:
+        with pytest.raises(ConfigError, match="has none"):
+            ScriptedDemonstrations("rlvrtest/NoTeacher-v0", {}, tokenizer, num_demos=1, seed=0)
+    finally:
+        gymnasium.registry.pop("rlvrtest/NoTeacher-v0")
 
 
 def test_collate_takes_a_per_token_mask(tokenizer):
-    demos = CalculatorDemonstrations(ENV, {}, tokenizer, num_demos=2, seed=1)
+    demos = ScriptedDemonstrations(ENV, {}, tokenizer, num_demos=2, seed=1)
     first, second = demos.pool
     input_ids, attention, loss_mask = collate([first.encoded(), (second.ids, 5)], 0)
     targets = input_ids[0, 1:][loss_mask[0].bool()].tolist()
@@ -194,7 +232,7 @@ def test_collate_takes_a_per_token_mask(tokenizer):
 
 
 def test_draws_come_from_the_fixed_pool(tokenizer):
-    demos = CalculatorDemonstrations(ENV, {}, tokenizer, num_demos=3, seed=0)
+    demos = ScriptedDemonstrations(ENV, {}, tokenizer, num_demos=3, seed=0)
     rng = random.Random(0)
     assert {demos(rng).task_id for _ in range(50)} == {d.task_id for d in demos.pool}
 
@@ -208,10 +246,10 @@ def test_tool_quickstart_config_and_its_ablation_load():
     path = Path(__file__).resolve().parents[2] / "configs" / "tool_quickstart.yaml"
     config = load_config(path)
     assert (config.env.id, config.sft.demos, config.eval.show_episodes) == (
-        "rlvr/CompactToolUse-v0", "calculator", 6)
+        "rlvr/CompactToolUse-v0", "scripted", 6)
     check_env(config)
     ablation = load_config(path, ["env.kwargs.tools=[]"])
     assert ablation.env.kwargs["tools"] == [] and ablation.trainer.steps == config.trainer.steps
     check_env(ablation)
     with pytest.raises(ConfigError, match="sft.demos"):
-        load_config(path, ["sft.demos=scripted"])
+        load_config(path, ["sft.demos=calculator"])  # the env gives the teacher: "scripted"
