@@ -41,11 +41,7 @@ import asyncio
 import concurrent.futures
 import importlib.util
 import itertools
-import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -55,7 +51,6 @@ from collections.abc import Iterable, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import torch
 
@@ -63,7 +58,7 @@ from agents.engine import Completion, SamplingParams, WeightsSource
 from agents.errors import EngineClosedError, MissingDependencyError, RequestError, SGLangError
 from agents.sglang.client import ServerClient, SGLangHTTPError, check_success
 from agents.sglang.dist_sync import DistributedWeights
-from agents.sglang.launch import default_device, launch_command, launch_env, server_python
+from agents.sglang.launch import default_device, server_python
 from agents.sglang.lora import serving_refusal, write_peft_adapter
 from agents.sglang.placement import (
     SyncFacts,
@@ -72,6 +67,7 @@ from agents.sglang.placement import (
     server_nccl,
     trainer_nccl,
 )
+from agents.sglang.process import ServerProcess, free_port, local_address
 from agents.sglang.server_info import (
     ServerInfo,
     check_server,
@@ -105,7 +101,8 @@ class SGLangEngine:
         api_key: the servers' ``--api-key`` (sent as ``Authorization: Bearer``).
         request_timeout_s: HTTP timeout of one request.
         max_concurrency: requests in flight at once (threads of the HTTP pool).
-        process: a server process this engine owns (``launch`` sets it); ``close`` stops it.
+        process: a server process this engine owns (``launch`` sets it; ``ServerProcess``);
+            ``close`` stops it.
         allow_unseeded: send seeded requests to servers that ignore seeds instead of refusing.
         weight_sync: how ``(name, tensor)`` pairs reach the servers: "auto" (chosen on attach,
             ``agents.sglang.placement``), "distributed" or "disk".
@@ -126,7 +123,7 @@ class SGLangEngine:
         api_key: str | None = None,
         request_timeout_s: float = 600.0,
         max_concurrency: int = 256,
-        process: subprocess.Popen[bytes] | None = None,
+        process: ServerProcess | None = None,
         allow_unseeded: bool = False,
         weight_sync: str = "auto",
         bucket_bytes: int = DEFAULT_BUCKET_BYTES,
@@ -164,7 +161,6 @@ class SGLangEngine:
         self._released: dict[str, tuple[str, ...]] = {}
         self._weights_stale = False
         self._closed = False
-        self._log: Path | None = None
         self._lora: dict[str, Any] | None = None
         self._lora_prefix = ""
         self._lora_base = ""
@@ -223,30 +219,24 @@ class SGLangEngine:
         if not Path(exe).exists():
             raise MissingDependencyError(f"the sglang server's python {exe!r} does not exist")
         device = device or default_device()
-        port = port or _free_port(host)
+        port = port or free_port(host)
         extra = list(extra_args)
         if mem_fraction_static is not None:
             extra += ["--mem-fraction-static", str(mem_fraction_static)]
-        cmd = launch_command(model_path, python=exe, host=host, port=port, device=device,
-                             tp_size=tp_size, api_key=api_key, deterministic=deterministic,
-                             extra_args=extra)
-        log = Path(log_path or Path(tempfile.mkdtemp(prefix="sglang-")) / "server.log")
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with log.open("wb") as sink:
-            proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT,
-                                    env=launch_env(device), start_new_session=True)
+        proc = ServerProcess.start(model_path, python=exe, host=host, port=port, device=device,
+                                   tp_size=tp_size, api_key=api_key, deterministic=deterministic,
+                                   extra_args=extra, log_path=log_path)
         engine_kwargs.setdefault("server_python", exe)
         engine = cls(f"http://{bracket_host(host)}:{port}", process=proc, api_key=api_key,
                      **engine_kwargs)
-        engine._log = log
         try:
-            engine.wait_healthy(startup_timeout_s, log)
+            engine.wait_healthy(startup_timeout_s)
         except BaseException:
             engine.close()
             raise
         return engine
 
-    def wait_healthy(self, timeout_s: float = 60.0, log: Path | None = None) -> None:
+    def wait_healthy(self, timeout_s: float = 60.0) -> None:
         """Block until every server answers ``GET /health`` with 200.
 
         Raises:
@@ -255,17 +245,21 @@ class SGLangEngine:
         deadline = time.monotonic() + timeout_s
         for url in self.server_urls:
             while True:
-                if self.process is not None and self.process.poll() is not None:
-                    raise SGLangError(f"sglang server exited with {self.process.returncode}"
-                                      + _tail(log))
+                code = self.process.exit_code() if self.process is not None else None
+                if code is not None:
+                    raise SGLangError(f"sglang server exited with {code}" + self._log_tail())
                 try:
                     self.clients[url].get("/health", timeout_s=10)
                     break
                 except SGLangError:
                     pass
                 if time.monotonic() > deadline:
-                    raise SGLangError(f"{url}/health not ready after {timeout_s}s" + _tail(log))
+                    raise SGLangError(f"{url}/health not ready after {timeout_s}s"
+                                      + self._log_tail())
                 time.sleep(1.0)
+
+    def _log_tail(self) -> str:
+        return self.process.tail() if self.process is not None else ""
 
     # ------------------------------------------------------------------ attach
     @property
@@ -585,16 +579,8 @@ class SGLangEngine:
         self._pool.shutdown(wait=False, cancel_futures=True)
         if self._dist.group is not None:
             self._dist.leave()
-        proc = self.process
-        if proc is not None and proc.poll() is None:
-            _signal_group(proc, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                _signal_group(proc, signal.SIGKILL)
-                proc.wait()
-        if proc is not None:
-            _signal_group(proc, signal.SIGKILL)  # scheduler/detokenizer children left behind
+        if self.process is not None:
+            self.process.stop()
 
     # ------------------------------------------------------------------ distributed weight path
     def init_weight_update_group(
@@ -621,9 +607,9 @@ class SGLangEngine:
             group_factory: overrides the engine's factory.
         """
         infos = self.infos
-        address = master_address or self.master_address or _local_address(self.server_urls[0])
+        address = master_address or self.master_address or local_address(self.server_urls[0])
         self._dist.join(
-            infos, address, master_port or _free_port(address),
+            infos, address, master_port or free_port(address),
             backend=backend or ("gloo" if all(i.device == "cpu" for i in infos.values())
                                 else "nccl"),
             group_name=group_name or f"rlvr_weights_{uuid.uuid4().hex[:12]}",
@@ -656,33 +642,3 @@ def _first_answer(client: ServerClient, paths: Sequence[str]) -> dict[str, Any] 
                 raise SGLangError(f"{client.url}{path}: HTTP {exc.status}; pass the server's "
                                   "--api-key (api_key=..., rollout.sglang.api_key)") from None
     return None
-
-
-def _free_port(host: str) -> int:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family) as s:
-        s.bind((host.strip("[]"), 0))
-        return int(s.getsockname()[1])
-
-
-def _local_address(url: str) -> str:
-    """The local address of a connection to ``url``'s host: how that server reaches us."""
-    parts = urlsplit(url)
-    host, port = parts.hostname or "127.0.0.1", parts.port or 80
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_DGRAM) as s:
-        s.connect((host, port))
-        return str(s.getsockname()[0])
-
-
-def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _tail(log: Path | None, n: int = 3000) -> str:
-    if log is None or not log.exists():
-        return ""
-    return "\n--- server log tail ---\n" + log.read_text(errors="replace")[-n:]
