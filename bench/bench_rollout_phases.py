@@ -7,7 +7,7 @@ episode's prompt, sampling params and request), the engine's forwards with their
 bookkeeping (``TransformersEngine._prefill`` and ``_decode_step`` minus sampling), per-row
 sampling (``_append_sampled``), the gaps between the engine's calls, and after the last forward
 (env steps, trajectories), and counts the process's minor page faults per rollout (see
-``rlvr.malloc_tuning``). Medians over the rollouts; as in training, each rollout's episodes are
+``agents.hf.malloc_tuning``). Medians over the rollouts; as in training, each rollout's episodes are
 opened ahead (``rollout.open_ahead``) while the previous one would train, outside its time, and
 the garbage collector is paused during the rollout (``rlvr.training.gc_control``).
 
