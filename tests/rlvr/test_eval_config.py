@@ -100,3 +100,27 @@ def test_temperature_zero_counts_as_one_for_logprobs_is_one_rule() -> None:
     logits, labels = torch.randn(2, 3, 5), torch.randint(0, 5, (2, 3))
     torch.testing.assert_close(logprobs_from_logits(logits, labels, temperature=0.0),
                                logprobs_from_logits(logits, labels, temperature=1.0))
+
+
+def test_each_engine_registers_its_options_class_and_has_a_section() -> None:
+    import dataclasses
+    import typing
+
+    from agents.engines import ENGINES, EngineRequest, engine_options, options_class
+    from agents.errors import EngineConfigError
+    from rlvr.config.engine import EngineSection
+
+    hints = typing.get_type_hints(EngineSection)
+    sections = {f.name for f in dataclasses.fields(EngineSection)} - {"engine"}
+    assert sections == set(ENGINES)
+    for name in ENGINES:
+        assert hints[name] is options_class(name)
+        assert isinstance(EngineSection(engine=name).engine_options, options_class(name))
+    request = EngineRequest(engine="sglang", model_path="m", options={"url": "http://h:1"})
+    assert engine_options(request) == SGLangOptions(url="http://h:1")
+    with pytest.raises(EngineConfigError, match="sglang engine options: .*'device'"):
+        engine_options(EngineRequest(engine="sglang", model_path="m", options={"device": "x"}))
+    with pytest.raises(EngineConfigError, match="the transformers engine takes "
+                                                "TransformersOptions; got SGLangOptions"):
+        engine_options(EngineRequest(engine="transformers", model_path="m",
+                                     options=SGLangOptions()))
