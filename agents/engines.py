@@ -2,17 +2,19 @@
 
 ``build_engine(EngineRequest(...))`` looks the engine's name up in ``ENGINES`` (name ->
 ``"module:function"`` of its builder, imported only when used, so ``sglang`` costs nothing
-unless asked for) and returns a ``BuiltEngine``. A third engine is one new module with a
-``build(request) -> BuiltEngine`` function and one line in ``ENGINES``; everything else reaches
-it through the ``agents.engine.Engine`` protocol (``update_weights``, ``release_memory``,
-``resume_memory`` are no-ops where they mean nothing).
+unless asked for) and returns a ``BuiltEngine``. Each engine registers its options dataclass in
+``ENGINE_OPTIONS`` (``engine_options(request)`` gives a builder its options, typed). A third
+engine is one new module with a ``build(request) -> BuiltEngine`` function, its options class,
+one line in each registry and a section of that name in ``rlvr.config.engine.EngineSection``;
+everything else reaches it through the ``agents.engine.Engine`` protocol (``update_weights``,
+``release_memory``, ``resume_memory`` are no-ops where they mean nothing).
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, is_dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,13 @@ ENGINES: dict[str, str] = {
     "sglang": "agents.sglang.engine_builder:build",
 }
 """Engine name -> ``"module:function"`` of its builder."""
+
+ENGINE_OPTIONS: dict[str, str] = {
+    "transformers": "agents.hf.options:TransformersOptions",
+    "sglang": "agents.sglang.options:SGLangOptions",
+}
+"""Engine name -> ``"module:Class"`` of its options dataclass (the section of the same name in
+the configs: ``rollout.<name>`` in training, ``<name>`` in ``rlvr eval``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,6 +108,41 @@ def check_engine_name(name: str, where: str = "engine") -> None:
                                 f"{', '.join(engine_names())}")
 
 
+def options_class(name: str) -> type:
+    """The options dataclass engine ``name`` registered in ``ENGINE_OPTIONS``.
+
+    Raises:
+        EngineConfigError: an unknown engine name.
+    """
+    check_engine_name(name, "engine")
+    module, _, cls = ENGINE_OPTIONS[name].partition(":")
+    found: type = getattr(importlib.import_module(module), cls)
+    return found
+
+
+def engine_options(request: EngineRequest) -> Any:
+    """``request.options`` as its engine's options dataclass.
+
+    A mapping is its fields; None gives the defaults.
+
+    Raises:
+        EngineConfigError: options of another type, or a bad field (named).
+    """
+    cls = options_class(request.engine)
+    options = request.options
+    if options is None:
+        return cls()
+    if isinstance(options, cls):
+        return options
+    if isinstance(options, Mapping):
+        try:
+            return cls(**options)
+        except TypeError as err:  # an unknown field
+            raise EngineConfigError(f"{request.engine} engine options: {err}") from err
+    raise EngineConfigError(f"the {request.engine} engine takes {cls.__name__}; got "
+                            f"{type(options).__name__}")
+
+
 def build_engine(request: EngineRequest) -> BuiltEngine:
     """Build the engine ``request.engine`` names.
 
@@ -115,10 +159,8 @@ def build_transformers(request: EngineRequest) -> BuiltEngine:
     """The in-process transformers engine (shares weights when given a module)."""
     from agents.hf.engine import TransformersEngine
 
-    options = request.options
-    if is_dataclass(options) and not isinstance(options, type):
-        options = asdict(options)
-    kwargs: dict[str, Any] = {"max_batch_size": request.max_batch_size, **dict(options or {})}
+    kwargs: dict[str, Any] = {"max_batch_size": request.max_batch_size,
+                              **asdict(engine_options(request))}
     if request.module is not None:
         engine = TransformersEngine(request.module, request.tokenizer, **kwargs)
         return BuiltEngine(engine, next(engine.model.parameters()).dtype, shares_weights=True,

@@ -39,7 +39,16 @@ class RunnerConfigError(AgentError, ValueError):
 
 
 class EngineConfigError(AgentError, ValueError):
-    """An engine option is invalid (the message names it and the allowed values)."""
+    """An engine option is invalid (the message names it and the allowed values).
+
+    ``key``, when given, is the option's name within its options class, and the message starts
+    with it (``threads must be ...``): a config loader re-raises it under the section's dotted
+    path (``rollout.transformers.threads`` in training, ``transformers.threads`` in ``rlvr eval``).
+    """
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 class RequestError(AgentError, ValueError):

@@ -23,7 +23,7 @@ from rlvr.errors import RlvrError, RunStoppedError
 USAGE = """usage: rlvr {train,eval,check-env,serve} ...
 
   rlvr train CONFIG [key=value ...] [--import MODULE]   train with a YAML config
-  rlvr eval --model PATH --suite NAME [...]            evaluate checkpoints (rlvr eval -h)
+  rlvr eval --model PATH --suite NAME [key=value ...]  evaluate checkpoints (rlvr eval -h)
   rlvr check-env ENV_ID [--import MODULE]              check an env's contract and hackability
   rlvr serve --model PATH [--host H] [--port P]        an OpenAI-compatible API on a checkpoint
 """
@@ -98,45 +98,91 @@ def interrupted_hint(config: Any, argv: list[str]) -> str:
 
 
 def _eval_parser() -> argparse.ArgumentParser:
+    """``rlvr eval``'s flags: each config flag's ``dest`` is its ``SuiteEvalConfig`` key."""
     from agents.engines import engine_names
+    from rlvr.evaluate import SuiteEvalConfig as C
 
     parser = argparse.ArgumentParser(
         prog="rlvr eval",
         description="Evaluate checkpoints on an env suite: pass@k table, report.md, plots, "
-        "episodes.jsonl and episodes.html.",
+        "episodes.jsonl and episodes.html. The flags set keys of the evaluation config; "
+        "any key can be set as a dotted key=value after them (e.g. transformers.threads=2, "
+        "sglang.weight_sync=disk), checked like rlvr train's.",
+        epilog="Example: rlvr eval --model M --suite arith-smoke --samples 4 "
+               "transformers.threads=2",
     )
     add = parser.add_argument
+
+    def key(flag: str, dest: str, **kwargs: Any) -> None:  # a config key: unset stays unset
+        add(flag, dest=dest, default=argparse.SUPPRESS, **kwargs)
+
     add("--model", action="append", required=True, metavar="PATH",
         help="HF checkpoint directory; repeat to compare (deltas are vs the first)")
-    add("--suite", required=True, help="suite name (configs/suites/NAME.yaml) or a YAML path")
-    add("--samples", type=int, default=1, help="episodes per task: the k of pass@k (default 1)")
-    add("--temperature", type=float, default=None,
+    key("--suite", "suite", required=True,
+        help="suite name (configs/suites/NAME.yaml) or a YAML path")
+    key("--samples", "samples", type=int,
+        help=f"episodes per task: the k of pass@k (default {C.samples})")
+    key("--temperature", "temperature", type=float,
         help="sampling temperature (default: 0 for --samples 1, else 1.0)")
-    add("--top-p", type=float, default=1.0, help="nucleus sampling mass (default 1.0)")
-    add("--max-turns", type=int, default=None,
+    key("--top-p", "top_p", type=float, help=f"nucleus sampling mass (default {C.top_p})")
+    key("--max-turns", "max_turns", type=int,
         help="model turns per episode (default: the runner's)")
-    add("--max-new-tokens", type=int, default=256, help="tokens per model turn (default 256)")
-    add("--max-response-tokens", type=int, default=None, help="model + env tokens per episode")
-    add("--stop", action="append", default=[], metavar="TEXT",
+    key("--max-new-tokens", "max_new_tokens", type=int,
+        help=f"tokens per model turn (default {C.max_new_tokens})")
+    key("--max-response-tokens", "max_response_tokens", type=int,
+        help="model + env tokens per episode")
+    key("--stop", "stop", action="append", metavar="TEXT",
         help="extra string that ends a model turn; repeatable")
-    add("--out", default=None, metavar="DIR", help="output directory (default outputs/eval/SUITE)")
-    add("--seed", type=int, default=0, help="root seed of every episode (default 0)")
-    add("--engine", choices=engine_names(), default="transformers", help="rollout engine")
-    add("--device", default=None, help="device for the transformers engine (default cpu)")
-    add("--sglang-url", default=None, metavar="URL",
+    key("--seed", "seed", type=int, help=f"root seed of every episode (default {C.seed})")
+    key("--engine", "engine", help=f"rollout engine: {', '.join(engine_names())} "
+        f"(default {C.engine})")
+    key("--device", "device", help="device of the transformers engine (default cpu)")
+    key("--sglang-url", "sglang.url", metavar="URL",
         help="with --engine sglang: attach to this server (it loads each --model from disk) "
-             "instead of launching one per model")
-    add("--sglang-allow-unseeded", action="store_true",
+             "instead of launching one per model (the key sglang.url)")
+    key("--sglang-allow-unseeded", "sglang.allow_unseeded", action="store_true",
         help="with --engine sglang: accept a server that ignores sampling seeds (CPU sglang); "
-             "sampled episodes are then not reproducible")
+             "sampled episodes are then not reproducible (the key sglang.allow_unseeded)")
+    key("--concurrency", "concurrency", type=int,
+        help=f"episodes in flight (default {C.concurrency})")
+    key("--env-step-timeout-s", "env_step_timeout_s", type=float, metavar="SECONDS",
+        help="limit of one env call (reset, a step): past it the episode ends with reason "
+             f"'timeout' and the call is stopped (default {C.env_step_timeout_s:g})")
+    add("overrides", nargs="*", metavar="key=value",
+        help="dotted overrides of the evaluation config, applied after the flags")
+    add("--out", default=None, metavar="DIR", help="output directory (default outputs/eval/SUITE)")
     add("--import", dest="imports", action="append", default=[], metavar="MODULE",
         help="import a module first (it registers its envs); repeatable")
-    add("--concurrency", type=int, default=64, help="episodes in flight (default 64)")
-    add("--env-step-timeout-s", type=float, default=60.0, metavar="SECONDS",
-        help="limit of one env call (reset, a step): past it the episode ends with reason "
-             "'timeout' and the call is stopped (default 60)")
     add("--no-progress", action="store_true", help="hide the progress bar")
     return parser
+
+
+_NOT_CONFIG = ("model", "overrides", "out", "imports", "no_progress")
+
+
+def eval_args(argv: Sequence[str]) -> tuple[argparse.Namespace, Any]:
+    """``rlvr eval``'s arguments and its ``SuiteEvalConfig``.
+
+    The config flags (each ``dest`` a dotted key) and then the dotted ``key=value`` overrides
+    build one config with the loader and checks of ``rlvr train``
+    (``rlvr.evaluate.eval_config``).
+
+    Raises:
+        ConfigError: an unknown key or a bad value (the message names the dotted key).
+    """
+    from rlvr.evaluate import eval_config
+
+    args = _eval_parser().parse_intermixed_args(list(argv))
+    fields: dict[str, Any] = {}
+    for dotted, value in vars(args).items():
+        if dotted in _NOT_CONFIG:
+            continue
+        *sections, name = dotted.split(".")
+        node = fields
+        for section in sections:
+            node = node.setdefault(section, {})
+        node[name] = value
+    return args, eval_config(fields, args.overrides)
 
 
 def eval_main(argv: Sequence[str]) -> int:
@@ -154,25 +200,11 @@ def eval_main(argv: Sequence[str]) -> int:
         print(f"rlvr eval: error: the evaluation module is not available ({err})",
               file=sys.stderr)
         return 2
-    args = _eval_parser().parse_args(list(argv))
-    out = Path(args.out) if args.out else Path("outputs") / "eval" / Path(args.suite).stem
-    engine_kwargs: dict[str, Any] = {}
-    if args.device and args.engine == "transformers":
-        engine_kwargs["device"] = args.device
-    if args.engine == "sglang":
-        if args.sglang_url:
-            engine_kwargs["url"] = args.sglang_url
-        if args.sglang_allow_unseeded:
-            engine_kwargs["allow_unseeded"] = True
     try:
-        results = evaluate(
-            args.model, args.suite, samples=args.samples, temperature=args.temperature,
-            max_turns=args.max_turns, out_dir=out, seed=args.seed, engine=args.engine,
-            engine_kwargs=engine_kwargs, imports=args.imports, progress=not args.no_progress,
-            top_p=args.top_p, max_new_tokens=args.max_new_tokens,
-            max_response_tokens=args.max_response_tokens, stop=tuple(args.stop),
-            concurrency=args.concurrency, env_step_timeout_s=args.env_step_timeout_s,
-        )
+        args, config = eval_args(argv)
+        out = Path(args.out) if args.out else Path("outputs") / "eval" / Path(config.suite).stem
+        results = evaluate(args.model, config=config, out_dir=out, imports=args.imports,
+                           progress=not args.no_progress)
     except (RlvrError, EnvError, AgentError) as err:
         print(f"rlvr eval: error: {err}", file=sys.stderr)
         return 2

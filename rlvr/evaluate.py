@@ -24,6 +24,7 @@ import json
 import platform
 import tempfile
 import time
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -32,11 +33,14 @@ from typing import Any
 from agents.engine import SamplingParams
 from agents.engines import engine_names
 from agents.runner import EpisodeRunner, RunnerConfig
+from rlvr.config.checks import bounded
+from rlvr.config.engine import EngineSection
+from rlvr.config.loader import from_dict, merge, parse_overrides
 from rlvr.errors import ConfigError, unknown_name
 from rlvr.eval.episodes import write_episodes
 from rlvr.eval.html import write_html
 from rlvr.eval.metrics import aggregate
-from rlvr.eval.plan import SuiteEntry, plan_episodes
+from rlvr.eval.plan import SuiteEntry, default_temperature, plan_episodes
 from rlvr.eval.plots import write_plots
 from rlvr.eval.report import write_report
 from rlvr.eval.rollout import play
@@ -46,6 +50,7 @@ __all__ = [
     "ENGINES",
     "Evaluator",
     "SuiteEvalConfig",
+    "eval_config",
     "evaluate",
     "load_suite_entries",
     "suite_entries",
@@ -57,84 +62,60 @@ ENGINES = engine_names()
 
 
 @dataclass(kw_only=True)
-class SuiteEvalConfig:
+class SuiteEvalConfig(EngineSection):
     """How to evaluate (every field is recorded in results.json).
+
+    Built like ``rlvr train``'s config: ``eval_config`` (and so ``rlvr eval``, whose flags are
+    these keys and which takes dotted ``key=value`` overrides after them) runs the loader of
+    ``rlvr.config.loader``, and the fields are checked by ``rlvr.config.checks``, so a message
+    names the key as typed (``sglang.weight_sync: unknown value ...``). ``engine``,
+    ``transformers`` and ``sglang`` are ``rlvr.config.engine.EngineSection``'s, the keys of
+    ``rollout.*`` in training.
 
     Attributes:
         suite: a suite name from ``configs/suites`` or a path to a suite YAML file.
-        samples: episodes per task (the ``k`` of pass@k, mean@k and maj@k), >= 1.
-        temperature: sampling temperature >= 0; None means 0 (greedy) when ``samples == 1``
-            and 1.0 otherwise (pass@k with greedy samples would equal pass@1).
-        top_p: nucleus sampling mass in (0, 1].
-        max_turns: model turns per episode, >= 1; None keeps the runner's default.
-        max_new_tokens: tokens per model turn, >= 1.
-        max_response_tokens: model + env tokens per episode, >= 1; None keeps the runner's
-            default.
+        samples: episodes per task (the ``k`` of pass@k, mean@k and maj@k).
+        temperature: sampling temperature (0 = greedy); null: ``rlvr.eval.plan.default_temperature``
+            (greedy for one sample, else 1.0: pass@k with greedy samples would equal pass@1).
+        top_p: nucleus sampling mass.
+        max_turns: model turns per episode; null keeps the runner's default.
+        max_new_tokens: tokens per model turn.
+        max_response_tokens: model + env tokens per episode; null keeps the runner's default.
         stop: extra strings that end a model turn (the chat template's end of turn always does).
         seed: the root of every episode's seed (``rlvr.eval.plan``).
-        engine: one of ``ENGINES``.
-        concurrency: episodes in flight at once, >= 1.
-        env_step_timeout_s: wall-clock limit of one env call (reset, a step), > 0: an episode
-            whose call runs past it ends with reason "timeout" and the call's work is stopped.
+        device: where an in-process engine (transformers) loads the checkpoint (null: cpu);
+            server engines ignore it.
+        concurrency: episodes in flight at once.
+        env_step_timeout_s: wall-clock limit of one env call (reset, a step): an episode whose
+            call runs past it ends with reason "timeout" and the call's work is stopped.
     """
 
     suite: str
-    samples: int = 1
-    temperature: float | None = None
-    top_p: float = 1.0
-    max_turns: int | None = None
-    max_new_tokens: int = 256
-    max_response_tokens: int | None = None
+    samples: int = bounded(1, ge=1)
+    temperature: float | None = bounded(None, ge=0)
+    top_p: float = bounded(1.0, gt=0, le=1)
+    max_turns: int | None = bounded(None, ge=1)
+    max_new_tokens: int = bounded(256, ge=1)
+    max_response_tokens: int | None = bounded(None, ge=1)
     stop: tuple[str, ...] = ()
-    seed: int = 0
-    engine: str = "transformers"
-    concurrency: int = 64
-    env_step_timeout_s: float = 60.0
+    seed: int = bounded(0, ge=0)
+    device: str | None = None
+    concurrency: int = bounded(64, ge=1)
+    env_step_timeout_s: float = bounded(60.0, gt=0)
 
     def __post_init__(self) -> None:
-        """Validate every field (raises ``ConfigError`` naming it); resolve ``temperature``."""
-        for name in (
-            "samples",
-            "max_new_tokens",
-            "concurrency",
-            "max_turns",
-            "max_response_tokens",
-        ):
-            value = getattr(self, name)
-            if value is None and name in ("max_turns", "max_response_tokens"):
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be an int >= 1; got {value!r}")
+        """Validate every field (``ConfigError`` naming it); resolve the null ones."""
+        super().__post_init__()
         # None limits are the runner's defaults, recorded as the numbers that run.
         if self.max_turns is None:
             self.max_turns = RunnerConfig.max_turns
         if self.max_response_tokens is None:
             self.max_response_tokens = RunnerConfig.max_response_tokens
         if self.temperature is None:
-            self.temperature = 0.0 if self.samples == 1 else 1.0
-        if not self.temperature >= 0:
-            raise ConfigError(f"temperature must be >= 0 (0 = greedy); got {self.temperature!r}")
-        if not 0 < self.top_p <= 1:
-            raise ConfigError(f"top_p must be in (0, 1]; got {self.top_p!r}")
+            self.temperature = default_temperature(self.samples)
         self.stop = tuple(self.stop)
         if not all(isinstance(s, str) and s for s in self.stop):
-            raise ConfigError(f"stop must hold non-empty strings; got {self.stop!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ConfigError(f"seed must be an int >= 0; got {self.seed!r}")
-        timeout = self.env_step_timeout_s
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
-            raise ConfigError(f"env_step_timeout_s must be a number > 0; got {timeout!r}")
-        if self.engine not in ENGINES:
-            raise ConfigError(f"engine must be one of {', '.join(ENGINES)}; got {self.engine!r}")
-
-    @classmethod
-    def build(cls, **fields: Any) -> SuiteEvalConfig:
-        """``SuiteEvalConfig(**fields)``, with an unknown field reported as a ``ConfigError``."""
-        known = [f.name for f in dataclasses.fields(cls)]
-        for name in fields:
-            if name not in known:
-                raise unknown_name("evaluation option", name, known)
-        return cls(**fields)
+            raise ConfigError(f"stop must hold non-empty strings; got {self.stop!r}", key="stop")
 
     def runner_config(self) -> RunnerConfig:
         """The episode runner's sampling and limits (``None`` limits keep the runner's)."""
@@ -209,15 +190,27 @@ def write_suite(entries: Sequence[SuiteEntry], path: Path, name: str = "heldout"
 
 
 # ----------------------------------------------------------------------------------- running
-def _build_engine(
-    path: Path, tokenizer: Any, config: SuiteEvalConfig, engine_kwargs: Mapping[str, Any]
-) -> Any:
-    """A rollout engine serving the checkpoint at ``path``, options ``engine_kwargs``."""
+def _build_engine(path: Path, tokenizer: Any, config: SuiteEvalConfig) -> Any:
+    """A rollout engine serving the checkpoint at ``path`` (``config.engine`` and its options)."""
     from agents.engines import EngineRequest, build_engine
 
     return build_engine(EngineRequest(engine=config.engine, model_path=path, tokenizer=tokenizer,
-                                      max_batch_size=32, serve_model=True,
-                                      options=dict(engine_kwargs))).engine
+                                      max_batch_size=32, serve_model=True, device=config.device,
+                                      options=config.engine_options)).engine
+
+
+def eval_config(fields: Mapping[str, Any], overrides: Sequence[str] = ()) -> SuiteEvalConfig:
+    """A ``SuiteEvalConfig`` from field values and dotted ``key=value`` overrides.
+
+    The loader of ``rlvr train`` (``rlvr.config.loader.from_dict``): sections may be given as
+    mappings (``{"sglang": {"url": URL}}``) or their dataclasses, ``overrides`` apply on top
+    (``["transformers.threads=2"]``).
+
+    Raises:
+        ConfigError: an unknown key (the keys allowed there) or a bad value, named as dotted.
+    """
+    return typing.cast(SuiteEvalConfig,
+                       from_dict(SuiteEvalConfig, merge(dict(fields), parse_overrides(overrides))))
 
 
 def check_model_path(path: str | Path) -> Path:
@@ -298,40 +291,33 @@ def write_outputs(
 
 def evaluate(
     models: str | Path | Sequence[str | Path],
-    suite: str | Path,
+    suite: str | Path | None = None,
     *,
-    samples: int = 1,
-    temperature: float | None = None,
-    max_turns: int | None = None,
+    config: SuiteEvalConfig | None = None,
     out_dir: str | Path | None = None,
-    seed: int = 0,
-    engine: str = "transformers",
-    engine_kwargs: Mapping[str, Any] | None = None,
     imports: Sequence[str] = (),
     progress: bool = True,
-    **options: Any,
+    **fields: Any,
 ) -> dict[str, Any]:
     """Evaluate one or more checkpoints on a suite.
 
     Args:
         models: HF checkpoint directories (one path or several); the first is the baseline of
             every delta in the report.
-        suite: a suite name (``configs/suites/NAME.yaml``) or a suite YAML path.
-        samples: episodes per task (k of pass@k).
-        temperature: sampling temperature; None = greedy for one sample, else 1.0.
-        max_turns: model turns per episode (None = the runner's default).
+        suite: a suite name (``configs/suites/NAME.yaml``) or a suite YAML path (the ``suite``
+            field; not needed with ``config``).
+        config: the whole ``SuiteEvalConfig`` (e.g. from ``eval_config``, as ``rlvr eval``
+            builds it); else it is built from ``suite`` and ``fields`` by ``eval_config``.
         out_dir: where to write results.json, report.md, plots/, episodes.jsonl and
             episodes.html; None writes nothing.
-        seed: root seed of every episode (same seed, same results).
-        engine: a name in ``ENGINES``: "transformers" (in-process, CPU or one GPU) or
-            "sglang" (launches a server on each checkpoint; its interpreter is
-            ``$RLVR_SGLANG_PYTHON`` when sglang lives in its own venv).
-        engine_kwargs: the engine's options (``TransformersEngine`` arguments such as
-            ``device``; ``agents.sglang.SGLangOptions`` fields for sglang).
         imports: modules to import first (third-party packages that register envs).
         progress: show a progress bar.
-        **options: other ``SuiteEvalConfig`` fields: ``top_p``, ``max_new_tokens``,
-            ``max_response_tokens``, ``stop``, ``concurrency``, ``env_step_timeout_s``.
+        **fields: other ``SuiteEvalConfig`` fields: ``samples`` (k of pass@k), ``temperature``
+            (None: greedy for one sample, else 1.0), ``max_turns``, ``seed``, ``top_p``,
+            ``max_new_tokens``, ``max_response_tokens``, ``stop``, ``concurrency``,
+            ``env_step_timeout_s``, ``device``, ``engine`` ("transformers" in-process, or
+            "sglang": a server launched on each checkpoint, or ``sglang={"url": URL}`` to
+            attach to one) and the engines' options (``transformers={"threads": 1}``).
 
     Returns:
         The results dict: ``config`` (the ``SuiteEvalConfig``), ``seed``, ``versions``, ``suite``
@@ -341,17 +327,14 @@ def evaluate(
 
     Raises:
         ConfigError: a bad argument or model path (the message names it).
-        UnknownNameError: an unknown suite (the message lists the suites) or option.
+        UnknownNameError: an unknown suite (the message lists the suites).
     """
-    config = SuiteEvalConfig.build(
-        suite=str(suite),
-        samples=samples,
-        temperature=temperature,
-        max_turns=max_turns,
-        seed=seed,
-        engine=engine,
-        **options,
-    )
+    if config is None:
+        if suite is None:
+            raise ConfigError("evaluate needs a suite (or a config)", key="suite")
+        config = eval_config({"suite": str(suite), **fields})
+    elif suite is not None or fields:
+        raise ConfigError("evaluate takes either config or suite and fields, not both")
     paths = [models] if isinstance(models, str | Path) else list(models)
     if not paths:
         raise ConfigError("models is empty; give at least one checkpoint directory")
@@ -367,7 +350,7 @@ def evaluate(
     all_records: list[dict[str, Any]] = []
     for path, label in zip(resolved, model_labels(resolved), strict=True):
         start = time.perf_counter()
-        records = _evaluate_model(path, label, entries, config, engine_kwargs or {}, progress)
+        records = _evaluate_model(path, label, entries, config, progress)
         results["timing"][label] = round(time.perf_counter() - start, 3)
         metrics = aggregate(records, config.samples, results["envs"])
         results["models"].append({"label": label, "path": str(path), "metrics": metrics})
@@ -395,7 +378,6 @@ def _evaluate_model(
     label: str,
     entries: Sequence[SuiteEntry],
     config: SuiteEvalConfig,
-    engine_kwargs: Mapping[str, Any],
     progress: bool,
 ) -> list[dict[str, Any]]:
     """The episodes.jsonl records of the checkpoint at ``path`` (its own engine and runner).
@@ -406,11 +388,11 @@ def _evaluate_model(
     if is_adapter_dir(path):
         with tempfile.TemporaryDirectory(prefix="rlvr-merged-") as merged:
             return _evaluate_model(_merge_adapter(path, Path(merged)), label, entries, config,
-                                   engine_kwargs, progress)
+                                   progress)
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(path))
-    engine = _build_engine(path, tokenizer, config, engine_kwargs)
+    engine = _build_engine(path, tokenizer, config)
     try:
         evaluator = Evaluator(entries, config.runner_config(), engine=engine, tokenizer=tokenizer,
                               samples=config.samples, seed=config.seed,

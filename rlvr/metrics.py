@@ -38,10 +38,10 @@ PLOT_PANELS = (
     ("reward/accuracy", "train accuracy", "share of episodes passed", False),
     ("eval/accuracy", "held-out greedy accuracy", "share of tasks passed", False),
     ("tool/episodes_with_call", "train tool-call share", "share of episodes with a call", True),
-    ("eval/heldout/episodes_with_tool_call", "held-out greedy tool-call share",
+    ("eval/heldout/tool/episodes_with_call", "held-out greedy tool-call share",
      "share of episodes with a call", True),
     ("tool/valid_call_rate", "train tool-call validity", "share of calls well-formed", True),
-    ("eval/heldout/tool_call_validity", "held-out tool-call validity",
+    ("eval/heldout/tool/valid_call_rate", "held-out tool-call validity",
      "share of calls well-formed", True),
     ("distill/reverse_kl", "per-token reverse KL to the teacher", "nats per token", False),
 )

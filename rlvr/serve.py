@@ -70,14 +70,16 @@ def _build(path: Path, args: argparse.Namespace):  # type: ignore[no-untyped-def
     from agents.engines import EngineRequest, build_engine
     from agents.gateway import Gateway
     from agents.gateway.server import GatewayServer
+    from rlvr.config.engine import EngineSection
+    from rlvr.config.loader import from_dict
 
+    # the engine section of rlvr train and rlvr eval: --sglang-url is the key sglang.url
+    section = from_dict(EngineSection, {"engine": args.engine, "sglang": {"url": args.sglang_url}})
     tokenizer = AutoTokenizer.from_pretrained(str(path))
-    options: dict[str, object] = {}
-    if args.engine == "sglang" and args.sglang_url:
-        options["url"] = args.sglang_url
     engine = build_engine(EngineRequest(
-        engine=args.engine, model_path=path, tokenizer=tokenizer, device=args.device,
-        max_batch_size=args.max_batch_size, serve_model=True, options=options)).engine
+        engine=section.engine, model_path=path, tokenizer=tokenizer, device=args.device,
+        max_batch_size=args.max_batch_size, serve_model=True,
+        options=section.engine_options)).engine
     gateway = Gateway(engine, tokenizer, model_name=args.model_name or path.name,
                       api_key=args.api_key)
     return GatewayServer(gateway, host=args.host, port=args.port)

@@ -78,6 +78,7 @@ from rlvr.training.state import Checkpoints, StageTimer, TrainerState
 from rlvr.training.stream import EpisodeStream
 from rlvr.training.sync_guard import SyncGuard
 from rlvr.training.warmup import check_env, warm_up
+from rlvr.trajectory import logprob_temperature
 
 if TYPE_CHECKING:
     from agents.engines import BuiltEngine
@@ -199,7 +200,7 @@ class Trainer:
         self.reference = reference_for(self.actor, self.policy_dir, actor_cfg, self.dist) \
             if cfg.algorithm.kl.enabled else None
         sampling = cfg.rollout.runner.sampling
-        self.temperature = sampling.temperature if sampling.temperature > 0 else 1.0
+        self.temperature = logprob_temperature(sampling.temperature)
         if cfg.rollout.max_staleness and self.dist.world_size > 1:
             raise ConfigError(f"rollout.max_staleness >= 1 runs on one rank; got "
                               f"{self.dist.world_size} ranks", key="rollout.max_staleness")
@@ -263,7 +264,7 @@ class Trainer:
             leader=self.dist.rank == 0,
             world_size=self.dist.world_size,
             work_dir=self.out,
-            options=getattr(rollout, rollout.engine, None),
+            options=rollout.engine_options,
             lora=lora.peft_kwargs() if (lora := self.config.actor.lora) is not None else None,
         ))
 

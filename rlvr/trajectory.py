@@ -18,6 +18,17 @@ ERROR_FINISH_REASON = "error"
 INVALID_FINISH_REASONS = frozenset({ERROR_FINISH_REASON, "timeout"})
 
 
+def logprob_temperature(temperature: float) -> float:
+    """The ``T`` of ``softmax(logits / T)`` that a trajectory's logprobs are taken under.
+
+    The sampling temperature, except that greedy decoding (temperature 0) counts as 1: its
+    logprobs are the model's own distribution. Engines (``agents.hf.sampling``) and the
+    learner (``rlvr.learner.logits``, the trainer) all score tokens through this function, so
+    ``rollout_logprobs`` and the learner's logprobs always mean the same distribution.
+    """
+    return 1.0 if temperature == 0 else float(temperature)
+
+
 class VerdictLike(Protocol):
     """What a verifier decided: the shape of ``verifiers.Verdict`` (rlvr core never imports it)."""
 

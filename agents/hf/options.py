@@ -1,4 +1,7 @@
-"""``TransformersOptions``: the transformers engine's own options (``rollout.transformers``)."""
+"""``TransformersOptions``: the transformers engine's own options.
+
+``rollout.transformers`` in the training config and ``transformers`` in ``rlvr eval``'s.
+"""
 
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ class TransformersOptions:
             isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1
         ):
             raise EngineConfigError(
-                f"transformers.threads must be null or an int >= 1; got {self.threads!r}"
+                f"threads must be null or an int >= 1; got {self.threads!r}", key="threads"
             )
         if not isinstance(self.lean, bool):
-            raise EngineConfigError(f"transformers.lean must be true or false; got {self.lean!r}")
+            raise EngineConfigError(f"lean must be true or false; got {self.lean!r}", key="lean")

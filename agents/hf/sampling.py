@@ -27,6 +27,7 @@ from typing import NamedTuple
 import torch
 
 from agents.engine import SamplingParams
+from rlvr.trajectory import logprob_temperature
 
 _MASK64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -114,10 +115,10 @@ class RowPlan(NamedTuple):
 def row_plan(p: SamplingParams) -> RowPlan:
     """``p`` as ``sample_planned`` reads it."""
     seed = None if p.seed is None else _signed(int(p.seed))
-    if p.temperature > 0:
-        return RowPlan(float(p.temperature), False, p.top_k > 0 or p.top_p < 1.0, p.top_k,
-                       p.top_p, seed)
-    return RowPlan(1.0, True, False, p.top_k, p.top_p, seed)
+    temperature = logprob_temperature(p.temperature)
+    if not p.greedy:
+        return RowPlan(temperature, False, p.top_k > 0 or p.top_p < 1.0, p.top_k, p.top_p, seed)
+    return RowPlan(temperature, True, False, p.top_k, p.top_p, seed)
 
 
 def sample_rows(

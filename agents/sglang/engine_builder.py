@@ -11,11 +11,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agents.engines import BuiltEngine, EngineRequest
+from agents.engines import BuiltEngine, EngineRequest, engine_options
 from agents.errors import EngineConfigError
 from agents.sglang.engine import SGLangEngine
 from agents.sglang.launch import PYTHON_ENV, default_device
@@ -32,11 +31,7 @@ def build(request: EngineRequest) -> BuiltEngine:
         EngineConfigError: launching asked with several trainer ranks, or options of a wrong type.
         SGLangError: the server is unusable (``agents.sglang.server_info``) or did not start.
     """
-    opts = request.options if request.options is not None else SGLangOptions()
-    if isinstance(opts, Mapping):
-        opts = SGLangOptions(**opts)
-    if not isinstance(opts, SGLangOptions):
-        raise EngineConfigError(f"the sglang engine takes SGLangOptions; got {type(opts).__name__}")
+    opts: SGLangOptions = engine_options(request)
     sync_dir = opts.sync_dir or (str(Path(request.work_dir) / "weights_sync")
                                  if request.work_dir else None)
     common: dict[str, Any] = {

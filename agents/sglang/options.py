@@ -1,6 +1,7 @@
 """``SGLangOptions``: how rlvr reaches SGLang servers and syncs weights into them.
 
-The same dataclass is ``rollout.sglang`` in the training config (``rlvr.config``).
+The same dataclass is ``rollout.sglang`` in the training config (``rlvr.config``) and ``sglang``
+in ``rlvr eval``'s (``rlvr.evaluate.SuiteEvalConfig``).
 """
 
 from __future__ import annotations
@@ -59,24 +60,22 @@ class SGLangOptions:
     request_timeout_s: float = 600.0
 
     def __post_init__(self) -> None:
-        """Validate the fields."""
+        """Validate the fields (``EngineConfigError`` names the field in its ``key``)."""
         if self.weight_sync not in WEIGHT_SYNCS:
             raise EngineConfigError(
-                f"rollout.sglang.weight_sync must be one of {', '.join(WEIGHT_SYNCS)}; "
-                f"got {self.weight_sync!r}"
-            )
+                f"weight_sync: unknown value {self.weight_sync!r}; allowed: "
+                f"{', '.join(sorted(WEIGHT_SYNCS))}", key="weight_sync")
         if isinstance(self.bucket_mb, bool) or not isinstance(self.bucket_mb, int) \
                 or self.bucket_mb < 1:
-            raise EngineConfigError(
-                f"rollout.sglang.bucket_mb must be an int >= 1; got {self.bucket_mb!r}"
-            )
+            raise EngineConfigError(f"bucket_mb must be an int >= 1; got {self.bucket_mb!r}",
+                                    key="bucket_mb")
         for name in ("startup_timeout_s", "request_timeout_s"):
             if not getattr(self, name) > 0:
-                raise EngineConfigError(f"rollout.sglang.{name} must be > 0; got "
-                                        f"{getattr(self, name)!r}")
+                raise EngineConfigError(f"{name} must be > 0; got {getattr(self, name)!r}",
+                                        key=name)
         if self.server_urls and not self.url:
-            raise EngineConfigError("rollout.sglang.server_urls needs rollout.sglang.url (the "
-                                    "router or first server that /generate goes to)")
+            raise EngineConfigError("server_urls needs url (the router or first server that "
+                                    "/generate goes to)", key="server_urls")
 
     @property
     def bucket_bytes(self) -> int:

@@ -4,10 +4,11 @@ Generic: nothing here knows which config it builds. ``from_dict`` builds a datac
 nested mapping; an unknown key fails with the keys allowed at that level and close-match
 suggestions (and, for a key in the class's ``MOVED_KEYS``, where it lives now); a value of the
 wrong type names the key and the expected type; an error a component raises about one of its
-fields (``rlvr.errors.ConfigError`` with a ``key``) is re-raised under the dotted path the user
-typed (``actor.optim.lr``). A class may define two classmethods that see its raw mapping before
-any field is built: ``import_plugins_from(data)`` imports the modules the mapping names, so that
-what they register (an env, an advantage estimator, a loss) is known when the fields are checked;
+fields (``rlvr.errors.ConfigError``, or any ``ValueError`` with a ``key``, such as an engine's
+``EngineConfigError``) is re-raised under the dotted path the user typed (``actor.optim.lr``).
+A class may define two classmethods that see its raw mapping before any field is built:
+``import_plugins_from(data)`` imports the modules the mapping names, so that what they register
+(an env, an advantage estimator, a loss) is known when the fields are checked;
 ``defaults_from(data)`` returns the mapping with defaults that depend on other keys filled in.
 
 Example::
@@ -154,6 +155,9 @@ def from_dict(cls: type[Any], data: Mapping[str, Any], *, prefix: str = "") -> A
             raise
         raise err.under(prefix) from err
     except (ValueError, TypeError) as err:
+        field_key = getattr(err, "key", None)  # a component's error naming its field (an engine's)
+        if isinstance(field_key, str):
+            raise ConfigError(str(err), key=field_key).under(prefix) from err
         where = f" in {prefix!r}" if prefix else ""
         raise ConfigError(f"invalid config{where}: {err}") from err
 

@@ -25,11 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from agents.engines import ENGINES
-from agents.hf.options import TransformersOptions
 from agents.runner import RunnerConfig
-from agents.sglang.options import SGLangOptions
 from rlvr.config.checks import Checked, bounded, check_choice, check_fields
+from rlvr.config.engine import EngineSection
 from rlvr.config.loader import load, merge
 from rlvr.errors import ConfigError
 from rlvr.learner.config import (
@@ -294,12 +292,13 @@ class AlgorithmConfig:
 
 
 @dataclass(kw_only=True)
-class RolloutConfig:
+class RolloutConfig(EngineSection):
     """Stage A: which episodes are played each step, and on which engine.
 
+    ``engine``, ``transformers`` and ``sglang`` are ``rlvr.config.engine.EngineSection``'s (the
+    same keys ``rlvr eval`` takes at its top level).
+
     Attributes:
-        engine: ``transformers`` (in-process; with one rank it shares the actor's weights) or
-            ``sglang`` (a server; weights pushed after each step).
         prompts_per_step: distinct tasks per training step over all ranks; each rank plays
             ``prompts_per_step / world_size`` of them.
         group_size: episodes sampled per task (GRPO's G).
@@ -315,13 +314,6 @@ class RolloutConfig:
             prompt) on a background thread while this step trains (``EpisodeRunner.open_ahead``):
             the same episodes, their Python beside the update's compute instead of in front of
             the next rollout. Envs are then reset one update early; false keeps them in step.
-        transformers: the transformers engine's options (``agents.hf.options.TransformersOptions``):
-            ``threads`` (intra-op threads of its forwards, on its own thread; null keeps
-            ``trainer.threads``), ``lean``.
-        sglang: the SGLang engine's options (``agents.sglang.SGLangOptions``): ``url`` to
-            attach to (null launches a server on the policy), ``weight_sync`` (``auto``,
-            ``distributed`` or ``disk``), ``bucket_mb``, ``python`` (the server's venv),
-            ``launch_args``, ...
         max_logprob_diff: the sync guard: the run stops when a step's ``rollout/logprob_diff``
             (engine vs learner logprobs, token mean) exceeds it; null picks the default for the
             engine's dtype (``rlvr.training.sync_guard``), ``.inf`` disables it.
@@ -333,21 +325,17 @@ class RolloutConfig:
             rank and the transformers engine only.
     """
 
-    engine: str = "transformers"
     prompts_per_step: int = bounded(8, gt=0)
     group_size: int = bounded(8, gt=0)
     runner: RunnerConfig = field(default_factory=RunnerConfig)
     dynamic_sampling: bool = False
     max_refill_rounds: int = bounded(3, ge=0)
     open_ahead: bool = True
-    transformers: TransformersOptions = field(default_factory=TransformersOptions)
-    sglang: SGLangOptions = field(default_factory=SGLangOptions)
     max_logprob_diff: float | None = None
     max_staleness: int = bounded(0, ge=0)
 
     def __post_init__(self) -> None:
-        check_fields(self)
-        check_choice("engine", self.engine, ENGINES)
+        super().__post_init__()
         if self.max_staleness and self.engine != "transformers":
             raise ConfigError(f"max_staleness >= 1 (asynchronous RL) runs the transformers engine "
                               f"only; got engine {self.engine!r}", key="max_staleness")

@@ -2,9 +2,10 @@
 
 An episode record is the flat dict ``rlvr.eval.episodes`` writes (one line of episodes.jsonl);
 the fields read here are ``env``, ``task_id``, ``reward``, ``score``, ``passed``, ``answer``,
-``turns``, ``tool_calls``, ``tool_call_errors``, ``model_tokens``, ``finish_reason`` and
-``verdict_reason``. Tasks are keyed by ``(env, task_id)``; "overall" pools every task of every
-env (a micro-average over tasks, so an env with more tasks weighs more).
+``turns``, ``tool_calls``, ``tool_call_errors`` (read as ``rlvr.tool_metrics.ToolUse``),
+``model_tokens``, ``finish_reason`` and ``verdict_reason``. Tasks are keyed by
+``(env, task_id)``; "overall" pools every task of every env (a micro-average over tasks, so an
+env with more tasks weighs more).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from rlvr.errors import ConfigError
 from rlvr.eval.passk import maj_at_k, mean_at_k, pass_at_k_curve
+from rlvr.tool_metrics import ToolUse, tool_counts, tool_rates
 
 __all__ = [
     "OVERALL",
@@ -69,11 +71,10 @@ def summarize(records: Sequence[Record], samples: int) -> dict[str, Any]:
         A JSON-ready dict: ``episodes``, ``tasks``, ``samples``, ``mean_reward``, ``pass@1`` ..
         ``pass@{samples}`` (unbiased; a task with fewer samples caps k), ``mean@{samples}``
         (mean verdict score), ``maj@{samples}`` (None when no episode has an extracted answer),
-        ``mean_turns``, ``tool_calls``, ``tool_call_validity`` (valid / all tool calls, over
-        the episodes whose env checks tool calls; None when there were none),
-        ``episodes_with_tool_call`` (share of episodes with at least one tool call),
-        ``accuracy_with_tool_call`` (passed share of those episodes; None when there were
-        none), ``mean_response_tokens`` (model tokens per episode),
+        ``mean_turns``, the tool metrics of ``rlvr.tool_metrics.tool_rates`` as training logs
+        them (``tool/calls_per_episode``, ``tool/valid_call_rate``, ...; a rate with nothing
+        to count is None; absent when no env checked tool calls and none was made),
+        ``mean_response_tokens`` (model tokens per episode),
         ``finish_reasons`` (counts), ``errors`` (finish reason "error"), ``timeouts`` (verdict
         reason "timeout", or an env call that hit the runner's time limit) and ``truncated``
         (finish reasons in ``TRUNCATION_REASONS``).
@@ -102,19 +103,12 @@ def summarize(records: Sequence[Record], samples: int) -> dict[str, Any]:
         if has_answers
         else None
     )
-    calls = sum(int(r.get("tool_calls", 0)) for r in records)
-    checked = [r for r in records if r.get("tool_call_errors") is not None]
-    checked_calls = sum(int(r.get("tool_calls", 0)) for r in checked)
-    bad = sum(int(r["tool_call_errors"]) for r in checked)
     reasons = Counter(str(r["finish_reason"]) for r in records)
-    calling = [bool(r["passed"]) for r in records if int(r.get("tool_calls", 0)) > 0]
+    tools = tool_rates(tool_counts(ToolUse.of_record(r) for r in records))
     out.update(
         {
             "mean_turns": _mean([float(r.get("turns", 0)) for r in records]),
-            "tool_calls": calls,
-            "tool_call_validity": (checked_calls - bad) / checked_calls if checked_calls else None,
-            "episodes_with_tool_call": len(calling) / len(records) if records else 0.0,
-            "accuracy_with_tool_call": _mean([float(p) for p in calling]) if calling else None,
+            **{name: None if math.isnan(v) else v for name, v in tools.items()},
             "mean_response_tokens": _mean([float(r.get("model_tokens", 0)) for r in records]),
             "finish_reasons": dict(sorted(reasons.items())),
             "errors": reasons.get("error", 0),
@@ -160,7 +154,7 @@ def metric_names(samples: int) -> list[str]:
             f"mean@{samples}",
             f"maj@{samples}",
             "mean_turns",
-            "tool_call_validity",
+            "tool/valid_call_rate",
             "mean_response_tokens",
             "errors",
             "timeouts",

@@ -13,7 +13,18 @@ from typing import Any
 
 from rlvr.seeds import derived_seed
 
-__all__ = ["PlannedEpisode", "SuiteEntry", "episode_seed", "plan_episodes"]
+__all__ = ["PlannedEpisode", "SuiteEntry", "default_temperature", "episode_seed", "plan_episodes"]
+
+
+def default_temperature(samples: int) -> float:
+    """The sampling temperature of an evaluation that sets none.
+
+    Greedy (0) for one sample per task, else 1.0 (pass@k over greedy samples would equal pass@1).
+
+    ``rlvr eval`` (``SuiteEvalConfig.temperature: null``) and the trainer's held-out evaluation
+    both use it.
+    """
+    return 0.0 if samples == 1 else 1.0
 
 
 @dataclass(frozen=True)

@@ -152,7 +152,7 @@ def render_report(results: Results) -> str:
         "",
         "pass@k is the unbiased estimator of Chen et al. 2021; mean@k is the mean verdict score "
         "of the k samples; maj@k counts a task as solved when its majority answer passed "
-        "(n/a where answers cannot be compared); tool_call_validity is valid / all tool calls.",
+        "(n/a where answers cannot be compared); tool/valid_call_rate is valid / all tool calls.",
         "",
         "## Summary",
         "",

@@ -15,6 +15,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from rlvr.errors import ConfigError, ShapeError
+from rlvr.trajectory import logprob_temperature
 
 __all__ = ["CHUNK_ELEMENTS", "entropy_from_logits", "logprobs_from_logits"]
 
@@ -25,7 +26,7 @@ CHUNK_ELEMENTS = 1 << 24
 def _scaled_temperature(temperature: float) -> float:
     if temperature < 0:
         raise ConfigError(f"temperature must be >= 0; got {temperature}")
-    return 1.0 if temperature == 0 else float(temperature)
+    return logprob_temperature(temperature)
 
 
 def _chunk_logprobs(z: torch.Tensor, labels: torch.Tensor, t: float) -> torch.Tensor:

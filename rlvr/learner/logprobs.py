@@ -45,6 +45,7 @@ from torch import nn
 from rlvr.batch import RolloutBatch
 from rlvr.hf_compat import activation_checkpointing_on, cache_kwargs
 from rlvr.learner.logits import CHUNK_ELEMENTS, entropy_from_logits, logprobs_from_logits
+from rlvr.trajectory import logprob_temperature
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,7 @@ class _ScoringHead:
             raise TypeError(f"{type(model).__name__} has no nn.Linear output embedding (LM head)")
         self.head = head
         self.labels = labels
-        self.t = 1.0 if temperature == 0 else float(temperature)
+        self.t = logprob_temperature(temperature)
         self.entropy = entropy
         self.chunk = chunk
         self.rows = rows  # gather these rows of the hidden states first (one per scored row)

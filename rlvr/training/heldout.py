@@ -4,7 +4,7 @@ The held-out suite is ``eval.suite`` when one is named, else built in memory fro
 env: the same id and kwargs merged with ``env.eval_kwargs``, ``tasks`` tasks of its split
 (``"test"`` unless the eval kwargs name one), under the entry key ``heldout``; the run writes
 it to ``output_dir/eval_suite.yaml`` for ``rlvr eval --suite`` (training never reads it back).
-Episodes are greedy for one sample per task (else temperature 1), with the rollout's turn
+Episodes sample at ``rlvr.eval.plan.default_temperature(eval.samples)``, with the rollout's turn
 limit, env-call time limit (``rollout.runner.env_step_timeout_s``) and env threads, and
 ``eval.max_new_tokens`` tokens per turn.
 """
@@ -17,7 +17,7 @@ from typing import Any
 from agents.engine import SamplingParams
 from agents.runner import RunnerConfig
 from rlvr.config import TrainConfig, merge
-from rlvr.eval.plan import SuiteEntry
+from rlvr.eval.plan import SuiteEntry, default_temperature
 from rlvr.evaluate import Evaluator, load_suite_entries, suite_entries, write_suite
 
 
@@ -45,7 +45,7 @@ def heldout_evaluator(config: TrainConfig, engine: Any, tokenizer: Any, *, suite
     runner = RunnerConfig(
         max_turns=train_runner.max_turns, max_tokens_per_turn=ev.max_new_tokens,
         env_step_timeout_s=train_runner.env_step_timeout_s, env_workers=train_runner.env_workers,
-        sampling=SamplingParams(temperature=0.0 if ev.samples == 1 else 1.0),
+        sampling=SamplingParams(temperature=default_temperature(ev.samples)),
     )
     entries = heldout_entries(config, suite, tasks)
     if suite_path is not None and not suite:

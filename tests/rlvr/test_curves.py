@@ -5,11 +5,11 @@ from rlvr.metrics import heldout_summary, plot_curves, plotted_panels
 
 def _math_run() -> list[dict]:
     """A 25-step math run's records, as the quickstart logs them (no tool in the env)."""
-    records = [{"step": 0, "eval/accuracy": 0.25, "eval/heldout/episodes_with_tool_call": 0.0}]
+    records = [{"step": 0, "eval/accuracy": 0.25, "eval/heldout/tool/episodes_with_call": 0.0}]
     records += [{"step": s, "reward/mean": 0.1, "reward/accuracy": 0.1} for s in range(1, 26)]
     records[-1]["tool/valid_call_rate"] = 1.0  # a stray call at the last step
     records.append({"step": 25, "eval/accuracy": 0.295,
-                    "eval/heldout/episodes_with_tool_call": 0.0})
+                    "eval/heldout/tool/episodes_with_call": 0.0})
     return records
 
 
@@ -28,9 +28,9 @@ def test_a_reward_equal_to_accuracy_gets_one_panel_and_a_different_one_its_own()
 
 def test_a_tool_run_draws_its_tool_panels():
     records = _math_run() + [{"step": s, "tool/episodes_with_call": s / 30} for s in (1, 2, 3)]
-    records.append({"step": 25, "eval/heldout/episodes_with_tool_call": 0.9})
+    records.append({"step": 25, "eval/heldout/tool/episodes_with_call": 0.9})
     keys = [key for key, _, _ in plotted_panels(records)]
-    assert "tool/episodes_with_call" in keys and "eval/heldout/episodes_with_tool_call" in keys
+    assert "tool/episodes_with_call" in keys and "eval/heldout/tool/episodes_with_call" in keys
     assert "tool/valid_call_rate" not in keys  # one point is no curve
 
 

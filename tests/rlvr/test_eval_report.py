@@ -112,11 +112,12 @@ def test_summarize_numbers() -> None:
     assert m["mean@3"] == pytest.approx(0.5)
     # t0 majority "2" (normalised "2.0" -> "2") passes; t1 majority "5" fails
     assert m["maj@3"] == pytest.approx(0.5)
-    assert m["tool_call_validity"] == pytest.approx(0.5)
+    assert m["tool/valid_call_rate"] == pytest.approx(0.5)
+    assert m["tool/calls_per_episode"] == pytest.approx(2.0)
     assert m["mean_turns"] == pytest.approx(2.0)
     assert m["mean_response_tokens"] == pytest.approx(5.0)
     assert m["finish_reasons"] == {"stop": 6}
-    assert m["episodes_with_tool_call"] == 1.0 and m["accuracy_with_tool_call"] == 0.5
+    assert m["tool/episodes_with_call"] == 1.0 and m["tool/accuracy_with_call"] == 0.5
 
 
 def test_summarize_accuracy_of_tool_calling_episodes() -> None:
@@ -124,12 +125,13 @@ def test_summarize_accuracy_of_tool_calling_episodes() -> None:
     for rec in recs[:2] + recs[5:]:
         rec["tool_calls"] = 0  # without a call: two right answers, one wrong; with: 1 of 3
     m = summarize(recs, samples=3)
-    assert m["episodes_with_tool_call"] == pytest.approx(3 / 6)
-    assert m["accuracy_with_tool_call"] == pytest.approx(1 / 3)
+    assert m["tool/episodes_with_call"] == pytest.approx(3 / 6)
+    assert m["tool/accuracy_with_call"] == pytest.approx(1 / 3)
+    assert m["tool/accuracy_without_call"] == pytest.approx(2 / 3)
     for rec in recs:
         rec["tool_calls"] = 0
     m = summarize(recs, samples=3)
-    assert m["episodes_with_tool_call"] == 0.0 and m["accuracy_with_tool_call"] is None
+    assert m["tool/episodes_with_call"] == 0.0 and m["tool/accuracy_with_call"] is None
 
 
 def test_summarize_counts_failures() -> None:
@@ -245,7 +247,7 @@ def test_tool_validity_only_where_the_env_checks_calls() -> None:
     rec = episode_record(traj, model="m", env="e", sample=0, decode=decode)
     assert rec["tool_call_errors"] is None
     m = summarize([rec], samples=1)
-    assert m["tool_calls"] == 2 and m["tool_call_validity"] is None
+    assert m["tool/calls_per_episode"] == 2 and m["tool/valid_call_rate"] is None
 
 
 def test_training_accuracy_and_eval_pass1_agree_on_the_same_episodes() -> None:
@@ -278,11 +280,11 @@ def test_the_report_shows_what_was_measured() -> None:
     """One env: no overall section or row repeating it; an all-n/a metric is named, not a row."""
     one = results_for({"base": records_for("base", BASE)})
     for model in one["models"]:
-        model["metrics"]["math"]["tool_call_validity"] = None  # as in a run without tool calls
+        model["metrics"]["math"]["tool/valid_call_rate"] = None  # as in a run without tool calls
     text = render_report(one)
     assert "## overall" not in text and "| overall |" not in summary_table(one)
-    assert "| tool_call_validity |" not in text
-    assert "Not measured here (n/a for every checkpoint): tool_call_validity." in text
+    assert "| tool/valid_call_rate |" not in text
+    assert "Not measured here (n/a for every checkpoint): tool/valid_call_rate." in text
     assert "Checkpoint:" in text and "Δ columns" not in text
     two = results_for({"base": records_for("base", BASE), "better": records_for("better", BETTER)})
     assert "Δ columns are each checkpoint minus the first" in render_report(two)

@@ -79,8 +79,8 @@ def test_tool_validity_and_majority(tiny_model_path: Path, tmp_path: Path) -> No
     # q0 is answered right (5), q1 wrong (5 != 6), on both samples
     assert logged["eval/tools/pass@1"] == pytest.approx(0.5)
     assert logged["eval/tools/maj@2"] == pytest.approx(0.5)
-    assert logged["eval/tools/tool_calls"] == 2 * 2 * 2
-    assert logged["eval/tools/tool_call_validity"] == pytest.approx(0.5)
+    assert logged["eval/tools/tool/calls_per_episode"] == 2  # 2 tasks x 2 samples, 2 calls each
+    assert logged["eval/tools/tool/valid_call_rate"] == pytest.approx(0.5)
     assert logged["eval/tools/mean_turns"] == pytest.approx(2.0)
     html = (tmp_path / "out" / "step_000005" / "episodes.html").read_text()
     assert "&lt;tool_response&gt;" in html and 'class="tok env"' in html

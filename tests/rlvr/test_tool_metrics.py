@@ -158,3 +158,28 @@ def test_snapshots_page_holds_both_labels(tmp_path, tokenizer):
     assert "before RL" in html and "after RL" in html and html.count("task t") == 4
     assert html.count("<details open>") == html.count("<details")  # a few episodes: all shown
     assert EpisodeSnapshots(tmp_path / "none.html", 0).write() is None
+
+
+def test_training_and_eval_report_the_same_tool_metrics():
+    """One definition: the metrics training logs for some episodes are the ones eval reports
+    for the same episodes (from their episodes.jsonl records), under the same keys."""
+    from rlvr.eval.episodes import episode_record
+    from rlvr.eval.metrics import summarize
+    from rlvr.tool_metrics import TOOL_METRICS
+
+    trajs = [_traj(2, 1, passed=True), _traj(1, 0), _traj(0, 0, passed=True), _traj(1, 1),
+             _traj(0, 0), _traj(1, 0, passed=True), _traj(3, None, passed=True)]
+    for i, t in enumerate(trajs):
+        t.task_id = f"t{i}"
+    records = [episode_record(t, model="m", env="e", sample=0, decode=str) for t in trajs]
+    trained, evaluated = tool_metrics(trajs, CPU), summarize(records, samples=1)
+    assert list(trained) == list(TOOL_METRICS)
+    assert {k: evaluated[k] for k in TOOL_METRICS} == pytest.approx(trained)
+    # the third-party episode (errors None) counts as a call, not in the validity
+    assert trained["tool/calls_per_episode"] == pytest.approx(8 / 7)
+    assert trained["tool/valid_call_rate"] == pytest.approx(3 / 5)
+    no_calls = [_traj(0, 0, passed=True)]
+    assert summarize([episode_record(no_calls[0], model="m", env="e", sample=0, decode=str)],
+                     samples=1)["tool/valid_call_rate"] is None  # NaN in training, None in JSON
+    assert "tool/calls_per_episode" not in summarize(
+        [episode_record(_traj(0, None), model="m", env="e", sample=0, decode=str)], samples=1)

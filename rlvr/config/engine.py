@@ -1,0 +1,52 @@
+"""``EngineSection``: which rollout engine runs, and each engine's own options.
+
+One section, two configs: ``rollout.engine`` / ``rollout.transformers`` / ``rollout.sglang`` in
+``rlvr train`` (``RolloutConfig`` extends it) and ``engine`` / ``transformers`` / ``sglang`` in
+``rlvr eval`` (``rlvr.evaluate.SuiteEvalConfig`` does). Each engine's options are its own
+dataclass (``agents.hf.options.TransformersOptions``, ``agents.sglang.options.SGLangOptions``),
+one field here per name in ``agents.engines.ENGINES``; the caller hands ``engine_options`` to
+``agents.engines.EngineRequest``, whatever the engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.engines import ENGINES
+from agents.hf.options import TransformersOptions
+from agents.sglang.options import SGLangOptions
+from rlvr.config.checks import check_choice, check_fields
+
+
+@dataclass(kw_only=True)
+class EngineSection:
+    """The rollout engine and its options.
+
+    Attributes:
+        engine: ``transformers`` (in-process; in training with one rank it shares the actor's
+            weights) or ``sglang`` (a server; weights pushed after each step).
+        transformers: the transformers engine's options (``agents.hf.options.TransformersOptions``):
+            ``threads`` (intra-op threads of its forwards, on its own thread; null keeps the
+            process's count: ``trainer.threads`` in training), ``lean``.
+        sglang: the SGLang engine's options (``agents.sglang.SGLangOptions``): ``url`` to
+            attach to (null launches a server on the policy), ``weight_sync`` (``auto``,
+            ``distributed`` or ``disk``), ``bucket_mb``, ``python`` (the server's venv),
+            ``launch_args``, ...
+    """
+
+    engine: str = "transformers"
+    transformers: TransformersOptions = field(default_factory=TransformersOptions)
+    sglang: SGLangOptions = field(default_factory=SGLangOptions)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        check_choice("engine", self.engine, ENGINES)
+
+    @property
+    def engine_options(self) -> Any:
+        """The options of the chosen engine (the section named like it), for ``EngineRequest``."""
+        return getattr(self, self.engine)
+
+
+__all__ = ["EngineSection"]
