@@ -182,6 +182,8 @@ def test_numeric_negation_keeps_the_principal_branch():
     # -0.0 would flip sqrt's branch cut: -(0) + (-4 i)... the + 0j makes the zero positive
     assert value(r"\sqrt{-(x - x) - 4}", x=1) == 2j
     assert value(r"\ln(-(x - x) - 1)", x=1) == pytest.approx(math.pi * 1j)
+    # 6 / -3 is -2 - 0j in complex division: a function's argument is made +0j first
+    assert value(r"\sqrt{\frac{x}{y}}", x=6, y=-3) == pytest.approx(math.sqrt(2) * 1j)
 
 
 def test_numeric_functions():
@@ -261,6 +263,8 @@ def test_risks_of_sums():
     assert risks_of("x + y", x=2, y=-(2 - 2e-8)) == []  # the difference is exactly 1e-8 x 2
     assert risks_of("x + y", x=1, y=-1) == ["sum"]  # total 0 (below 1e-8 x 1)
     assert risks_of("x + y", x=1e-9, y=1e-9) == []  # small terms of a small sum
+    # exactly 1e-8 of the largest term is not below it (a total, a term)
+    assert risks_of("x + y + z", x=1, y=-1, z=1e-8) == []
 
 
 def test_risks_of_powers_functions_and_floors():
@@ -269,6 +273,8 @@ def test_risks_of_powers_functions_and_floors():
     assert risks_of("x^{y}", x=2, y=-1e-12) == ["near 1"]
     assert risks_of("x^{y}", x=1 + 2e-8, y=1) == []  # 2e-8 away: not near
     assert risks_of("x^{y}", x=-1, y=1) == []
+    assert risks_of("x^{y}", x=1 + 1e-8j, y=1) == []  # exactly 1e-8 away: not below it
+    assert risks_of(r"\cos x", x=math.pi) == ["saturated"]  # |-1| is 1
     assert risks_of(r"\tanh x", x=40) == ["saturated"]
     assert risks_of(r"\cos x", x=1e-9) == ["saturated"]
     assert risks_of(r"\cos x", x=-1e-9) == ["saturated"] and risks_of(r"\cos x", x=1) == []
@@ -285,12 +291,15 @@ def test_risks_of_powers_functions_and_floors():
     assert risks_of(r"\lfloor x \rfloor", x=3) == ["floor"]
     assert risks_of(r"\lceil x \rceil", x=3 + 1e-10) == ["floor"]
     assert risks_of(r"\lfloor x \rfloor", x=3.5) == []
+    assert risks_of(r"\lfloor x \rfloor", x=1e-9) == []  # exactly 1e-9 from 0: not below it
+    assert risks_of(r"\lfloor x \rfloor", x=1.5e-9) == []  # 1e-9 x max(1, |x|)
     assert risks_of(r"\lfloor x \rfloor", x=3 + 4e-9) == []
     assert risks_of(r"\lfloor x \rfloor", x=-3 - 1e-10) == ["floor"]
     assert risks_of(r"\lfloor x \rfloor", x=-3.5) == []
     assert risks_of(r"\lfloor x \rfloor", x=-1.5) == []
     assert risks_of(r"\lfloor x \rfloor", x=2.5e9 + 1) == ["floor"]  # relative to |x|
     assert risks_of(r"\lfloor x \rfloor", x=2.5e9 + 0.5) == ["floor"]  # 0.5 < 1e-9 x 2.5e9
+    assert risks_of(r"\lfloor x \rfloor", x=-2.5e9 - 0.5) == ["floor"]  # |x|, negative too
     assert risks_of(r"\lfloor x \rfloor", x=0.4e9 + 0.5) == []
     assert risks_of(r"\lfloor x \rfloor", x=2.0**53 + 2) == ["floor"]
     assert risks_of(r"\lfloor x \rfloor", x=0.5 + 1e-10) == []
