@@ -194,6 +194,9 @@ def test_numeric_functions():
     assert value("|x|", x=-3) == 3 and value("|x|", x=3j) == 3
     assert value(r"\sqrt[3]{x}", x=-8) == pytest.approx(-2)  # the real odd root
     assert value(r"\sqrt[3]{x}", x=8) == pytest.approx(2)
+    assert value(r"\sqrt[3]{x}", x=0.125) == pytest.approx(0.5)  # a positive base below 1
+    zero = value(r"\sqrt[3]{x}", x=0)
+    assert zero == 0 and math.copysign(1, zero.real) == 1  # +0, not -(0^{1/3}) = -0.0
     assert value(r"\sqrt[4]{x}", x=16) == pytest.approx(2)
     assert value(r"\sqrt[2]{x}", x=-4) == pytest.approx(2j)  # an even root: principal
     assert value(r"\sqrt[3]{x}", x=-8j) == pytest.approx(cmath.exp(-0.5j * math.pi) ** (1 / 3)
@@ -223,6 +226,8 @@ def test_near_natural_and_real_parts():
     assert value("x!", x=3 + 1e-10) == 6 and undefined("x!", x=3 + 1e-8)
     assert undefined("x!", x=3 - 1e-8) and undefined("x!", x=-1)
     assert value("x!", x=0) == 1
+    assert value("x!", x=3 + 1e-9j) == 6  # exactly 1e-9 away is still near
+    assert value(r"\lfloor x \rfloor", x=0.5 + 1e-9j) == 0  # exactly 1e-9 imaginary is real
     assert value(r"\lfloor x \rfloor", x=2.5 + 1e-10j) == 2
     assert undefined(r"\lfloor x \rfloor", x=2.5 - 1e-8j)
     assert value(r"\lfloor x \rfloor", x=-2000.5 + 1e-7j) == -2001  # 1e-9 of the real part
@@ -343,6 +348,10 @@ def test_check_size_powers():
         check_size(P(r"\pi^{-1000001}"))
     with pytest.raises(AnswerParseError, match="exponent too large"):
         check_size(P("1^{1000001}"))
+    with pytest.raises(AnswerParseError, match="exponent too large"):
+        check_size(P("0^{1000001}"))  # the exponent's size, not the power's bits
+    with pytest.raises(AnswerParseError, match="exponent too large"):
+        check_size(P("(-1)^{1000001}"))
     check_size(P("x^{1000001}"))  # a variable base stays symbolic
     check_size(P(r"x + \sin(2^{3})"))
     with pytest.raises(AnswerParseError):
@@ -460,11 +469,16 @@ def test_doubles_that_disagree_are_asked_again_when_at_risk():
     assert equal(r"e^{-30}", "0") is False
     assert equal(r"\sin(\pi)", "0") is True  # doubles say 1.2e-16: mpmath says 0
     assert equal(r"e^{-30} x", "0 x") is False  # 0 on one side only: confirmed
+    # e^{-40} x is within 1e-12 of 0 at every point, with no risk: a zero on one side only
+    # is confirmed with mpmath
+    assert equal(r"e^{-40} x", "0 x") is False and equal("0 x", r"e^{-40} x") is False
 
 
 def test_far_points_see_large_constants():
     assert equal(r"\max(5, x)", "x") is False and equal(r"\max(10^{6}, x)", "x") is False
     assert equal(r"\max(10^{6}, x)", r"10^{6}") is False
+    # the far point disagrees where doubles are at risk (a term below 1e-8): mpmath says no
+    assert equal(r"\max(10^{6}, x) + 10^{-9}", r"10^{6} + 10^{-9}") is False
     assert equal(r"\max(x, 1)", r"\max(1, x)") is True
     assert equal(r"\lfloor \frac{x^2}{4} \rfloor", r"\frac{x^2}{4}") is False
     assert equal(r"\lfloor \frac{x^2}{100} \rfloor", r"\lfloor \frac{x^2}{100} \rfloor") is True
@@ -489,6 +503,11 @@ def test_far_point_coordinates():
     assert numeric._far_points(P("x + 2.5"), P("x"), ["x"])[0] == {"x": (3 + x0) * 2.5}
     assert numeric._far_points(P(r"x + 10^{12}"), P("x"), ["x"])[0] == {"x": (3 + x0) * 1e12}
     assert numeric._far_points(P(r"x + 10^{13}"), P("x"), ["x"]) == []
+    assert numeric._far_points(P("x + 1000000000000.5"), P("x"), ["x"]) == []  # above 1e12
+    names = ["a", "b", "c", "d", "g"]  # the 5th coordinate of the first point is negative
+    assert SAMPLE_POINTS[0][4] < 0
+    far = numeric._far_points(P("10 a"), P("a"), names)[0]
+    assert far == {n: (3 + abs(SAMPLE_POINTS[0][j])) * 10 for j, n in enumerate(names)}
     assert numeric._far_points(P("10"), P("10"), []) == []
     assert numeric._far_points(P(r"x + \frac{1}{0}"), P("x + 3"), ["x"])[0] == {"x": (3 + x0) * 3}
     assert numeric._far_points(P("x + 3!"), P("x"), ["x"])[0] == {"x": (3 + x0) * 6}
@@ -504,6 +523,7 @@ def test_half_units():
     assert half_unit(P(r"1.25 \times 10^{-4}")) == Fraction(1, 2_000_000)
     assert half_unit(P(r"1.25 \times 10^{400}")) == Fraction(10**398, 2)
     assert half_unit(P(r"1.25 \times 10^{401}")) is None
+    assert half_unit(P(r"1.25 \times 10^{-401}")) is None
     assert half_unit(P(r"1.25 \times 10^{-400}")) == Fraction(1, 2 * 10**402)
     assert half_unit(P(r"1.25 \times 10^{\frac{1}{2}}")) is None
     assert half_unit(P(r"1.25 \times 10^{x}")) is None
@@ -536,6 +556,10 @@ def test_rounded_agreement_of_two_exact_values():
     # exactly the relative tolerance
     assert equal("0.9999991", "1.0000000") is True and equal("0.9999989", "1.0") is False
     assert equal("1.0", "0.9999991") is True and equal("-1.0", "-0.9999991") is True
+    # the tolerance is relative to the larger magnitude, negative values too
+    assert equal("-1.000001", "-1.0") is True and equal("-1.0", "-1.000001") is True
+    # an exact integer is never a rounded value: 1.0e9 is not 1000000007 (nor 1.0e6 1000001)
+    assert equal("1000000007", "1.0e9") is False and equal("1.0e6", "1000001") is False
     one, tol = Fraction(1), Fraction(numeric.REL_TOL_APPROX)  # exactly 1e-6 apart (as a float)
     assert numeric._rounded_agree(P("1.0"), one, True, P("1.0"), one - tol, True) is True
     assert numeric._rounded_agree(P("1.0"), one, True, P("1.0"), one - 2 * tol, True) is False
@@ -551,6 +575,17 @@ def test_rounding_with_float_values():
     assert equal(r"\sqrt{2}", r"1.414214 \cdot \frac{\pi}{\pi}") is True  # no unit: 1e-6 only
     assert equal(r"\sqrt{2}", "1.4142136") is True and equal(r"\sqrt{2}", "1.4142135") is False
     assert equal("2.5x", "2.5x") is True and equal("2.5x", "2.50x") is True
+    # half a unit, with a float slack of 1e-9 of it plus 1e-15 of the value
+    half, slack = numeric.half_unit(P("0.5")), 1 + 1e-9
+    unit = float(half)
+    within = numeric._within_rounding
+    assert within(P("0.5"), True, 0j, P("x"), False, complex(unit * slack)) is True
+    assert within(P("0.5"), True, 0j, P("x"), False, complex(unit * (1 + 0.5e-9))) is True
+    assert within(P("x"), False, complex(unit * slack), P("0.5"), True, 0j) is True
+    assert within(P("0.5"), True, 0j, P("x"), False, complex(unit * (1 + 2e-9))) is False
+    big = 1e6  # + 1e-15 x 1e6 = 1e-9 of slack
+    assert within(P("0.5"), True, big + 0j, P("x"), False, big + unit + 5e-10 + 0j) is True
+    assert within(P("0.5"), True, big + 0j, P("x"), False, big + unit + 2e-9 + 0j) is False
 
 
 def test_close():
@@ -579,6 +614,10 @@ def test_proportionality():
     assert proportionality(P(r"(-1 - 10^{-12}) x"), P("x")) == -1
     assert proportionality(P(r"(-1 - 10^{-8}) x"), P("x")) is None
     assert proportionality(P("2"), P("1")) == 2
+    assert proportionality(P("1"), P("2")) == Fraction(1, 2)
+    assert proportionality(P(r"1 + 10^{-9} i"), P("1")) == 1  # exactly 1e-9: still real
+    assert proportionality(P(r"x (1 - 10^{-8} i)"), P("x")) is None  # either sign
+    assert proportionality(P(r"1000 + 10^{-7} i"), P("1")) == 1000  # 1e-9 of |ratio|
     floor = r"\frac{1}{\lfloor x \rfloor - 1}"  # no value at the first point (x = 1.83)
     assert proportionality(P(f"2 {floor}"), P(floor)) == 2
     many = " + ".join(f"x_{{{k}}}" for k in range(17))
@@ -588,3 +627,16 @@ def test_proportionality():
     assert proportionality(P(r"x \cdot (1 + 10^{-8} i)"), P("x")) is None
     assert proportionality(P("2x + 0 y"), P("x")) == 2
     assert proportionality(P("x"), P("2x + 0y")) == Fraction(1, 2)
+
+
+def test_at_most_two_points_are_confirmed_with_mpmath(monkeypatch):
+    calls = []
+
+    def counting(*args, **kwargs):
+        calls.append(args)
+        return True
+
+    monkeypatch.setattr(numeric, "precise_equal", counting)
+    # a term below 1e-8 of x puts every sample point in doubt: only two are confirmed
+    assert equal(r"x + 10^{-20}", r"x + 10^{-20}") is True
+    assert len(calls) == 2
