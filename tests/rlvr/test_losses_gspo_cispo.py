@@ -198,7 +198,7 @@ def test_cispo_log_ratio_is_clamped_at_20():
 
 
 def test_gspo_sequence_without_valid_tokens_adds_nothing():
-    # an empty row has length 0 (clamped to 1): its ratio is exp(0) = 1, never 0/0 = nan
+    # an empty row adds nothing to the loss, the gradient or the clip fraction
     logp = T([[-1.0, -2.0], [-0.5, -0.5]], requires_grad=True)
     mask = T([[1.0, 1.0], [0.0, 0.0]])
     loss, metrics = gspo_loss(PolicyLossInputs(logp, T([[-1.0, -2.0], [0.0, 0.0]]),
