@@ -42,7 +42,7 @@ from rlvr.algorithms.aggregate import aggregate
 from rlvr.algorithms.kl import LOG_RATIO_LIMIT
 from rlvr.algorithms.masked import check_same_shape, masked, masked_mean
 from rlvr.algorithms.registry import Registry
-from rlvr.errors import ConfigError
+from rlvr.errors import ConfigError, ShapeError
 
 __all__ = [
     "POLICY_LOSSES",
@@ -210,8 +210,13 @@ def gspo_loss(x: PolicyLossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor
     Returns:
         ``(loss, metrics)``: ``pg_loss``, ``pg_clipfrac`` (fraction of valid tokens where the
         clipped term won), ``ppo_kl`` (``masked_mean(old - new)``), ``valid_tokens``.
+
+    Raises:
+        ShapeError: the tensors are not ``(B, R)`` (a ratio per row needs rows).
     """
     mask = x.response_mask
+    if mask.dim() != 2:
+        raise ShapeError(f"gspo needs (batch, response_len) tensors; got {tuple(mask.shape)}")
     logprobs, old_logprobs, advantages = (
         masked(t, mask) for t in (x.logprobs, x.old_logprobs, x.advantages)
     )

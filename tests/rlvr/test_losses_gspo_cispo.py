@@ -21,6 +21,7 @@ from rlvr.algorithms.losses import (
     gspo_loss,
     ppo_clip_loss,
 )
+from rlvr.errors import ShapeError
 
 T = torch.tensor
 
@@ -179,3 +180,49 @@ def test_masked_tokens_never_matter(mask):
         assert a.item() == pytest.approx(b.item(), abs=1e-6)
         torch.testing.assert_close(dirty.grad, clean.grad)
         assert (clean.grad[~keep] == 0).all()
+
+
+# ----------------------------------------------------------------------------- edges
+def test_gspo_log_ratio_is_clamped_at_10():
+    # sequence log-ratio 15 -> 10: a negative advantage pays exactly exp(10) (the unclipped term)
+    loss, metrics = gspo_loss(PolicyLossInputs(T([[15.0]]), T([[0.0]]), T([[-1.0]]), T([[1.0]])))
+    assert loss.item() == pytest.approx(math.exp(10.0), rel=1e-6)
+    assert metrics["ppo_kl"].item() == pytest.approx(-15.0)  # the metric is not clamped
+
+
+def test_cispo_log_ratio_is_clamped_at_20():
+    loss, metrics = cispo_loss(PolicyLossInputs(T([[30.0]]), T([[0.0]]), T([[1.0]]), T([[1.0]])))
+    assert metrics["ppo_kl"].item() == pytest.approx(-20.0)
+    assert loss.item() == pytest.approx(-1.2 * 30.0)  # weight 1 + clip_high, times logp
+    assert metrics["pg_clipfrac"].item() == 1.0
+
+
+def test_gspo_sequence_without_valid_tokens_adds_nothing():
+    # an empty row adds nothing to the loss, the gradient or the clip fraction
+    logp = T([[-1.0, -2.0], [-0.5, -0.5]], requires_grad=True)
+    mask = T([[1.0, 1.0], [0.0, 0.0]])
+    loss, metrics = gspo_loss(PolicyLossInputs(logp, T([[-1.0, -2.0], [0.0, 0.0]]),
+                                               T([[1.0, 1.0], [1.0, 1.0]]), mask,
+                                               agg="token-sum"))
+    loss.backward()
+    assert loss.item() == pytest.approx(-2.0)
+    torch.testing.assert_close(logp.grad, T([[-1.0, -1.0], [0.0, 0.0]]))
+    assert metrics["pg_clipfrac"].item() == 0.0
+
+
+@pytest.mark.parametrize("fn", [gspo_loss, cispo_loss])
+def test_is_weights_are_detached_and_metrics_carry_no_grad(fn):
+    logp = LOGP.clone().requires_grad_()
+    w = torch.full_like(LOGP, 0.5).requires_grad_()
+    loss, metrics = fn(PolicyLossInputs(logp, OLD, ADV, MASK, is_weights=w))
+    loss.backward()
+    assert w.grad is None
+    assert not any(v.requires_grad for v in metrics.values())
+    assert metrics["pg_loss"].item() == pytest.approx(loss.item())
+
+
+@pytest.mark.parametrize("shape", [(3,), (1, 2, 3)])
+def test_gspo_needs_rows(shape):
+    t = torch.zeros(shape)
+    with pytest.raises(ShapeError, match=r"gspo needs \(batch, response_len\).*got \("):
+        gspo_loss(PolicyLossInputs(t, t, t, torch.ones(shape)))

@@ -12,6 +12,7 @@ from fractions import Fraction
 
 import pytest
 
+from verifiers.math import is_equivalent
 from verifiers.math.compare import MAX_UNORDERED_ITEMS, answers_equal
 from verifiers.math.numeric import scalar_equal
 from verifiers.math.parse import Expr, Node, SetOf, parse_answer
@@ -49,6 +50,9 @@ def test_equations_equal_up_to_an_exact_constant_factor():
     assert equal("2y = 4x + 6", "y = 2x + 3") is True
     # proportional at the first sample point, but not everywhere: the factor is exact
     assert equal(r"2y = 4x + 6 + \frac{x^2}{10^{12}}", "y = 2x + 3") is False
+    # the factor is exact: a difference of a few 1e-7 relative at the larger sample points
+    # (none beyond 2, so no far point looks) is not proportional
+    assert equal(r"2y = 2x + 10^{-12} x^4", "y = x") is False
 
 
 def test_relations_compare_ops_then_sides_then_swapped_sides():
@@ -87,6 +91,17 @@ def test_a_ratio_equals_a_fraction_either_way_round():
     assert equal("1:3", "10:30") is False and equal("10:30", "1:3") is False  # a clock: terms
     assert equal("0:4", "0:8") is False  # a zero first term fixes no proportion
     assert equal("10:30", "10:30") is True and equal("20:60", "10:30") is False  # clock times
+
+
+def test_a_first_term_written_as_a_decimal_zero_fixes_no_proportion():
+    # 0.0\pi is zero: 0.0\pi:0.0\pi is no ratio at all, not 3:4 (it once was, as no exact 0
+    # equals a term written with a decimal point)
+    assert is_equivalent(r"0.0\pi:0.0\pi", "3:4") is False
+    assert is_equivalent("3:4", r"0.0\pi:0.0\pi") is False
+    assert is_equivalent(r"0.0\pi:1", "0:5") is False
+    # nonzero decimal terms still fix the proportion, however small
+    assert is_equivalent(r"1.5\pi:3\pi", "1:2") is True
+    assert is_equivalent("0.000001:1", "1:1000000") is True
 
 
 def test_a_percent_gold_answer_also_matches_the_fraction_of_one_hundred():

@@ -61,6 +61,18 @@ def test_sympy_decides_what_floats_cannot():
     assert (result.equal, result.reason) == (False, "wrong_answer")
 
 
+def test_a_rational_base_to_a_variable_power_reaches_sympy():
+    # the size guard once took 2^{x}'s exponent for a constant and failed on the variable
+    # (graded "unreadable answer (KeyError)"); 17 variables are more than the fast path samples,
+    # and sympy's sampling once failed on them too (IndexError: the points have 16 coordinates)
+    warm_up()
+    many = " + ".join(f"a_{{{k}}}" for k in range(17))
+    result = grade("2^{x} + " + many, many + " + 2^{x}")
+    assert (result.equal, result.method) == (True, "sympy")
+    result = grade("2^{x} + " + many, many + " + 3^{x}")
+    assert (result.equal, result.reason) == (False, "wrong_answer")
+
+
 def test_verdict_reasons_and_details():
     right = verify(r"so \boxed{42}", "42")
     assert isinstance(right, Verdict)

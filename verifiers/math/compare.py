@@ -223,7 +223,9 @@ def _ratio_equal(pred: Answer, gold: Answer, scalar: ScalarEqual) -> bool | None
 
 
 def _nonzero(node: Node, scalar: ScalarEqual) -> bool | None:
-    zero = scalar(node, ("num", Fraction(0), False))
+    # The zero is marked approximate: an exact 0 equals only what is exactly 0, so a term
+    # written with a decimal point (0.0\pi) would never be 0 and 0.0\pi:0.0\pi would be 3:4.
+    zero = scalar(node, ("num", Fraction(0), True))
     return None if zero is None else not zero
 
 

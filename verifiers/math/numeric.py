@@ -421,7 +421,12 @@ def _check_power(base: Node, exponent: Node) -> None:
     exponent_value = exact_value(exponent)
     base_value = exact_value(base)
     if exponent_value is None:
-        if base_value is None or base_value in (0, 1, -1) or not _exceeds(exponent):
+        if (
+            base_value is None
+            or base_value in (0, 1, -1)
+            or free_symbols(exponent)  # 2^{x}: symbolic (and no float value to take)
+            or not _exceeds(exponent)
+        ):
             return  # symbolic or moderate: sympy keeps it unevaluated (and runs under a deadline)
         raise AnswerParseError("exponent too large to evaluate")
     if base_value is None or base_value in (0, 1, -1):

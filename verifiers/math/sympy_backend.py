@@ -18,6 +18,7 @@ import sympy
 from verifiers.errors import AnswerParseError
 from verifiers.math.compare import answers_equal
 from verifiers.math.numeric import (
+    MAX_SYMBOLS,
     N_POINTS,
     REL_TOL_APPROX,
     SAMPLE_POINTS,
@@ -126,6 +127,8 @@ def sympy_scalar_equal(a: Node, b: Node) -> bool | None:
         return False  # a proven nonzero constant, however small (e^{-80} is not 0)
     approx = has_approx(a) or has_approx(b)
     symbols = sorted(left.free_symbols | right.free_symbols, key=lambda s: s.name)
+    if len(symbols) > MAX_SYMBOLS:  # the sample points have MAX_SYMBOLS coordinates
+        return None
     points = SAMPLE_POINTS[:N_POINTS] if symbols else [[]]
     agreeing = 0
     for point in points:
