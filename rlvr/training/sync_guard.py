@@ -15,11 +15,12 @@ this CPU (BENCHMARKS.md, "SGLang on CPU and the sync guard"):
 * bfloat16: measured on the real Qwen2.5-0.5B shape (24 layers, vocab 151936, random weights
   with logits of a trained head's scale; ``bench/bench_guard_threshold.py``): the learner
   (bf16 compute over fp32 master weights, float32 logits) against a bfloat16 engine (bf16
-  logits) leaves 0.040-0.072 per token after a correct sync (3 seeds, 15 measurements), so
-  the old default 5e-2 stopped healthy runs. Default 0.12 (1.66x the largest). An engine one
-  or two steps stale gave 0.041-0.080 at lr 1e-6 and 0.055-0.139 at lr 1e-5: within bf16's
-  noise, so the bf16 guard catches wrong weights, dtype and template mismatches and a sync
-  that stays missing while the policy moves, not one missed step at a small learning rate.
+  logits) leaves 0.040-0.072 per token after a correct sync (3 seeds, 19 measurements; 13
+  over the old default 5e-2, which stopped healthy runs). Default 0.12 (1.66x the largest).
+  An engine one or two steps stale gave 0.041-0.080 at lr 1e-6, 0.055-0.139 at lr 1e-5 (within
+  bf16's noise) and 0.28-1.18 at lr 1e-4: the bf16 guard catches wrong weights, dtype and
+  template mismatches and a sync that stays missing while the policy moves, not one missed
+  step at a small learning rate.
   float16 (3 more mantissa bits): default 2e-2, not measured.
 """
 
