@@ -56,14 +56,31 @@ def save_model(path: Path, layers: int, vocab: int, seed: int, final_norm: float
     model.save_pretrained(path, safe_serialization=True)
 
 
-def bf16_engine(path: Path, rows: int) -> Any:
-    """A TransformersEngine over a bfloat16 copy of the model at ``path``."""
+class Float32Head(torch.nn.Module):
+    """Float32 logits from the bf16 head weights (as sglang's ``--enable-fp32-lm-head``)."""
+
+    def __init__(self, head: torch.nn.Linear) -> None:
+        super().__init__()
+        self.head = head  # the same (tied) parameter: a sync of the embedding reaches it
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.linear(hidden.float(), self.head.weight.float())
+
+
+def bf16_engine(path: Path, rows: int, head: str = "bf16") -> Any:
+    """A TransformersEngine over a bfloat16 copy of the model at ``path``.
+
+    ``head``: ``bf16`` logits (the lean decoder), or ``fp32`` logits (the module's own forward
+    with ``Float32Head``).
+    """
     from transformers import AutoModelForCausalLM
 
     from agents.hf_engine import TransformersEngine
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).eval()
-    return TransformersEngine(model, None, max_batch_size=rows)
+    if head == "fp32":
+        model.lm_head = Float32Head(model.lm_head)
+    return TransformersEngine(model, None, max_batch_size=rows, lean=head == "bf16")
 
 
 def sample(engine: Any, prompts: list[list[int]], group: int, new_tokens: int, seed: int,
@@ -110,7 +127,7 @@ def run_one(args: argparse.Namespace, info: Any, seed: int, lr: float, tmp: Path
                       micro_batch_size=args.prompts * args.group,
                       max_tokens_per_micro_batch=16384, mixed_precision="bf16")
     actor = Actor.from_pretrained(path, cfg, info)
-    engine = bf16_engine(path, args.prompts * args.group)
+    engine = bf16_engine(path, args.prompts * args.group, args.engine_head)
     rng = random.Random(seed)
     snapshots = {0: bf16_snapshot(actor)}
     rows: list[dict] = []
@@ -187,7 +204,8 @@ def report(rows: list[dict], args: argparse.Namespace, limit: float) -> list[dic
     """Print the table of ``rows``; return the summary."""
     summary = summarize(rows, limit)
     print(f"\nbf16 sync guard statistic (rollout/logprob_diff), Qwen2.5-0.5B shape, "
-          f"{args.layers} layers, vocab {args.vocab}, final norm {args.final_norm}, "
+          f"{args.layers} layers, vocab {args.vocab}, final norm {args.final_norm}, engine "
+          f"logits {args.engine_head}, "
           f"seeds {sorted({r['seed'] for r in rows})}, {args.prompts}x{args.group} rows x "
           f"{args.new_tokens} tokens")
     print(f"  {'lr':>8} {'engine':<14} {'n':>3} {'min':>8} {'mean':>8} {'max':>8} "
@@ -215,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--group", type=int, default=4)
     ap.add_argument("--prompt-len", type=int, default=32)
     ap.add_argument("--new-tokens", type=int, default=32)
+    ap.add_argument("--engine-head", choices=["bf16", "fp32"], default="bf16",
+                    help="the engine's logits: bf16, or fp32 (as --enable-fp32-lm-head)")
     ap.add_argument("--threshold", type=float, default=None,
                     help="guard limit to report against (default: the bf16 default)")
     ap.add_argument("--out", default="bench/results/guard_threshold.json")
