@@ -14,6 +14,7 @@ from collections.abc import Iterable
 __all__ = [
     "BatchError",
     "ConfigError",
+    "DistributedSetupError",
     "DuplicateNameError",
     "InsufficientDataError",
     "RegistryError",
@@ -52,6 +53,10 @@ class ConfigError(RlvrError, ValueError):
 
 class BatchError(RlvrError, ValueError):
     """A trajectory or rollout batch is malformed (the message names the field and row)."""
+
+
+class DistributedSetupError(RlvrError, RuntimeError):
+    """The process group could not be created (e.g. no usable network interface for gloo)."""
 
 
 class WeightSyncError(RlvrError, RuntimeError):

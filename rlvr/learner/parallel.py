@@ -15,6 +15,7 @@ group, which also keeps tied embeddings in one group).
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,7 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-from rlvr.errors import ConfigError
+from rlvr.errors import ConfigError, DistributedSetupError
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,27 @@ def _launched_by_torchrun() -> bool:
     return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
 
 
+def _init_process_group(**kwargs: Any) -> None:
+    """``dist.init_process_group``, with gloo's "no interface" failure explained.
+
+    gloo binds to the interface holding this host's address; with none (the loopback interface
+    down, as in a network namespace made by ``unshare -n`` without ``ip link set lo up``) it
+    fails at once with an enforce message about ``ifa != nullptr``.
+    """
+    try:
+        dist.init_process_group(**kwargs)
+    except RuntimeError as e:
+        if "Unable to find interface" not in str(e):
+            raise
+        raise DistributedSetupError(
+            "init_distributed: gloo found no network interface holding this host's address "
+            f"({socket.gethostname()!r}). Usually the loopback interface is down, as in a "
+            "network namespace made by `unshare -n` / a container started without networking: "
+            "bring it up (`ip link set lo up`), or name a working interface with "
+            f"GLOO_SOCKET_IFNAME. (gloo said: {str(e).strip().splitlines()[0]})"
+        ) from e
+
+
 def init_distributed(device: str = "auto") -> DistInfo:
     """Join the default process group (creating it if needed) and build the device mesh.
 
@@ -69,6 +91,7 @@ def init_distributed(device: str = "auto") -> DistInfo:
     Raises:
         ConfigError: ``device`` is not one of the allowed values, or ``cuda`` was asked for
             without CUDA.
+        DistributedSetupError: gloo found no network interface (e.g. loopback down).
     """
     if device not in ("auto", "cpu", "cuda"):
         raise ConfigError(f"device must be one of 'auto', 'cpu', 'cuda'; got {device!r}")
@@ -81,9 +104,9 @@ def init_distributed(device: str = "auto") -> DistInfo:
     if not dist.is_initialized():
         backend = "cpu:gloo,cuda:nccl" if use_cuda else "gloo"
         if _launched_by_torchrun():
-            dist.init_process_group(backend=backend)
+            _init_process_group(backend=backend)
         else:
-            dist.init_process_group(backend=backend, store=dist.HashStore(), rank=0, world_size=1)
+            _init_process_group(backend=backend, store=dist.HashStore(), rank=0, world_size=1)
     dev = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
     mesh = init_device_mesh(dev.type, (dist.get_world_size(),), mesh_dim_names=("dp",))
     return DistInfo(
