@@ -75,7 +75,7 @@ def bf16_engine(path: Path, rows: int, head: str = "bf16") -> Any:
     """
     from transformers import AutoModelForCausalLM
 
-    from agents.hf_engine import TransformersEngine
+    from agents.hf.engine import TransformersEngine
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).eval()
     if head == "fp32":
@@ -87,7 +87,8 @@ def sample(engine: Any, prompts: list[list[int]], group: int, new_tokens: int, s
            device: torch.device) -> Any:
     """The engine's rollouts of ``prompts`` (``group`` each) as a RolloutBatch."""
     from agents.engine import SamplingParams
-    from rlvr.data import RolloutBatch, Trajectory
+    from rlvr.batch import RolloutBatch
+    from rlvr.trajectory import Trajectory
 
     sampling = SamplingParams(temperature=1.0, max_new_tokens=new_tokens, seed=seed)
 

@@ -18,11 +18,12 @@ import pytest
 import torch
 
 from agents.engine import SamplingParams
-from agents.hf_engine import TransformersEngine
-from rlvr.data import RolloutBatch, Trajectory
+from agents.hf.engine import TransformersEngine
+from rlvr.batch import RolloutBatch
 from rlvr.errors import WeightSyncError
 from rlvr.learner import Actor, ActorConfig, OptimConfig
 from rlvr.training.sync_guard import SyncGuard, default_limit
+from rlvr.trajectory import Trajectory
 
 ROOT = Path(__file__).resolve().parents[3]
 MEASURED = ROOT / "bench" / "results" / "guard_threshold.json"
