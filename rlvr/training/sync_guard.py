@@ -16,7 +16,10 @@ this CPU (BENCHMARKS.md, "SGLang on CPU and the sync guard"):
   with logits of a trained head's scale; ``bench/bench_guard_threshold.py``): the learner
   (bf16 compute over fp32 master weights, float32 logits) against a bfloat16 engine (bf16
   logits) leaves 0.040-0.072 per token after a correct sync (3 seeds, 19 measurements; 13
-  over the old default 5e-2, which stopped healthy runs). Default 0.12 (1.66x the largest).
+  over the old default 5e-2, which stopped healthy runs); float32 engine logits (as
+  ``--enable-fp32-lm-head``) 0.028-0.080 (the gap is the hidden states', not the head's).
+  Default 0.12 (1.5x the largest). The gap grows with the sampled tokens' NLL (0.03-0.05 x
+  NLL per token at NLL 1.0-2.1): a policy sampling above ~2.4 nats per token may need more.
   An engine one or two steps stale gave 0.041-0.080 at lr 1e-6, 0.055-0.139 at lr 1e-5 (within
   bf16's noise) and 0.28-1.18 at lr 1e-4: the bf16 guard catches wrong weights, dtype and
   template mismatches and a sync that stays missing while the policy moves, not one missed
