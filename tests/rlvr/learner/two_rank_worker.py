@@ -7,6 +7,8 @@ test: each launch costs three interpreters importing torch), each job in ``out_d
   its half of a fixed global batch (``FULL_STEPS`` / ``LORA_STEPS`` updates); rank 0 writes the
   metrics; then every rank takes part in a sharded checkpoint save and an export (HF, or the
   peft adapter).
+- ``memory`` (test_learner_memory_distributed.py; first, so that its peak-RSS measurement sees a
+  fresh process): ``two_rank_memory_worker.memory_job``.
 - ``bf16`` (test_learner_loading_dtypes.py): both ranks build a bf16-compute actor and a bf16
   reference (rank 0 loads the checkpoint, rank 1 builds on the meta device); each rank writes
   its buffers' dtypes and the reference's logprobs of a fixed batch.
@@ -29,6 +31,7 @@ from learner_helpers import (  # noqa: E402
     two_rank_config,
     two_rank_lora,
 )
+from two_rank_memory_worker import memory_job  # noqa: E402
 from worker_exit import end_worker  # noqa: E402
 
 from rlvr.learner import (  # noqa: E402
@@ -83,6 +86,7 @@ def main() -> None:
     out_dir, model_path = Path(sys.argv[1]), sys.argv[2]
     info = init_distributed("cpu")
     assert info.world_size == 2
+    memory_job(out_dir / "memory", Path(model_path), info)
     train_job(out_dir / "full", model_path, FULL_STEPS, None, info)
     train_job(out_dir / "lora", model_path, LORA_STEPS, two_rank_lora(), info)
     bf16_job(out_dir / "bf16", model_path, info)
