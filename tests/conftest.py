@@ -20,7 +20,7 @@ def tiny_model_path() -> Path:
     return tiny_model_dir()
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def run_process_group():
     """Run a command in its own session and kill its whole process group afterwards.
 

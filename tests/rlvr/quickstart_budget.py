@@ -2,6 +2,9 @@
 
 ``tests/rlvr/test_trainer.py::test_quickstart_recipe_raises_held_out_accuracy`` runs it once;
 ``bench/quickstart_seeds.py`` runs it over seeds to choose the test's thresholds (BENCHMARKS.md).
+``run_lora_from`` is the LoRA learning test's run: the same RL from that run's warm-up
+(``output_dir/sft_model``), training a LoRA adapter instead of the whole model
+(``bench/quickstart_seeds.py --lora`` runs both over seeds).
 """
 
 from __future__ import annotations
@@ -21,6 +24,12 @@ FIRST_LAST = 15
 #: The test's thresholds (see its docstring for where they come from).
 MIN_REWARD_RISE = 0.04
 MIN_HELD_OUT_GAIN = 0.06
+#: The LoRA run's adapter (every projection) and its learning rate: what BENCHMARKS.md, "LoRA
+#: against full fine-tuning", measured against the full quickstart.
+LORA = ["actor.lora.rank=16", "actor.lora.alpha=32", "actor.optim.lr=3e-3"]
+#: The LoRA learning test's thresholds (see its docstring for where they come from).
+LORA_MIN_REWARD_RISE = 0.04
+LORA_MIN_HELD_OUT_GAIN = 0.06
 
 
 def run_quickstart(output_dir: Path, seed: int, overrides: list[str] | None = None
@@ -31,7 +40,22 @@ def run_quickstart(output_dir: Path, seed: int, overrides: list[str] | None = No
 
     config = load_config(QUICKSTART, QUIET + OVERRIDES + list(overrides or []) + [
         f"trainer.output_dir={output_dir}", f"trainer.seed={seed}"])
-    result = train(config, log=lambda *_: None)
+    return _summary(config, train(config, log=lambda *_: None), seed)
+
+
+def run_lora_from(warm_model: Path, output_dir: Path, seed: int,
+                  overrides: list[str] | None = None) -> dict[str, Any]:
+    """The quickstart's RL with ``LORA`` from ``warm_model`` (a quickstart run's ``sft_model``)."""
+    from rlvr.config import load_config
+    from rlvr.trainer import train
+
+    config = load_config(QUICKSTART, QUIET + OVERRIDES + LORA + list(overrides or []) + [
+        f"model.path={warm_model}", "sft.enabled=false", f"trainer.output_dir={output_dir}",
+        f"trainer.seed={seed}"])
+    return _summary(config, train(config, log=lambda *_: None), seed)
+
+
+def _summary(config: Any, result: Any, seed: int) -> dict[str, Any]:
     rewards = [m["reward/mean"] for m in result.history]
     return {
         "seed": seed,

@@ -2,6 +2,9 @@
 
 ``tests/rlvr/test_tool_learning.py`` runs it once; ``bench/tool_learning_seeds.py`` runs it over
 seeds to choose the test's thresholds (BENCHMARKS.md, "The tool quickstart").
+``run_agent_from`` is the gateway learning test's run: the same RL from that run's warm-up
+(``output_dir/sft_model``) on ``examples/calculator_agent.py``, the task as a plain
+``openai``-client agent played through the gateway (``bench/tool_learning_seeds.py --agent``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ BUDGET = [
     "sft.tool_call_share=0.4", "rollout.prompts_per_step=4", "trainer.steps=16", "eval.every=0",
     "eval.tasks=16", "eval.show_episodes=0", "trainer.checkpoint_every=0",
 ]
+#: The agent env: ``examples/calculator_agent.py`` registers it (tasks and grading from the
+#: built-in rlvr/CompactToolUse-v0, the episode played by the agent's own tool loop).
+AGENT = ["env.id=examples/Calculator-v0", "env.imports=[examples.calculator_agent]"]
 #: Steps averaged at the start and at the end of RL.
 WINDOW = 5
 #: The per-step metrics compared between the first and the last ``WINDOW`` steps.
@@ -44,7 +50,22 @@ def run_budget(output_dir: Path, seed: int, overrides: list[str] | None = None) 
 
     config = load_config(TOOL_CONFIG, QUIET + BUDGET + list(overrides or []) + [
         f"trainer.output_dir={output_dir}", f"trainer.seed={seed}"])
-    result = train(config, log=lambda *_: None)
+    return _summary(train(config, log=lambda *_: None), seed)
+
+
+def run_agent_from(warm_model: Path, output_dir: Path, seed: int,
+                   overrides: list[str] | None = None) -> dict[str, Any]:
+    """The budget's RL on the ``AGENT`` env from ``warm_model`` (a ``run_budget``'s sft_model)."""
+    from rlvr.config import load_config
+    from rlvr.trainer import train
+
+    config = load_config(TOOL_CONFIG, QUIET + BUDGET + AGENT + list(overrides or []) + [
+        f"model.path={warm_model}", "sft.enabled=false", f"trainer.output_dir={output_dir}",
+        f"trainer.seed={seed}"])
+    return _summary(train(config, log=lambda *_: None), seed)
+
+
+def _summary(result: Any, seed: int) -> dict[str, Any]:
     history = [m for m in result.history if "reward/accuracy" in m]
     return {
         "seed": seed,
@@ -55,4 +76,5 @@ def run_budget(output_dir: Path, seed: int, overrides: list[str] | None = None) 
         "rl_seconds": result.rl_seconds,
         "total_seconds": result.total_seconds,
         **{key: window_means(history, key) for key in CURVES},
+        "prefix_breaks": sum(m.get("gateway/prefix_breaks", 0) or 0 for m in history),
     }

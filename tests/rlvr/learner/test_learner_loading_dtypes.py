@@ -1,9 +1,6 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -24,15 +21,9 @@ def test_meta_built_model_keeps_the_buffers_of_the_loaded_one(tiny_model_path):
 
 
 @pytest.mark.slow
-def test_two_gloo_ranks_build_bf16_actor_and_reference_alike(tiny_model_path, tmp_path,
-                                                             run_process_group):
-    worker = Path(__file__).parent / "two_rank_bf16_worker.py"
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = run_process_group(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-         str(worker), str(tmp_path), str(tiny_model_path)], env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
+def test_two_gloo_ranks_build_bf16_actor_and_reference_alike(two_rank_runs):
+    run_dir = two_rank_runs / "bf16"
+    r0, r1 = (json.loads((run_dir / f"rank{r}.json").read_text()) for r in (0, 1))
     assert r0["actor"] == r1["actor"] and r0["reference"] == r1["reference"]
     assert "torch.float32" in r0["reference"].values()  # rotary inv_freq stays fp32 in bf16
     assert r0["ref_logp_sum"] == pytest.approx(r1["ref_logp_sum"], rel=1e-6)

@@ -19,6 +19,7 @@ from learner_helpers import (  # noqa: E402
     two_rank_lora,
     with_advantages,
 )
+from two_rank_worker import LORA_STEPS  # noqa: E402
 
 from agents.engine import SamplingParams  # noqa: E402
 from agents.engines import EngineRequest, build_engine  # noqa: E402
@@ -165,31 +166,25 @@ def test_an_engine_of_its_own_receives_the_adapter_alone_and_the_guard_proves_it
 
 
 @pytest.mark.slow
-def test_two_gloo_ranks_train_the_adapter_as_one_rank_does(tiny_model_path, dist_info, tmp_path,
-                                                           run_process_group):
+def test_two_gloo_ranks_train_the_adapter_as_one_rank_does(tiny_model_path, dist_info,
+                                                           two_rank_runs):
     """Rank 0 initialises the adapter and scatters it with the base (else ranks hold garbage)."""
     import json
-    import os
 
     import peft
     from transformers import AutoModelForCausalLM
 
-    worker = Path(__file__).parent / "two_rank_worker.py"
-    proc = run_process_group(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-         str(worker), str(tmp_path), str(tiny_model_path), "2", "lora"],
-        env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    two = json.loads((tmp_path / "metrics.json").read_text())
+    run_dir = two_rank_runs / "lora"
+    two = json.loads((run_dir / "metrics.json").read_text())
     torch.manual_seed(0)
     actor = Actor.from_pretrained(tiny_model_path, two_rank_config(two_rank_lora()), dist_info)
-    one = run_steps(actor, global_batch(), 2)
+    one = run_steps(actor, global_batch(), LORA_STEPS)
+    assert len(one) == len(two) == LORA_STEPS
     for a, b in zip(one, two):
         for key in ("actor/pg_loss", "actor/grad_norm", "actor/entropy"):
             assert math.isfinite(b[key]) and b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-6)
     exported = peft.PeftModel.from_pretrained(
-        AutoModelForCausalLM.from_pretrained(tiny_model_path), str(tmp_path / "export"))
+        AutoModelForCausalLM.from_pretrained(tiny_model_path), str(run_dir / "export"))
     batch = make_group_batch(seed=9)
     torch.testing.assert_close(_logprobs(exported, batch, actor), actor.compute_logprobs(batch),
                                rtol=0, atol=1e-5)

@@ -3,45 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import sys
-from pathlib import Path
 
 import pytest
-import torch
-
-
-def medium_model_dirs(tmp_path: Path) -> tuple[Path, Path, int]:
-    """A ~30M-parameter Qwen2 (random weights, fp32 ~120 MB) and a copy with config.json only."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    config = Qwen2Config(hidden_size=512, intermediate_size=1408, num_hidden_layers=8,
-                         num_attention_heads=8, num_key_value_heads=2, vocab_size=8192,
-                         tie_word_embeddings=True)
-    torch.manual_seed(0)
-    model = Qwen2ForCausalLM(config)
-    full, config_only = tmp_path / "full", tmp_path / "config_only"
-    model.save_pretrained(full, safe_serialization=True)
-    config_only.mkdir()
-    shutil.copy(full / "config.json", config_only / "config.json")
-    torch.save(model.model.rotary_emb.inv_freq, tmp_path / "inv_freq.pt")
-    nbytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    return full, config_only, nbytes
 
 
 @pytest.mark.slow
-def test_two_ranks_load_from_rank0_and_keep_gradients_sharded(tiny_model_path, tmp_path,
-                                                               run_process_group):
-    full, config_only, nbytes = medium_model_dirs(tmp_path)
-    worker = Path(__file__).parent / "two_rank_memory_worker.py"
-    proc = run_process_group(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-         str(worker), str(tmp_path), str(full), str(config_only), str(tiny_model_path)],
-        env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
+def test_two_ranks_load_from_rank0_and_keep_gradients_sharded(two_rank_runs):
+    run_dir = two_rank_runs / "memory"
+    nbytes = int((run_dir / "nbytes").read_text())
+    r0, r1 = (json.loads((run_dir / f"rank{r}.json").read_text()) for r in (0, 1))
 
     # Rank 1 had no weights file, yet holds rank 0's weights (and rotary buffers), and never
     # grew by a full copy while loading: its shard (half) plus one tensor in flight at a time.

@@ -1,4 +1,6 @@
-"""Run by ``torchrun --nproc_per_node=2`` from test_learner_memory_distributed.py (not a test).
+"""The ``memory`` job of ``two_rank_worker.py`` (not a test): test_learner_memory_distributed.py.
+
+It runs first in that launch, so its peak-RSS measurement sees a fresh process.
 
 1. Loading: rank 1 is given a model directory with ``config.json`` only (no weights), loads the
    actor, and reports its peak host-memory growth while loading; both ranks report whether the
@@ -24,9 +26,8 @@ from learner_helpers import make_batch, params, with_advantages  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 from torch.distributed.fsdp import FSDPModule  # noqa: E402
 from torch.distributed.tensor import DTensor  # noqa: E402
-from worker_exit import end_worker  # noqa: E402
 
-from rlvr.learner import Actor, ActorConfig, OptimConfig, init_distributed  # noqa: E402
+from rlvr.learner import Actor, ActorConfig, OptimConfig  # noqa: E402
 from rlvr.learner.loading import empty_causal_lm  # noqa: E402
 
 
@@ -70,10 +71,33 @@ def grad_fractions(actor, batch) -> list[float]:
     return seen[1:]  # before micro-batch 0 nothing is held yet
 
 
-def main() -> None:
-    out_dir, full_dir, config_dir, tiny = (Path(a) for a in sys.argv[1:5])
-    info = init_distributed("cpu")
-    assert info.world_size == 2
+def medium_model_dirs(out_dir: Path) -> tuple[Path, Path, int]:
+    """A ~30M-parameter Qwen2 (random weights, fp32 ~120 MB) and a copy with config.json only.
+
+    Written into ``out_dir`` (``full/``, ``config_only/``, ``inv_freq.pt``) before the launch;
+    returns the two folders and the model's bytes.
+    """
+    import shutil
+
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(hidden_size=512, intermediate_size=1408, num_hidden_layers=8,
+                         num_attention_heads=8, num_key_value_heads=2, vocab_size=8192,
+                         tie_word_embeddings=True)
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(config)
+    full, config_only = out_dir / "full", out_dir / "config_only"
+    model.save_pretrained(full, safe_serialization=True)
+    config_only.mkdir()
+    shutil.copy(full / "config.json", config_only / "config.json")
+    torch.save(model.model.rotary_emb.inv_freq, out_dir / "inv_freq.pt")
+    nbytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    return full, config_only, nbytes
+
+
+def memory_job(out_dir: Path, tiny: Path, info) -> None:
+    """Run the three measurements on this rank (``out_dir`` as ``medium_model_dirs`` left it)."""
+    full_dir, config_dir = out_dir / "full", out_dir / "config_only"
     result: dict = {}
 
     # 1. loading
@@ -117,9 +141,3 @@ def main() -> None:
     result["norm"] = {"widths": [b.response_len for b in rows], "known": known,
                       "got": actor.update(rows[info.rank])["actor/pg_loss"]}
     (out_dir / f"rank{info.rank}.json").write_text(json.dumps(result))
-
-    end_worker()  # no interpreter teardown: it could abort rank 0 (see worker_exit)
-
-
-if __name__ == "__main__":
-    main()
