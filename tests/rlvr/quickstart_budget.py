@@ -2,9 +2,10 @@
 
 ``tests/rlvr/test_trainer.py::test_quickstart_recipe_raises_held_out_accuracy`` runs it once;
 ``bench/quickstart_seeds.py`` runs it over seeds to choose the test's thresholds (BENCHMARKS.md).
-``run_lora_from`` is the LoRA learning test's run: the same RL from that run's warm-up
-(``output_dir/sft_model``), training a LoRA adapter instead of the whole model
-(``bench/quickstart_seeds.py --lora`` runs both over seeds).
+``run_rl_from`` is the LoRA and asynchronous learning tests' run: the same RL from that run's
+warm-up (``output_dir/sft_model``), training a LoRA adapter instead of the whole model (``LORA``;
+``bench/quickstart_seeds.py --lora`` runs both over seeds) or one step behind the policy
+(``ASYNC``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,12 @@ LORA = ["actor.lora.rank=16", "actor.lora.alpha=32", "actor.optim.lr=3e-3"]
 #: The LoRA learning test's thresholds (see its docstring for where they come from).
 LORA_MIN_REWARD_RISE = 0.04
 LORA_MIN_HELD_OUT_GAIN = 0.06
+#: Asynchronous RL one step behind (``rollout.max_staleness: 1``) with decoupled PPO's importance
+#: cap: what BENCHMARKS.md, "Learning over five seeds at k = 1", measured.
+ASYNC = ["rollout.max_staleness=1", "actor.tis_cap=2.0"]
+#: The asynchronous learning test's thresholds (see its docstring for where they come from).
+ASYNC_MIN_REWARD_RISE = 0.04
+ASYNC_MIN_HELD_OUT_GAIN = 0.06
 
 
 def run_quickstart(output_dir: Path, seed: int, overrides: list[str] | None = None
@@ -46,10 +53,16 @@ def run_quickstart(output_dir: Path, seed: int, overrides: list[str] | None = No
 def run_lora_from(warm_model: Path, output_dir: Path, seed: int,
                   overrides: list[str] | None = None) -> dict[str, Any]:
     """The quickstart's RL with ``LORA`` from ``warm_model`` (a quickstart run's ``sft_model``)."""
+    return run_rl_from(warm_model, output_dir, seed, LORA + list(overrides or []))
+
+
+def run_rl_from(warm_model: Path, output_dir: Path, seed: int,
+                overrides: list[str] | None = None) -> dict[str, Any]:
+    """The quickstart's RL (no warm-up) from ``warm_model``, a quickstart run's ``sft_model``."""
     from rlvr.config import load_config
     from rlvr.trainer import train
 
-    config = load_config(QUICKSTART, QUIET + OVERRIDES + LORA + list(overrides or []) + [
+    config = load_config(QUICKSTART, QUIET + OVERRIDES + list(overrides or []) + [
         f"model.path={warm_model}", "sft.enabled=false", f"trainer.output_dir={output_dir}",
         f"trainer.seed={seed}"])
     return _summary(config, train(config, log=lambda *_: None), seed)
@@ -68,4 +81,7 @@ def _summary(config: Any, result: Any, seed: int) -> dict[str, Any]:
         "warmup_seconds": result.warmup_seconds,
         "rl_seconds": result.rl_seconds,
         "total_seconds": result.total_seconds,
+        "staleness_max": max((m.get("async/staleness_max", 0.0) for m in result.history),
+                             default=0.0),
+        "trained_steps": len(result.history),
     }
