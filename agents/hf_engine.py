@@ -26,8 +26,10 @@ Scheduling (continuous batching, in one worker thread):
 
 Versions and in-flight weight updates (``agents.engine.VersionedEngine``): every sampled token
 records ``weight_version``, the version the engine held when it sampled it
-(``Completion.versions``). ``update_weights_in_flight`` hands new weights to the worker, which
-swaps them between two decode steps, on the engine's own copy of the weights: "continue" keeps
+(``Completion.versions``, reported once a version was declared with ``set_weight_version`` or an
+in-flight update: an engine nobody versions reports None, as before).
+``update_weights_in_flight`` hands new weights to the worker, which swaps them between two
+decode steps, on the engine's own copy of the weights: "continue" keeps
 the running rows and their KV cache (computed by the old weights) and samples their next tokens
 with the new ones; "abort" drops the running rows' partial generations and prefills them again
 from their prompts under the new weights (``Completion.regenerated``).
@@ -203,6 +205,7 @@ class TransformersEngine:
         self.steps = 0
         """Decode forward passes run so far (prefills excluded); useful in tests and benches."""
         self._weight_version = 0
+        self._versioned = False  # a version was declared: completions report versions
         self._regenerated = 0
         self._update: _InflightUpdate | None = None
 
@@ -283,6 +286,7 @@ class TransformersEngine:
         """Declare the version of the weights loaded (tokens sampled from now on carry it)."""
         with self._model_lock:
             self._weight_version = int(version)
+            self._versioned = True
 
     @property
     def regenerated(self) -> int:
@@ -416,7 +420,8 @@ class TransformersEngine:
                                                              Completion]]] = {}
         for req in done:  # a finished request's lists are never appended to again
             completion = Completion(req.token_ids, req.logprobs, req.finish_reason or "abort",
-                                    versions=req.versions, regenerated=req.regenerated)
+                                    versions=req.versions if self._versioned else None,
+                                    regenerated=req.regenerated)
             by_loop.setdefault(req.loop, []).append((req.future, completion))
         for loop, items in by_loop.items():
             with contextlib.suppress(RuntimeError):  # the caller's loop is already closed
@@ -479,6 +484,7 @@ class TransformersEngine:
             with self._model_lock, torch.no_grad():
                 self._load(update.weights)
                 self._weight_version = update.version
+                self._versioned = True
             if update.mode == "abort" and batch is not None:
                 rows = [r for r in batch.rows if r.finish_reason is None and not r.future.done()]
                 for req in rows:

@@ -35,6 +35,7 @@ def _generate_with_update(engine, new_model, mode, after_steps=4):
     slow = engine.model.get_input_embeddings().register_forward_pre_hook(
         lambda mod, args: time.sleep(0.01))  # room for the update to land mid-generation
     results: list = []
+    engine.set_weight_version(0)
 
     async def play():
         return await asyncio.gather(*(engine.generate(p, s) for p, s in zip(PROMPTS, SAMPLING)))
@@ -74,7 +75,10 @@ def test_versions_are_recorded_and_an_idle_update_just_loads(tiny_model_path, ne
     try:
         assert isinstance(engine, VersionedEngine) and engine.weight_version == 0
         out = asyncio.run(engine.generate(PROMPTS[0], SAMPLING[0]))
-        assert out.versions == [0] * len(out.token_ids) and out.regenerated == 0
+        assert out.versions is None and out.regenerated == 0  # no version declared yet
+        engine.set_weight_version(0)
+        out = asyncio.run(engine.generate(PROMPTS[0], SAMPLING[0]))
+        assert out.versions == [0] * len(out.token_ids)
         engine.update_weights_in_flight(new_model.state_dict().items(), 3, "continue")
         out = asyncio.run(engine.generate(PROMPTS[0], SAMPLING[0]))
         assert engine.weight_version == 3 and out.versions == [3] * len(out.token_ids)
@@ -135,3 +139,16 @@ def test_abort_regenerates_under_the_new_weights(tiny_model_path, new_model):
             assert gap.abs().max() < 1e-4
         else:  # finished before the swap
             assert out.versions == [0] * len(out.token_ids)
+
+
+def test_an_episode_record_carries_the_versions_of_its_tokens():
+    from agents.episode import EpisodeRecord
+
+    record = EpisodeRecord([1, 2])
+    assert record.to_trajectory().policy_versions is None
+    record.add_env_tokens([3])  # before any model token: the oldest version
+    record.add_model_turn([1, 2, 3], [4, 5, 6], [-0.1] * 3, [2, 2, 3])
+    record.add_env_tokens([7, 8])  # the turn's last version
+    record.add_model_turn([1, 2, 3, 4, 5, 6, 7, 8], [9], [-0.2])  # an unversioned turn: oldest
+    record.check()
+    assert record.to_trajectory().policy_versions == [2, 2, 2, 3, 3, 3, 2]
