@@ -374,7 +374,8 @@ class Trainer:
                             first_step=self.state.step + 1, last_step=cfg.trainer.steps,
                             first_position=self.state.tasks_drawn,
                             prompts_per_step=cfg.rollout.prompts_per_step,
-                            version=self.state.step)
+                            version=self.state.step, engine=self.engine,
+                            inflight=cfg.rollout.inflight_update)
 
     # ------------------------------------------------------------------ stages
     def prepare(self, batch: RolloutBatch) -> dict[str, float]:

@@ -98,3 +98,48 @@ def test_resume_plays_on_from_the_checkpoint_without_replaying(tmp_path):
     assert resumed.async_rollout.trained == 2 * PROMPTS * GROUP
     # the engine started from the checkpoint's weights: step 3 was generated at version 2
     assert history[0]["async/staleness_max"] == 0.0 and history[0]["rollout/logprob_diff"] < 1e-3
+
+
+@pytest.mark.parametrize("mode", ["continue", "abort"])
+def test_inflight_updates_train_every_episode_once(tmp_path, mode):
+    """With rollout.inflight_update the learner's new weights go into the engine while the
+    producer's episodes are mid-generation (the engine is slowed so that they are): rows mix
+    versions, none is staler than k, each step is played once and every episode trained."""
+    import time
+
+    trainer = Trainer(_config(tmp_path, "rollout.max_staleness=1", "actor.tis_cap=2.0",
+                              f"rollout.inflight_update={mode}", "eval.every=0"),
+                      log=lambda *_: None)
+
+    def hold(mod, args):  # slow while no newer weights are published: they land mid-flight
+        producer = trainer.async_rollout
+        if producer is not None and producer.weights.version <= producer.engine_version:
+            time.sleep(0.05)
+
+    slow = trainer.engine.model.get_input_embeddings().register_forward_pre_hook(hold)
+    collected: list[int] = []
+    collect = trainer.stream.collect
+
+    def recording(step, position=0):
+        collected.append(step)
+        return collect(step, position)
+
+    trainer.stream.collect = recording
+    try:
+        history = trainer.train().history
+    finally:
+        slow.remove()
+    producer = trainer.async_rollout
+    assert producer is not None and producer.inflight == mode
+    assert collected == [1, 2, 3, 4]
+    assert producer.trained == STEPS * PROMPTS * GROUP and producer.accounted
+    assert dict(producer.dropped) == {"stale": 0, "untrained": 0}
+    assert all(m["async/staleness_max"] <= 1.0 for m in history)
+    last = history[-1]
+    assert last["async/inflight_updates"] >= 1, [m["async/inflight_updates"] for m in history]
+    assert all(0.0 <= m["async/stale_token_frac"] <= 1.0 for m in history)
+    if mode == "continue":  # a row that lived through a swap mixes versions
+        assert sum(m["async/mixed_version_rows"] for m in history) >= 1
+    else:  # a row running at the swap was generated again, under one version
+        assert last["async/regenerated"] >= 1
+        assert all(m["async/mixed_version_rows"] == 0 for m in history)
