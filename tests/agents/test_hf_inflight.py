@@ -8,6 +8,7 @@ import time
 
 import pytest
 import torch
+from agent_helpers import continued_logprobs
 
 from agents.engine import SamplingParams, VersionedEngine
 from agents.errors import RequestError
@@ -52,16 +53,6 @@ def _generate_with_update(engine, new_model, mode, after_steps=4):
         slow.remove()
     assert results, "generation never returned"
     return results[0]
-
-
-def _continued_logprobs(old, new, prompt, tokens, k):
-    """Logprobs of ``tokens[k:]`` sampled by ``new`` over a KV cache that ``old`` computed for
-    ``prompt + tokens[:k - 1]`` (``tokens[k - 1]`` was fed by the first forward after the swap)."""
-    with torch.no_grad():
-        cache = old(torch.tensor([prompt + tokens[:k - 1]]), use_cache=True).past_key_values
-        logits = new(torch.tensor([tokens[k - 1:-1]]), cache=cache).logits[0]
-    logp = torch.log_softmax(logits.float(), -1)
-    return logp.gather(1, torch.tensor(tokens[k:])[:, None])[:, 0]
 
 
 def _full_logprobs(model, prompt, tokens):
@@ -115,7 +106,7 @@ def test_continue_swaps_between_decode_steps_and_keeps_the_cache(tiny_model_path
                 < 1e-4
         if 0 < k < len(out.token_ids):
             mixed += 1
-            after = _continued_logprobs(tiny_model, new_model, prompt, out.token_ids, k)
+            after = continued_logprobs(tiny_model, new_model, prompt, out.token_ids, k)
             assert (after - got[k:]).abs().max() < 1e-4
             # not the old weights' numbers: the swap landed
             assert (_full_logprobs(tiny_model, prompt, out.token_ids)[k:] - got[k:]).abs().max() \
