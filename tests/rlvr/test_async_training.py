@@ -143,3 +143,60 @@ def test_inflight_updates_train_every_episode_once(tmp_path, mode):
     else:  # a row running at the swap was generated again, under one version
         assert last["async/regenerated"] >= 1
         assert all(m["async/mixed_version_rows"] == 0 for m in history)
+
+
+@pytest.mark.slow
+def test_sigkill_during_async_training_resumes_without_training_anything_twice(tmp_path):
+    """A run with in-flight updates killed (SIGKILL) after step 3, its producer ahead: the
+    resumed run restarts from the step-2 checkpoint, plays steps 3 and 4 once each from their
+    task positions, trains every episode it starts, and the metrics hold each step once."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from rlvr.config_loader import dump_config
+    from rlvr.metrics import read_jsonl
+
+    base = ["rollout.max_staleness=1", "actor.tis_cap=2.0", "rollout.inflight_update=continue",
+            "trainer.checkpoint_every=2", "eval.every=0"]
+    cfg_path = tmp_path / "config.yaml"
+    dump_config(_config(tmp_path / "run", *base), cfg_path)
+    out = tmp_path / "run"
+
+    def logged() -> list[float]:
+        path = out / "metrics.jsonl"
+        return [r["step"] for r in read_jsonl(path) if "reward/mean" in r] if path.exists() \
+            else []
+
+    proc = subprocess.Popen([sys.executable, "-m", "rlvr.cli", "train", str(cfg_path)],
+                            cwd=CONFIGS.parent, env=dict(os.environ, OMP_NUM_THREADS="1"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    try:
+        while max(logged(), default=0) < 3:
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the run never reached step 3"
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert (out / "checkpoints" / "step_000002" / "COMPLETE").is_file()
+    resumed = Trainer(load_config(cfg_path, ["trainer.resume=true"]), log=lambda *_: None)
+    assert resumed.state.step == 2
+    played: list[tuple[int, int]] = []
+    collect = resumed.stream.collect
+
+    def recording(step, position=0):
+        played.append((step, position))
+        return collect(step, position)
+
+    resumed.stream.collect = recording
+    resumed.train()
+    producer = resumed.async_rollout
+    assert producer is not None and producer.accounted
+    assert played == [(3, 2 * PROMPTS), (4, 3 * PROMPTS)]
+    assert producer.trained == 2 * PROMPTS * GROUP
+    assert dict(producer.dropped) == {"stale": 0, "untrained": 0}
+    assert logged() == [1, 2, 3, 4]  # the killed run's step 3 was replaced, not added to
