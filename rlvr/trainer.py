@@ -31,7 +31,7 @@ Deviations and simplifications:
   A takes them, the old logprobs (decoupled PPO's proximal policy: the learner's before the
   update, from stage B or the one-step update's own forward, as above) meet the engine's through
   ``actor.tis_cap``, and the sync publishes the new weights for the producer instead of pushing
-  them into the engine.
+  them into the engine (``rollout.inflight_update``: the producer pushes them in mid-generation).
 """
 
 from __future__ import annotations
