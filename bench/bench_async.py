@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -43,8 +42,8 @@ def _mean(values: list[float]) -> float:
 def run(k: int, out: Path, warm: Path, steps: int, extra: list[str],
         inflight: str = "off") -> dict[str, Any]:
     """Train ``steps`` steps at staleness ``k`` from the warm-up in ``warm``; the numbers."""
-    shutil.copytree(warm, out / "sft_model")
-    overrides = QUIET + [f"trainer.output_dir={out}", f"trainer.steps={steps}",
+    overrides = QUIET + [f"model.path={warm}", "sft.enabled=false",
+                         f"trainer.output_dir={out}", f"trainer.steps={steps}",
                          f"rollout.max_staleness={k}", *extra]
     if k:
         overrides += ["actor.tis_cap=2.0", f"rollout.inflight_update={inflight}"]
