@@ -55,6 +55,7 @@ def test_a_bare_off_is_the_string_off_for_a_choice_that_has_it(tmp_path):
     assert config.rollout.inflight_update == "off" and config.algorithm.kl.placement == "off"
     config = load_config(path, ["rollout.inflight_update=continue"])
     assert config.rollout.inflight_update == "continue"
+    assert load_config(path, ["rollout.inflight_update=off"]).rollout.inflight_update == "off"
 
 
 def test_yaml_reads_exponent_floats_that_yaml11_leaves_as_strings():
