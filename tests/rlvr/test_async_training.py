@@ -111,10 +111,11 @@ def test_inflight_updates_train_every_episode_once(tmp_path, mode):
                               f"rollout.inflight_update={mode}", "eval.every=0"),
                       log=lambda *_: None)
 
-    def hold(mod, args):  # slow while no newer weights are published: they land mid-flight
+    def hold(mod, args):  # while the learner trains and has not published: they land mid-flight
         producer = trainer.async_rollout
-        if producer is not None and producer.weights.version <= producer.engine_version:
-            time.sleep(0.05)
+        if producer is not None and producer.trained and \
+                producer.weights.version <= producer.engine_version:
+            time.sleep(0.08)
 
     slow = trainer.engine.model.get_input_embeddings().register_forward_pre_hook(hold)
     collected: list[int] = []
