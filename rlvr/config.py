@@ -323,7 +323,7 @@ class RolloutConfig:
             a producer thread plays up to ``k`` steps ahead on the engine's own copy of the
             weights while the learner trains; rows with a token more than ``k`` policy versions
             old are dropped, and the update is decoupled PPO (needs ``actor.tis_cap``). One
-            rank and the transformers engine only.
+            rank.
         inflight_update: with ``max_staleness >= 1``, what the producer does when the learner
             publishes new weights while episodes are mid-generation (docs/async.md): ``off``
             (the default) loads them before the next step's episodes only; ``continue`` swaps
@@ -352,9 +352,6 @@ class RolloutConfig:
             raise ConfigError(f"inflight_update {self.inflight_update!r} updates weights while "
                               f"the asynchronous producer plays: it needs max_staleness >= 1 "
                               f"(got 0); allowed without it: 'off'", key="inflight_update")
-        if self.max_staleness and self.engine != "transformers":
-            raise ConfigError(f"max_staleness >= 1 (asynchronous RL) runs the transformers engine "
-                              f"only; got engine {self.engine!r}", key="max_staleness")
         if self.max_logprob_diff is not None and not self.max_logprob_diff > 0:  # .inf is allowed
             raise ConfigError(f"max_logprob_diff must be > 0 or null (the default for the "
                               f"engine's dtype); got {self.max_logprob_diff!r}",

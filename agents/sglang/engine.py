@@ -173,9 +173,14 @@ class SGLangEngine:
         self.group_factory = group_factory or sglang_layout_group
         self._next_url = itertools.cycle(self.urls)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_concurrency, "sglang-http")
+        # Weight, pause and memory calls have threads of their own: while generation is paused
+        # in place, every /generate thread may be waiting on the server, and an update sent
+        # through that pool would wait behind them forever.
+        self._control = concurrent.futures.ThreadPoolExecutor(
+            max(4, 2 * len(self.server_urls)), "sglang-control")
         self._attach_lock = threading.Lock()
         self._infos: dict[str, ServerInfo] | None = None
-        self._dist = DistributedWeights(self.clients, self.server_urls, self._pool)
+        self._dist = DistributedWeights(self.clients, self.server_urls, self._control)
         self._released: dict[str, tuple[str, ...]] = {}
         self._weights_stale = False
         self._closed = False
@@ -672,6 +677,7 @@ class SGLangEngine:
         """Stop the HTTP pool, leave the weight group, stop the launched server. Idempotent."""
         self._closed = True
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._control.shutdown(wait=False, cancel_futures=True)
         if self._dist.group is not None:
             self._dist.leave()
         proc = self.process
@@ -731,7 +737,7 @@ class SGLangEngine:
 
     # ------------------------------------------------------------------ HTTP
     def _post_all(self, path: str, payload: dict[str, Any]) -> None:
-        futures = [self._pool.submit(self.clients[u].post, path, payload)
+        futures = [self._control.submit(self.clients[u].post, path, payload)
                    for u in self.server_urls]
         for fut in futures:
             check_success(path, fut.result())

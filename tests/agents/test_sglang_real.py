@@ -426,7 +426,9 @@ def test_inflight_continue_keeps_the_cache_and_later_tokens_carry_the_new_versio
 
     trained = _train_step(AutoModelForCausalLM.from_pretrained(tiny_model_path,
                                                                dtype=torch.float32))
-    sg = _attach(server, weight_sync=weight_sync, sync_dir=tmp_path / "sync")
+    # every HTTP thread busy with a paused /generate: the update must not need one of them
+    sg = _attach(server, weight_sync=weight_sync, sync_dir=tmp_path / "sync",
+                 max_concurrency=len(PROMPTS))
     sp = SamplingParams(temperature=1.0, max_new_tokens=400)
     try:
         outs, seconds = _generate_through_an_inflight_update(
@@ -460,7 +462,8 @@ def test_inflight_abort_regenerates_under_the_new_version(server, tiny_model_pat
 
     trained = _train_step(AutoModelForCausalLM.from_pretrained(tiny_model_path,
                                                                dtype=torch.float32))
-    sg = _attach(server, weight_sync="disk", sync_dir=tmp_path / "sync")
+    sg = _attach(server, weight_sync="disk", sync_dir=tmp_path / "sync",
+                 max_concurrency=len(PROMPTS))
     sp = SamplingParams(temperature=1.0, max_new_tokens=400)
     try:
         outs, seconds = _generate_through_an_inflight_update(
@@ -478,3 +481,40 @@ def test_inflight_abort_regenerates_under_the_new_version(server, tiny_model_pat
     finally:
         sg.update_weights(str(tiny_model_path))
         sg.close()
+
+
+@pytest.mark.parametrize("inflight", ["continue", "abort"])
+def test_async_training_on_the_real_server_with_inflight_updates(server, tiny_model_path,
+                                                                 tmp_path, inflight):
+    """rollout.max_staleness=1 with the sglang engine: the producer plays ahead on the server,
+    the learner's weights reach it between steps and mid-generation (``inflight``); every
+    episode is trained once, no row is staler than 1, and the first step (played by the
+    weights the learner started from) passes the sync guard at the fp32 level."""
+    from rlvr.config import load_config
+    from rlvr.trainer import Trainer
+
+    config = load_config(Path(__file__).parents[2] / "configs" / "quickstart.yaml", [
+        f"model.path={tiny_model_path}", "sft.enabled=false", f"trainer.output_dir={tmp_path}",
+        "trainer.steps=3", "trainer.progress=false", "trainer.tensorboard=false",
+        "trainer.plot=false", "trainer.export_at_end=false", "trainer.checkpoint_every=0",
+        "rollout.prompts_per_step=4", "rollout.group_size=4", "eval.tasks=8",
+        "eval.every=0", "actor.optim.lr=3e-3", "actor.optim.schedule=constant",
+        "rollout.engine=sglang", f"rollout.sglang.url={server.urls[0]}",
+        "rollout.sglang.allow_unseeded=true", "rollout.max_logprob_diff=1e-4",
+        "rollout.max_staleness=1", "actor.tis_cap=2.0", f"rollout.inflight_update={inflight}",
+    ])
+    trainer = Trainer(config, log=lambda *_: None)
+    try:
+        history = trainer.train().history
+        producer = trainer.async_rollout
+        assert producer is not None and producer.accounted
+        assert producer.trained == 3 * 4 * 4
+        assert dict(producer.dropped) == {"stale": 0, "untrained": 0}
+        assert all(m["async/staleness_max"] <= 1.0 for m in history)
+        assert history[0]["rollout/logprob_diff"] < 1e-4
+        print(f"\n[test_sglang_real] async {inflight} on sglang: in-flight updates "
+              f"{history[-1]['async/inflight_updates']:.0f}, regenerated "
+              f"{history[-1]['async/regenerated']:.0f}, stale tokens "
+              f"{[round(m['async/stale_token_frac'], 2) for m in history]}")
+    finally:
+        server.update_weights(str(tiny_model_path))

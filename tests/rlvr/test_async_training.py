@@ -59,9 +59,11 @@ def test_async_needs_a_tis_cap(tmp_path):
         _config(tmp_path, "rollout.max_staleness=1")
 
 
-def test_async_refuses_the_sglang_engine(tmp_path):
-    with pytest.raises(ConfigError, match="rollout.max_staleness"):
-        _config(tmp_path, "rollout.max_staleness=1", "actor.tis_cap=2.0", "rollout.engine=sglang")
+def test_async_takes_the_sglang_engine(tmp_path):
+    """The server holds its own weights (trained against it in test_sglang_real.py)."""
+    config = _config(tmp_path, "rollout.max_staleness=1", "actor.tis_cap=2.0",
+                     "rollout.engine=sglang", "rollout.inflight_update=continue")
+    assert config.rollout.engine == "sglang" and config.rollout.max_staleness == 1
 
 
 def test_k0_keeps_the_synchronous_loop(tmp_path):
