@@ -138,12 +138,19 @@ class Completion:
         logprobs: one per token id (see the module docstring for the convention).
         finish_reason: "stop", "length" or "abort".
         info: engine-specific extras (e.g. SGLang's ``meta_info``), never needed by the runner.
+        versions: the policy version of the weights that generated each token (a
+            ``VersionedEngine``; one entry per token id); None: the engine does not record
+            versions. A completion that lived through an in-flight weight update mixes versions.
+        regenerated: how many times the engine dropped a partial generation of this request and
+            started it again under new weights (``InflightMode`` "abort"); 0 otherwise.
     """
 
     token_ids: list[int]
     logprobs: list[float]
     finish_reason: FinishReason
     info: dict[str, Any] = field(default_factory=dict)
+    versions: list[int] | None = None
+    regenerated: int = 0
 
 
 @runtime_checkable
@@ -180,4 +187,48 @@ class Engine(Protocol):
 
     def close(self) -> None:
         """Stop the engine; pending requests finish with reason "abort". Idempotent."""
+        ...
+
+
+InflightMode = Literal["continue", "abort"]
+"""What an in-flight weight update does to generations that are mid-flight:
+
+* ``"continue"``: pause between two decode steps, swap the weights, go on with the same KV cache
+  (computed by the old weights); the tokens sampled after the swap carry the new version.
+* ``"abort"``: drop the partial generations and generate them again from their prompts under
+  the new weights (``Completion.regenerated`` counts it); every token carries the new version.
+"""
+
+INFLIGHT_MODES: tuple[str, ...] = ("continue", "abort")
+
+
+@runtime_checkable
+class VersionedEngine(Engine, Protocol):
+    """An engine that records the policy version of every token and takes weights mid-flight.
+
+    Versions are the learner's (its number of updates). Each completion's ``versions`` holds the
+    version the engine held when it sampled each token.
+    """
+
+    @property
+    def weight_version(self) -> int:
+        """The version of the weights the engine generates with now."""
+        ...
+
+    def set_weight_version(self, version: int) -> None:
+        """Declare the version of the weights the engine holds (after ``update_weights``)."""
+        ...
+
+    def update_weights_in_flight(self, weights: WeightsSource, version: int,
+                                 mode: InflightMode) -> None:
+        """Load ``version``'s weights now, while generations may be running (see ``InflightMode``).
+
+        Returns once the new weights are in place: every token sampled afterwards carries
+        ``version``. An idle engine simply loads them.
+        """
+        ...
+
+    @property
+    def regenerated(self) -> int:
+        """Generations dropped and started again by ``"abort"`` updates so far."""
         ...

@@ -40,6 +40,8 @@ class EpisodeRecord:
         response_mask: 1 on model tokens, 0 on env/template tokens.
         rollout_logprobs: the engine's logprob on model tokens, 0.0 elsewhere.
         token_level_scores: rewards placed on tokens.
+        versions: the policy version that generated each model token (``Completion.versions``),
+            -1 where the engine recorded none; env tokens take their turn's last version.
         keep_contexts: keep a copy of each turn's engine input for ``check`` (memory: one
             context per turn).
     """
@@ -50,6 +52,7 @@ class EpisodeRecord:
     response_mask: list[int] = field(default_factory=list)
     rollout_logprobs: list[float] = field(default_factory=list)
     token_level_scores: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
     n_model_tokens: int = 0
     n_env_tokens: int = 0
     _turns: list[_TurnView] = field(default_factory=list)
@@ -59,9 +62,13 @@ class EpisodeRecord:
         return self.prompt_ids + self.response_ids
 
     def add_model_turn(
-        self, context: list[int], token_ids: Sequence[int], logprobs: Sequence[float]
+        self, context: list[int], token_ids: Sequence[int], logprobs: Sequence[float],
+        versions: Sequence[int] | None = None,
     ) -> int:
-        """Append the model's tokens of one turn (mask 1); returns the turn's start offset."""
+        """Append the model's tokens of one turn (mask 1); returns the turn's start offset.
+
+        ``versions``: the policy version of each token (``Completion.versions``), if recorded.
+        """
         self._turns.append(
             _TurnView(
                 list(context) if self.keep_contexts else None,
@@ -75,6 +82,7 @@ class EpisodeRecord:
         self.response_mask.extend([1] * len(token_ids))
         self.rollout_logprobs.extend(float(x) for x in logprobs)
         self.token_level_scores.extend([0.0] * len(token_ids))
+        self.versions.extend(versions if versions is not None else [-1] * len(token_ids))
         self.n_model_tokens += len(token_ids)
         return start
 
@@ -84,6 +92,7 @@ class EpisodeRecord:
         self.response_mask.extend([0] * len(token_ids))
         self.rollout_logprobs.extend([0.0] * len(token_ids))
         self.token_level_scores.extend([0.0] * len(token_ids))
+        self.versions.extend([self.versions[-1] if self.versions else -1] * len(token_ids))
         self.n_env_tokens += len(token_ids)
 
     def add_turn_rewards(
@@ -140,7 +149,7 @@ class EpisodeRecord:
         """
         full = self.context()
         n = len(self.response_ids)
-        for name in ("response_mask", "rollout_logprobs", "token_level_scores"):
+        for name in ("response_mask", "rollout_logprobs", "token_level_scores", "versions"):
             if len(getattr(self, name)) != n:
                 raise TokenMismatchError(f"{name} has {len(getattr(self, name))} entries, not {n}")
         p = len(self.prompt_ids)
@@ -167,8 +176,21 @@ class EpisodeRecord:
             response_mask=list(self.response_mask),
             rollout_logprobs=list(self.rollout_logprobs),
             token_level_scores=list(self.token_level_scores),
+            policy_versions=self.policy_versions(),
             **fields,
         )
+
+    def policy_versions(self) -> list[int] | None:
+        """``Trajectory.policy_versions``: None when the engine recorded no version.
+
+        Tokens without one (env tokens before the first model token, a turn of an engine that
+        recorded none) take the oldest recorded version: staleness is never under-counted.
+        """
+        known = [v for v in self.versions if v >= 0]
+        if not known:
+            return None
+        oldest = min(known)
+        return [v if v >= 0 else oldest for v in self.versions]
 
 
 def _finite(x: Any, what: str) -> float:

@@ -431,7 +431,7 @@ class EpisodeRunner:
             sampling = self._sampling(state, budget, base_seed, index, turn)
             context = record.context()
             out = await self.engine.generate(context, sampling)
-            start = record.add_model_turn(context, out.token_ids, out.logprobs)
+            start = record.add_model_turn(context, out.token_ids, out.logprobs, out.versions)
             state.turns += 1
             if out.finish_reason == "abort":
                 raise EngineAbortedError(f"the engine aborted turn {turn}")

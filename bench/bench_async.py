@@ -6,10 +6,13 @@ prints per k: RL steps/s, the engine's and the learner's idle fractions, the hel
 before and after RL; the JSON adds the learner's mean stage times (``prepare_ms``, ``update_ms``,
 ``sync_ms``). k = 0 is today's loop (its idle fractions come from the stage times: the engine
 idles outside ``time/rollout``, the learner inside it); k >= 1 adds ``actor.tis_cap`` (decoupled
-PPO needs it) and reads the ``async/*`` metrics. Writes ``bench/results/
+PPO needs it) and reads the ``async/*`` metrics; ``--inflight`` runs each k >= 1 once per
+``rollout.inflight_update`` given (``off``, ``continue``, ``abort``) and adds the stale-token
+fraction, the in-flight updates and the regenerated generations. Writes ``bench/results/
 bench_async.json``.
 
-Usage: .venv/bin/python bench/bench_async.py [--ks 0 1 2] [--steps 40] [--override k=v ...]
+Usage: .venv/bin/python bench/bench_async.py [--ks 0 1 2] [--inflight off continue abort]
+    [--steps 40] [--override k=v ...]
 """
 
 from __future__ import annotations
@@ -18,10 +21,10 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from rlvr.config import load_config
 from rlvr.trainer import Trainer
@@ -36,13 +39,14 @@ def _mean(values: list[float]) -> float:
     return sum(values) / max(len(values), 1)
 
 
-def run(k: int, out: Path, warm: Path, steps: int, extra: list[str]) -> dict[str, float]:
+def run(k: int, out: Path, warm: Path, steps: int, extra: list[str],
+        inflight: str = "off") -> dict[str, Any]:
     """Train ``steps`` steps at staleness ``k`` from the warm-up in ``warm``; the numbers."""
-    shutil.copytree(warm, out / "sft_model")
-    overrides = QUIET + [f"trainer.output_dir={out}", f"trainer.steps={steps}",
+    overrides = QUIET + [f"model.path={warm}", "sft.enabled=false",
+                         f"trainer.output_dir={out}", f"trainer.steps={steps}",
                          f"rollout.max_staleness={k}", *extra]
     if k:
-        overrides.append("actor.tis_cap=2.0")
+        overrides += ["actor.tis_cap=2.0", f"rollout.inflight_update={inflight}"]
     config = load_config(REPO / "configs" / "quickstart.yaml", overrides)
     result = Trainer(config, log=lambda *_: None).train()
     h = result.history
@@ -50,15 +54,20 @@ def run(k: int, out: Path, warm: Path, steps: int, extra: list[str]) -> dict[str
         engine_idle = _mean([m["async/engine_idle_frac"] for m in h])
         learner_idle = _mean([m["async/learner_idle_frac"] for m in h])
         extra_metrics = {"staleness_mean": _mean([m["async/staleness_mean"] for m in h]),
-                         "dropped": h[-1]["async/dropped_stale"] + h[-1]["async/dropped_untrained"]}
+                         "dropped": h[-1]["async/dropped_stale"] + h[-1]["async/dropped_untrained"],
+                         "stale_token_frac": _mean([m["async/stale_token_frac"] for m in h]),
+                         "inflight_updates": h[-1].get("async/inflight_updates", 0.0),
+                         "regenerated": h[-1].get("async/regenerated", 0.0)}
     else:
         step_s = sum(m["time/step"] for m in h)
         rollout_s = sum(m["time/rollout"] for m in h)
         engine_idle, learner_idle = 1 - rollout_s / step_s, rollout_s / step_s
-        extra_metrics = {"staleness_mean": 0.0, "dropped": 0.0}
+        extra_metrics = {"staleness_mean": 0.0, "dropped": 0.0, "stale_token_frac": 0.0,
+                         "inflight_updates": 0.0, "regenerated": 0.0}
     learner_ms = {f"{stage}_ms": 1000 * _mean([m.get(f"time/{stage}", 0.0) for m in h])
                   for stage in ("prepare", "update", "sync")}
-    return {"k": k, "steps": steps, "rl_seconds": result.rl_seconds, **learner_ms,
+    return {"k": k, "inflight": inflight if k else "off", "steps": steps,
+            "rl_seconds": result.rl_seconds, **learner_ms,
             "steps_per_s": steps / result.rl_seconds, "engine_idle": engine_idle,
             "learner_idle": learner_idle, "heldout_before": result.warmup_accuracy or 0.0,
             "heldout_after": result.final_accuracy or 0.0, **extra_metrics}
@@ -68,6 +77,9 @@ def main() -> None:
     """Warm up once, run every k, print the table, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ks", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--inflight", nargs="+", default=["off"],
+                        choices=["off", "continue", "abort"],
+                        help="rollout.inflight_update values to run at each k >= 1")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--override", nargs="*", default=[], help="extra config overrides")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -80,17 +92,20 @@ def main() -> None:
                              QUIET + [f"trainer.output_dir={warm_dir}", *args.override])
         Trainer(config, log=lambda *_: None).close()  # the warm-up runs in the constructor
         for k in args.ks:
-            rows.append(run(k, Path(tmp) / f"k{k}", warm_dir / "sft_model", args.steps,
-                            args.override))
-            print(json.dumps(rows[-1]), flush=True)
+            for mode in args.inflight if k else ["off"]:
+                rows.append(run(k, Path(tmp) / f"k{k}-{mode}", warm_dir / "sft_model",
+                                args.steps, args.override, mode))
+                print(json.dumps(rows[-1]), flush=True)
     base = rows[0]["steps_per_s"]
-    print("| k | RL steps/s | vs first | engine idle | learner idle | staleness mean | dropped |"
-          " held-out before -> after |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| k | in flight | RL steps/s | vs first | engine idle | learner idle | staleness mean |"
+          " stale tokens | in-flight updates | regenerated | dropped | held-out before -> after |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['k']} | {r['steps_per_s']:.2f} | {r['steps_per_s'] / base:.2f}x | "
+        print(f"| {r['k']} | {r['inflight']} | {r['steps_per_s']:.2f} | "
+              f"{r['steps_per_s'] / base:.2f}x | "
               f"{100 * r['engine_idle']:.0f}% | {100 * r['learner_idle']:.0f}% | "
-              f"{r['staleness_mean']:.2f} | {r['dropped']:.0f} | "
+              f"{r['staleness_mean']:.2f} | {100 * r['stale_token_frac']:.0f}% | "
+              f"{r['inflight_updates']:.0f} | {r['regenerated']:.0f} | {r['dropped']:.0f} | "
               f"{100 * r['heldout_before']:.1f}% -> {100 * r['heldout_after']:.1f}% |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({

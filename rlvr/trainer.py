@@ -31,7 +31,7 @@ Deviations and simplifications:
   A takes them, the old logprobs (decoupled PPO's proximal policy: the learner's before the
   update, from stage B or the one-step update's own forward, as above) meet the engine's through
   ``actor.tis_cap``, and the sync publishes the new weights for the producer instead of pushing
-  them into the engine.
+  them into the engine (``rollout.inflight_update``: the producer pushes them in mid-generation).
 """
 
 from __future__ import annotations
@@ -375,7 +375,8 @@ class Trainer:
                             first_step=self.state.step + 1, last_step=cfg.trainer.steps,
                             first_position=self.state.tasks_drawn,
                             prompts_per_step=cfg.rollout.prompts_per_step,
-                            version=self.state.step)
+                            version=self.state.step, engine=self.engine,
+                            inflight=cfg.rollout.inflight_update)
 
     # ------------------------------------------------------------------ stages
     def prepare(self, batch: RolloutBatch) -> dict[str, float]:

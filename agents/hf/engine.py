@@ -24,6 +24,16 @@ Scheduling (continuous batching, in one worker thread):
   one-turn rollout's episodes all end in such a tail, a long generation's early finishers are
   not held.
 
+Versions and in-flight weight updates (``agents.engine.VersionedEngine``): every sampled token
+records ``weight_version``, the version the engine held when it sampled it
+(``Completion.versions``, reported once a version was declared with ``set_weight_version`` or an
+in-flight update: an engine nobody versions reports None, as before).
+``update_weights_in_flight`` hands new weights to the worker, which swaps them between two
+decode steps, on the engine's own copy of the weights: "continue" keeps
+the running rows and their KV cache (computed by the old weights) and samples their next tokens
+with the new ones; "abort" drops the running rows' partial generations and prefills them again
+from their prompts under the new weights (``Completion.regenerated``).
+
 Sharing the actor: pass the actor's ``nn.Module`` itself. Generation runs under
 ``torch.no_grad()``; the module's own forward runs in eval mode (the module's previous
 train/eval mode is restored whenever the engine goes idle), the lean forward has no dropout and
@@ -48,7 +58,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from agents.engine import Completion, FinishReason, SamplingParams, WeightsSource
+from agents.engine import (
+    INFLIGHT_MODES,
+    Completion,
+    FinishReason,
+    InflightMode,
+    SamplingParams,
+    WeightsSource,
+)
 from agents.errors import EngineClosedError, EngineError, RequestError, WeightUpdateError
 from agents.hf.forwards import ROOM, LeanForward, ModuleForward, left_pad
 from agents.hf.intra_op import use_intra_op_threads
@@ -77,7 +94,21 @@ class _Request:
     """``sampling`` as the sampler reads it (``agents.hf.sampling.row_plan``), made once."""
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    """The weight version each token was sampled under."""
+    regenerated: int = 0
     finish_reason: FinishReason | None = None
+
+
+@dataclass(eq=False)
+class _InflightUpdate:
+    """New weights for the worker to load between two decode steps."""
+
+    weights: Iterable[tuple[str, torch.Tensor]]
+    version: int
+    mode: InflightMode
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
 
 
 @dataclass
@@ -173,6 +204,10 @@ class TransformersEngine:
         self._done: list[_Request] = []
         self.steps = 0
         """Decode forward passes run so far (prefills excluded); useful in tests and benches."""
+        self._weight_version = 0
+        self._versioned = False  # a version was declared: completions report versions
+        self._regenerated = 0
+        self._update: _InflightUpdate | None = None
 
     def _find_eos_ids(self) -> frozenset[int]:
         ids: set[int] = set()
@@ -240,21 +275,73 @@ class TransformersEngine:
             raise EngineClosedError("TransformersEngine.update_weights called after close()")
         items = _read_checkpoint(weights) if isinstance(weights, str | PathLike) else weights
         with self._model_lock, torch.no_grad():
-            targets = self.model.state_dict(keep_vars=True)
-            for name, tensor in items:
-                if name not in targets:
-                    close = difflib.get_close_matches(name, list(targets), n=3)
-                    raise WeightUpdateError(
-                        f"update_weights: unknown parameter {name!r}"
-                        + (f"; did you mean {close}?" if close else "")
-                    )
-                target = targets[name]
-                if tuple(target.shape) != tuple(tensor.shape):
-                    raise WeightUpdateError(
-                        f"update_weights: {name!r} has shape {tuple(tensor.shape)}; the model "
-                        f"expects {tuple(target.shape)}"
-                    )
-                target.data.copy_(tensor.to(device=target.device, dtype=target.dtype))
+            self._load(items)
+
+    @property
+    def weight_version(self) -> int:
+        """The version of the weights tokens are sampled with now (``VersionedEngine``)."""
+        return self._weight_version
+
+    def set_weight_version(self, version: int) -> None:
+        """Declare the version of the weights loaded (tokens sampled from now on carry it)."""
+        with self._model_lock:
+            self._weight_version = int(version)
+            self._versioned = True
+
+    @property
+    def regenerated(self) -> int:
+        """Rows dropped and generated again by "abort" in-flight updates so far."""
+        return self._regenerated
+
+    def update_weights_in_flight(self, weights: WeightsSource, version: int,
+                                 mode: InflightMode) -> None:
+        """Swap in ``version``'s weights between two decode steps (module docstring).
+
+        Blocks until the worker has loaded them (one decode step at the most when a batch runs;
+        at once when the engine is idle).
+
+        Raises:
+            RequestError: an unknown ``mode``.
+            WeightUpdateError: as ``update_weights`` (the rows go on, on what was loaded).
+            EngineClosedError: the engine was closed (before or during the wait).
+        """
+        if mode not in INFLIGHT_MODES:
+            raise RequestError(f"mode must be one of {', '.join(INFLIGHT_MODES)}; got {mode!r}")
+        if self._closed:
+            raise EngineClosedError("TransformersEngine.update_weights_in_flight called after "
+                                    "close()")
+        items = _read_checkpoint(weights) if isinstance(weights, str | PathLike) else \
+            list(weights)
+        job = _InflightUpdate(items, int(version), mode)
+        with self._cond:
+            if self._update is not None:  # pragma: no cover - one caller at a time
+                raise EngineError("an in-flight weight update is already waiting")
+            self._update = job
+            self._ensure_worker()
+            self._cond.notify_all()
+        while not job.done.wait(0.5):
+            if self._closed:
+                raise EngineClosedError("the engine closed during an in-flight weight update")
+        if job.error is not None:
+            raise job.error
+
+    def _load(self, items: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Copy ``items`` into the module's tensors (holding ``_model_lock``, no grad)."""
+        targets = self.model.state_dict(keep_vars=True)
+        for name, tensor in items:
+            if name not in targets:
+                close = difflib.get_close_matches(name, list(targets), n=3)
+                raise WeightUpdateError(
+                    f"update_weights: unknown parameter {name!r}"
+                    + (f"; did you mean {close}?" if close else "")
+                )
+            target = targets[name]
+            if tuple(target.shape) != tuple(tensor.shape):
+                raise WeightUpdateError(
+                    f"update_weights: {name!r} has shape {tuple(tensor.shape)}; the model "
+                    f"expects {tuple(target.shape)}"
+                )
+            target.data.copy_(tensor.to(device=target.device, dtype=target.dtype))
 
     def release_memory(self) -> None:
         """No-op: the transformers engine holds no memory between batches."""
@@ -270,6 +357,10 @@ class TransformersEngine:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=60)
         with self._cond:
+            if self._update is not None:
+                self._update.error = EngineClosedError("the engine closed before the update")
+                self._update.done.set()
+                self._update = None
             for req in [*self._pending, *self._staged]:
                 self._finish(req, "abort")
             self._pending.clear()
@@ -328,7 +419,9 @@ class TransformersEngine:
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Completion],
                                                              Completion]]] = {}
         for req in done:  # a finished request's lists are never appended to again
-            completion = Completion(req.token_ids, req.logprobs, req.finish_reason or "abort")
+            completion = Completion(req.token_ids, req.logprobs, req.finish_reason or "abort",
+                                    versions=req.versions if self._versioned else None,
+                                    regenerated=req.regenerated)
             by_loop.setdefault(req.loop, []).append((req.future, completion))
         for loop, items in by_loop.items():
             with contextlib.suppress(RuntimeError):  # the caller's loop is already closed
@@ -350,10 +443,15 @@ class TransformersEngine:
         batch: _Batch | None = None
         while True:
             with self._cond:
-                while not self._pending and batch is None and not self._closed:
+                while not self._pending and batch is None and not self._closed and \
+                        self._update is None:
                     self._cond.wait()
                 if self._closed:
                     break
+                update, self._update = self._update, None
+            if update is not None:  # between two decode steps
+                batch = self._apply_update(update, batch)
+            with self._cond:
                 room = self.max_batch_size - (len(batch.rows) if batch else 0)
                 admit = [self._pending.popleft() for _ in range(min(room, len(self._pending)))]
             try:
@@ -379,6 +477,28 @@ class TransformersEngine:
             self._finish(req, "abort")
         self._restore_mode()
         self._deliver()
+
+    def _apply_update(self, update: _InflightUpdate, batch: _Batch | None) -> _Batch | None:
+        """Load an in-flight update; with "abort", requeue the running rows from scratch."""
+        try:
+            with self._model_lock, torch.no_grad():
+                self._load(update.weights)
+                self._weight_version = update.version
+                self._versioned = True
+            if update.mode == "abort" and batch is not None:
+                rows = [r for r in batch.rows if r.finish_reason is None and not r.future.done()]
+                for req in rows:
+                    req.token_ids, req.logprobs, req.versions = [], [], []
+                    req.regenerated += 1
+                self._regenerated += len(rows)
+                with self._cond:
+                    self._pending.extendleft(reversed(rows))
+                batch = None  # its KV cache holds the dropped tokens
+        except BaseException as exc:  # handed to the caller, the rows go on
+            update.error = exc
+        finally:
+            update.done.set()
+        return batch
 
     @contextlib.contextmanager
     def _eval_mode(self) -> Iterator[None]:
@@ -458,10 +578,12 @@ class TransformersEngine:
         tokens, logprobs = sample_planned(
             logits, [r.plan for r in rows], [len(r.token_ids) for r in rows], source)
         done = self._done  # (``_finish`` inlined: this loop runs per row and decode step)
+        version = self._weight_version
         for req, tok, lp in zip(rows, tokens, logprobs):
             ids = req.token_ids
             ids.append(tok)
             req.logprobs.append(lp)
+            req.versions.append(version)
             if tok in req.stop_ids or (req.sampling.stop and self._hit_stop_string(req)):
                 req.finish_reason = "stop"
                 done.append(req)

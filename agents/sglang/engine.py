@@ -31,6 +31,15 @@ sessions, broadcasts): ``agents.sglang.dist_sync``.
   ``update_weights`` with ``(name, tensor)`` pairs takes the adapter alone, writes it in peft's
   format under ``sync_dir/lora/<name>``, loads it as ``<prefix>-v<n>`` and unloads the previous
   one; every ``/generate`` names the current adapter (``agents.sglang.lora``).
+* Versions and in-flight updates (``agents.engine.VersionedEngine``): ``set_weight_version``
+  names the servers' weights ``str(version)`` (``/update_weight_version``); from then on each
+  completion's ``versions`` come from the server's ``meta_info.weight_versions`` spans.
+  ``update_weights_in_flight`` pauses generation (``/pause_generation``), updates with the
+  version, and continues (``/continue_generation``): mode "continue" pauses ``in_place`` (the
+  running requests keep their KV cache; the update does not flush the prefix cache, which
+  sglang refuses while requests run: the next update between steps flushes it), mode "abort"
+  aborts the running requests, which ``generate`` then sends again, counted in
+  ``Completion.regenerated``.
 * Only the ``leader`` (trainer rank 0) sends weight and memory calls; other ranks' engines drain
   the (collective) weight iterator and return.
 """
@@ -48,13 +57,14 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from agents.engine import Completion, SamplingParams, WeightsSource
+from agents.engine import INFLIGHT_MODES, Completion, InflightMode, SamplingParams, WeightsSource
 from agents.errors import EngineClosedError, MissingDependencyError, RequestError, SGLangError
 from agents.sglang.client import ServerClient, SGLangHTTPError, check_success
 from agents.sglang.dist_sync import DistributedWeights
@@ -82,7 +92,12 @@ from agents.sglang.weights import (
     sglang_layout_group,
     write_shards,
 )
-from agents.sglang.wire import aborted, parse_generate_response, sampling_payload
+from agents.sglang.wire import (
+    aborted,
+    parse_generate_response,
+    sampling_payload,
+    token_versions,
+)
 
 _DTYPES = {"float32": torch.float32, "float": torch.float32, "bfloat16": torch.bfloat16,
            "float16": torch.float16, "half": torch.float16}
@@ -155,9 +170,14 @@ class SGLangEngine:
         self.group_factory = group_factory or sglang_layout_group
         self._next_url = itertools.cycle(self.urls)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_concurrency, "sglang-http")
+        # Weight, pause and memory calls have threads of their own: while generation is paused
+        # in place, every /generate thread may be waiting on the server, and an update sent
+        # through that pool would wait behind them forever.
+        self._control = concurrent.futures.ThreadPoolExecutor(
+            max(4, 2 * len(self.server_urls)), "sglang-control")
         self._attach_lock = threading.Lock()
         self._infos: dict[str, ServerInfo] | None = None
-        self._dist = DistributedWeights(self.clients, self.server_urls, self._pool)
+        self._dist = DistributedWeights(self.clients, self.server_urls, self._control)
         self._released: dict[str, tuple[str, ...]] = {}
         self._weights_stale = False
         self._closed = False
@@ -166,6 +186,11 @@ class SGLangEngine:
         self._lora_base = ""
         self._lora_version = 0
         self._lora_name: str | None = None
+        self._version = 0
+        self._versioned = False
+        self._regenerated = 0
+        self._abort_epoch = 0  # odd while an "abort" in-flight update runs
+        self._inflight_lock = threading.Lock()
 
     # ------------------------------------------------------------------ launching
     @classmethod
@@ -380,6 +405,22 @@ class SGLangEngine:
         }
         if self._lora_name is not None:
             payload["lora_path"] = self._lora_name
+        regenerated = 0
+        while True:
+            epoch = self._abort_epoch
+            out = await self._post_generate(loop, payload)
+            if out.finish_reason != "abort" or epoch == self._abort_epoch:
+                break
+            regenerated += 1  # aborted by an in-flight update: again, under the new weights
+            self._regenerated += 1
+        if self._versioned and out.token_ids:
+            out = replace(out, versions=token_versions(out), regenerated=regenerated)
+        elif regenerated:
+            out = replace(out, regenerated=regenerated)
+        return out
+
+    async def _post_generate(self, loop: asyncio.AbstractEventLoop,
+                             payload: dict[str, Any]) -> Completion:
         client = self.clients[next(self._next_url)]
         try:
             body = await loop.run_in_executor(self._pool, client.post, "/generate", payload)
@@ -403,11 +444,64 @@ class SGLangEngine:
                 "or accept unseeded sampling (allow_unseeded=True; rollout.sglang.allow_unseeded)"
             )
 
-    def update_weights(self, weights: WeightsSource, *, weight_version: str | None = None) -> None:
+    # ------------------------------------------------------------------ versions, in flight
+    @property
+    def weight_version(self) -> int:
+        """The version of the servers' weights (``VersionedEngine``)."""
+        return self._version
+
+    @property
+    def regenerated(self) -> int:
+        """Requests aborted by "abort" in-flight updates and sent again so far."""
+        return self._regenerated
+
+    def set_weight_version(self, version: int) -> None:
+        """Name the servers' current weights ``str(version)``; completions report versions."""
+        if self.leader and not self._closed:
+            self._post_all("/update_weight_version", {"new_version": str(int(version)),
+                                                      "abort_all_requests": False})
+        self._version = int(version)
+        self._versioned = True
+
+    def update_weights_in_flight(self, weights: WeightsSource, version: int,
+                                 mode: InflightMode) -> None:
+        """Pause, update to ``version``, continue (module docstring; ``VersionedEngine``).
+
+        Raises:
+            RequestError: an unknown ``mode``.
+            SGLangError: a server refused a call (generation is continued before it is raised).
+        """
+        if mode not in INFLIGHT_MODES:
+            raise RequestError(f"mode must be one of {', '.join(INFLIGHT_MODES)}; got {mode!r}")
+        if self._closed:
+            raise EngineClosedError("SGLangEngine.update_weights_in_flight called after close()")
+        with self._inflight_lock:
+            if mode == "abort":
+                self._abort_epoch += 1
+            try:
+                if self.leader:
+                    self._post_all("/pause_generation",
+                                   {"mode": "in_place" if mode == "continue" else "abort"})
+                try:
+                    self.update_weights(weights, weight_version=str(int(version)),
+                                        flush=mode == "abort")
+                finally:
+                    if self.leader:
+                        self._post_all("/continue_generation", {})
+            finally:
+                if mode == "abort":
+                    self._abort_epoch += 1
+            self._version = int(version)
+            self._versioned = True
+
+    def update_weights(self, weights: WeightsSource, *, weight_version: str | None = None,
+                       flush: bool = True) -> None:
         """Load new weights: a HF directory, or ``(name, tensor)`` pairs sent in buckets.
 
         On a non-leader engine the pairs are drained (the learner's iterator is collective) and
-        nothing is sent.
+        nothing is sent. ``flush=False`` keeps the prefix cache (required while requests sit
+        paused in place: sglang refuses to flush then). ``weight_version`` names the new
+        weights on the servers (None: the name stays).
 
         Raises:
             SGLangError: a server refused the update or could not be reached.
@@ -423,16 +517,16 @@ class SGLangEngine:
                     pass
             return
         if isinstance(weights, str | PathLike):
-            self._load_from_disk(str(weights), weight_version)
+            self._load_from_disk(str(weights), weight_version, flush)
             self._weights_stale = False
             return
         _ = self.infos  # attach: decides "auto"
         if self.weight_sync == "disk":
             write_shards(buckets(weights, max_bytes=self.bucket_bytes, dtype=self.dtype),
                          self.sync_dir)
-            self._load_from_disk(str(self.sync_dir), weight_version)
+            self._load_from_disk(str(self.sync_dir), weight_version, flush)
         else:
-            self._update_from_distributed(weights, weight_version)
+            self._update_from_distributed(weights, weight_version, flush)
         self._weights_stale = False
 
     # ------------------------------------------------------------------ LoRA
@@ -510,8 +604,8 @@ class SGLangEngine:
             self._sync_dir = Path(tempfile.mkdtemp(prefix="rlvr-sglang-sync-"))
         return self._sync_dir
 
-    def _load_from_disk(self, path: str, weight_version: str | None) -> None:
-        payload: dict[str, Any] = {"model_path": path, "flush_cache": True}
+    def _load_from_disk(self, path: str, weight_version: str | None, flush: bool = True) -> None:
+        payload: dict[str, Any] = {"model_path": path, "flush_cache": flush}
         if weight_version is not None:
             payload["weight_version"] = weight_version
         self._post_all("/update_weights_from_disk", payload)
@@ -577,6 +671,7 @@ class SGLangEngine:
         """Stop the HTTP pool, leave the weight group, stop the launched server. Idempotent."""
         self._closed = True
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._control.shutdown(wait=False, cancel_futures=True)
         if self._dist.group is not None:
             self._dist.leave()
         if self.process is not None:
@@ -617,17 +712,18 @@ class SGLangEngine:
         )
 
     def _update_from_distributed(self, weights: Iterable[tuple[str, torch.Tensor]],
-                                 weight_version: str | None) -> None:
+                                 weight_version: str | None, flush: bool = True) -> None:
         """One weight-update session over the group (joined first if need be), then a flush."""
         if self._dist.group is None:
             self.init_weight_update_group()
         self._dist.update(weights, weight_version, dtype=self.dtype,
                           bucket_bytes=self.bucket_bytes)
-        self.flush_cache()
+        if flush:
+            self.flush_cache()
 
     # ------------------------------------------------------------------ HTTP
     def _post_all(self, path: str, payload: dict[str, Any]) -> None:
-        futures = [self._pool.submit(self.clients[u].post, path, payload)
+        futures = [self._control.submit(self.clients[u].post, path, payload)
                    for u in self.server_urls]
         for fut in futures:
             check_success(path, fut.result())

@@ -75,6 +75,28 @@ def parse_generate_response(body: dict[str, Any]) -> Completion:
     return Completion(ids, logprobs, reason, {"meta_info": meta})  # type: ignore[arg-type]
 
 
+def token_versions(completion: Completion) -> list[int]:
+    """The weight version of each token, from ``meta_info.weight_versions`` (sglang >= 0.5.23).
+
+    Each span is ``{"version", "start", "end"}`` over the output tokens. Versions rlvr named
+    (``str(int)``) are read back as ints; tokens under another name (the server's "default"
+    before any was set) or outside every span get -1 (unknown: counted as the oldest).
+    """
+    meta = completion.info.get("meta_info") or {}
+    out = [-1] * len(completion.token_ids)
+    spans = meta.get("weight_versions")
+    if not spans and meta.get("weight_version") is not None:  # one version for all tokens
+        spans = [{"version": meta["weight_version"], "start": 0, "end": len(out)}]
+    for span in spans or ():
+        try:
+            version = int(span["version"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        start, end = max(int(span["start"]), 0), min(int(span["end"]), len(out))
+        out[start:end] = [version] * max(end - start, 0)
+    return out
+
+
 def aborted(message: str) -> Completion:
     """The completion of a request the server aborted (an HTTP error carrying an abort)."""
     return Completion([], [], "abort", {"abort": message})

@@ -52,6 +52,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         return value
     if origin is Literal:
         allowed = typing.get_args(tp)
+        if isinstance(value, bool) and ("on" if value else "off") in allowed:
+            value = "on" if value else "off"  # YAML 1.1 reads a bare on/off as a boolean
         check_choice(key, value, allowed)
         return value
     if origin in (typing.Union, types.UnionType):

@@ -322,7 +322,13 @@ class RolloutConfig(EngineSection):
             a producer thread plays up to ``k`` steps ahead on the engine's own copy of the
             weights while the learner trains; rows with a token more than ``k`` policy versions
             old are dropped, and the update is decoupled PPO (needs ``actor.tis_cap``). One
-            rank and the transformers engine only.
+            rank.
+        inflight_update: with ``max_staleness >= 1``, what the producer does when the learner
+            publishes new weights while episodes are mid-generation (docs/async.md): ``off``
+            (the default) loads them before the next step's episodes only; ``continue`` swaps
+            them into the engine between two decode steps, keeping the KV cache (later tokens
+            carry the new version); ``abort`` drops the running generations and regenerates
+            them under the new weights.
     """
 
     prompts_per_step: int = bounded(8, gt=0)
@@ -333,12 +339,14 @@ class RolloutConfig(EngineSection):
     open_ahead: bool = True
     max_logprob_diff: float | None = None
     max_staleness: int = bounded(0, ge=0)
+    inflight_update: Literal["off", "continue", "abort"] = "off"
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.max_staleness and self.engine != "transformers":
-            raise ConfigError(f"max_staleness >= 1 (asynchronous RL) runs the transformers engine "
-                              f"only; got engine {self.engine!r}", key="max_staleness")
+        if self.inflight_update != "off" and not self.max_staleness:
+            raise ConfigError(f"inflight_update {self.inflight_update!r} updates weights while "
+                              f"the asynchronous producer plays: it needs max_staleness >= 1 "
+                              f"(got 0); allowed without it: 'off'", key="inflight_update")
         if self.max_logprob_diff is not None and not self.max_logprob_diff > 0:  # .inf is allowed
             raise ConfigError(f"max_logprob_diff must be > 0 or null (the default for the "
                               f"engine's dtype); got {self.max_logprob_diff!r}",

@@ -38,6 +38,13 @@ def stamp(trajectories: Iterable[Trajectory], version: int) -> None:
             traj.policy_versions = [version] * len(traj.response_ids)
 
 
+def token_versions(traj: Trajectory) -> list[int] | None:
+    """The versions of ``traj``'s model tokens (mask 1), in order; None when it records none."""
+    if traj.policy_versions is None:
+        return None
+    return [v for v, m in zip(traj.policy_versions, traj.response_mask) if m]
+
+
 def oldest_version(traj: Trajectory, current: int) -> int:
     """The oldest version among ``traj``'s model tokens (``current`` when it records none)."""
     if traj.policy_versions is None:

@@ -114,3 +114,14 @@ def recompute_logprobs(model, traj, temperature: float = 1.0) -> tuple[torch.Ten
     mine = logp.gather(1, resp[:, None])[:, 0]
     mask = torch.tensor(traj.response_mask, dtype=torch.bool)
     return mine[mask], torch.tensor(traj.rollout_logprobs)[mask]
+
+
+def continued_logprobs(old, new, prompt: list[int], tokens: list[int], k: int) -> torch.Tensor:
+    """Logprobs of ``tokens[k:]`` by ``new`` over the KV cache ``old`` wrote for
+    ``prompt + tokens[:k - 1]``: what an engine that swapped weights in flight after sampling
+    ``tokens[:k]`` computes (``tokens[k - 1]`` is fed by the first forward after the swap)."""
+    with torch.no_grad():
+        cache = old(torch.tensor([prompt + tokens[:k - 1]]), use_cache=True).past_key_values
+        logits = new(torch.tensor([tokens[k - 1:-1]]), cache=cache).logits[0]
+    logp = torch.log_softmax(logits.float(), -1)
+    return logp.gather(1, torch.tensor(tokens[k:])[:, None])[:, 0]

@@ -473,3 +473,18 @@ def test_a_refused_bucket_raises_instead_of_hanging(make_fake, tiny_model_path):
         sg.update_weights(model.state_dict().items())
     assert time.monotonic() - t0 < 30 and sg._dist.group is None
     sg.close()
+
+
+def test_token_versions_read_sglangs_weight_version_spans():
+    from agents.engine import Completion
+    from agents.sglang.wire import token_versions
+
+    def completion(meta, n=5):
+        return Completion([1] * n, [-0.1] * n, "stop", {"meta_info": meta})
+
+    spans = [{"version": "3", "start": 0, "end": 2}, {"version": "4", "start": 2, "end": 5}]
+    assert token_versions(completion({"weight_versions": spans})) == [3, 3, 4, 4, 4]
+    named = [{"version": "default", "start": 0, "end": 1}, {"version": "7", "start": 1, "end": 5}]
+    assert token_versions(completion({"weight_versions": named})) == [-1, 7, 7, 7, 7]
+    assert token_versions(completion({"weight_version": "2"}, 3)) == [2, 2, 2]
+    assert token_versions(completion({}, 2)) == [-1, -1]

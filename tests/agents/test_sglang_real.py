@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from agent_helpers import continued_logprobs
 
 from agents.engine import SamplingParams
 from agents.sglang import SGLangEngine
@@ -395,3 +396,125 @@ def test_an_agent_function_on_real_sglang_is_token_exact(server, local, tiny_tok
         mask = torch.tensor(traj.response_mask, dtype=torch.bool)
         ref = _logprobs(local, traj.prompt_ids, traj.response_ids, 1.0)
         assert float((ref - torch.tensor(traj.rollout_logprobs))[mask].abs().max()) < TOL
+
+
+def _generate_through_an_inflight_update(sg, weights, mode, prompts, sampling, wait_s=1.0):
+    """Generate ``prompts`` on ``sg`` (version 0) and push ``weights`` as version 1 after
+    ``wait_s``, while they run."""
+    sg.set_weight_version(0)
+    results: list = []
+    thread = threading.Thread(target=lambda: results.append(asyncio.run(
+        _many(sg, prompts, sampling))))
+    thread.start()
+    time.sleep(wait_s)
+    t0 = time.perf_counter()
+    sg.update_weights_in_flight(weights, 1, mode)
+    seconds = time.perf_counter() - t0
+    thread.join(300)
+    assert results, "the requests never returned"
+    return results[0], seconds
+
+
+@pytest.mark.parametrize("weight_sync", ["disk", "distributed"])
+def test_inflight_continue_keeps_the_cache_and_later_tokens_carry_the_new_version(
+        server, tiny_model_path, local, tmp_path, weight_sync):
+    """``/pause_generation`` in place, update with a weight version, ``/continue_generation``:
+    the running requests go on; the tokens before the update carry version 0 and the old
+    weights' logprobs, those after carry version 1 (sglang's ``weight_versions`` spans) and the
+    logprobs of the new weights over the KV cache the old ones wrote."""
+    from transformers import AutoModelForCausalLM
+
+    trained = _train_step(AutoModelForCausalLM.from_pretrained(tiny_model_path,
+                                                               dtype=torch.float32))
+    # every HTTP thread busy with a paused /generate: the update must not need one of them
+    sg = _attach(server, weight_sync=weight_sync, sync_dir=tmp_path / "sync",
+                 max_concurrency=len(PROMPTS))
+    sp = SamplingParams(temperature=1.0, max_new_tokens=400)
+    try:
+        outs, seconds = _generate_through_an_inflight_update(
+            sg, trained.state_dict().items(), "continue", PROMPTS, sp)
+        mixed = 0
+        for prompt, out in zip(PROMPTS, outs):
+            assert out.finish_reason != "abort" and out.regenerated == 0
+            k = out.versions.count(0)
+            assert out.versions == [0] * k + [1] * (len(out.token_ids) - k)
+            got = torch.tensor(out.logprobs)
+            if k:
+                before = _logprobs(local, prompt, out.token_ids[:k], 1.0)
+                assert (before - got[:k]).abs().max() < TOL
+            if 0 < k < len(out.token_ids):
+                mixed += 1
+                after = continued_logprobs(local, trained, prompt, out.token_ids, k)
+                assert (after - got[k:]).abs().max() < TOL
+        print(f"\n[test_sglang_real] in-flight continue ({weight_sync}): {seconds:.2f} s, "
+              f"{mixed}/{len(outs)} requests span the update")
+        assert mixed >= 1, [(len(o.token_ids), o.versions.count(0)) for o in outs]
+    finally:
+        sg.update_weights(str(tiny_model_path))  # back to the module's weights (flushed)
+        sg.close()
+
+
+def test_inflight_abort_regenerates_under_the_new_version(server, tiny_model_path, local,
+                                                          tmp_path):
+    """``/pause_generation`` abort, update, continue: the requests that were running come back
+    aborted and are sent again: every token carries version 1 and the new weights' logprobs."""
+    from transformers import AutoModelForCausalLM
+
+    trained = _train_step(AutoModelForCausalLM.from_pretrained(tiny_model_path,
+                                                               dtype=torch.float32))
+    sg = _attach(server, weight_sync="disk", sync_dir=tmp_path / "sync",
+                 max_concurrency=len(PROMPTS))
+    sp = SamplingParams(temperature=1.0, max_new_tokens=400)
+    try:
+        outs, seconds = _generate_through_an_inflight_update(
+            sg, trained.state_dict().items(), "abort", PROMPTS, sp)
+        assert sg.regenerated == sum(o.regenerated for o in outs) >= 1
+        for prompt, out in zip(PROMPTS, outs):
+            assert out.finish_reason != "abort"
+            if out.regenerated:
+                assert out.versions == [1] * len(out.token_ids)
+                gap = (_logprobs(trained, prompt, out.token_ids, 1.0)
+                       - torch.tensor(out.logprobs)).abs().max()
+                assert gap < TOL
+        print(f"\n[test_sglang_real] in-flight abort: {seconds:.2f} s, {sg.regenerated} "
+              f"requests regenerated")
+    finally:
+        sg.update_weights(str(tiny_model_path))
+        sg.close()
+
+
+@pytest.mark.parametrize("inflight", ["continue", "abort"])
+def test_async_training_on_the_real_server_with_inflight_updates(server, tiny_model_path,
+                                                                 tmp_path, inflight):
+    """rollout.max_staleness=1 with the sglang engine: the producer plays ahead on the server,
+    the learner's weights reach it between steps and mid-generation (``inflight``); every
+    episode is trained once, no row is staler than 1, and the first step (played by the
+    weights the learner started from) passes the sync guard at the fp32 level."""
+    from rlvr.config import load_config
+    from rlvr.trainer import Trainer
+
+    config = load_config(Path(__file__).parents[2] / "configs" / "quickstart.yaml", [
+        f"model.path={tiny_model_path}", "sft.enabled=false", f"trainer.output_dir={tmp_path}",
+        "trainer.steps=3", "trainer.progress=false", "trainer.tensorboard=false",
+        "trainer.plot=false", "trainer.export_at_end=false", "trainer.checkpoint_every=0",
+        "rollout.prompts_per_step=4", "rollout.group_size=4", "eval.tasks=8",
+        "eval.every=0", "actor.optim.lr=3e-3", "actor.optim.schedule=constant",
+        "rollout.engine=sglang", f"rollout.sglang.url={server.urls[0]}",
+        "rollout.sglang.allow_unseeded=true", "rollout.max_logprob_diff=1e-4",
+        "rollout.max_staleness=1", "actor.tis_cap=2.0", f"rollout.inflight_update={inflight}",
+    ])
+    trainer = Trainer(config, log=lambda *_: None)
+    try:
+        history = trainer.train().history
+        producer = trainer.async_rollout
+        assert producer is not None and producer.accounted
+        assert producer.trained == 3 * 4 * 4
+        assert dict(producer.dropped) == {"stale": 0, "untrained": 0}
+        assert all(m["async/staleness_max"] <= 1.0 for m in history)
+        assert history[0]["rollout/logprob_diff"] < 1e-4
+        print(f"\n[test_sglang_real] async {inflight} on sglang: in-flight updates "
+              f"{history[-1]['async/inflight_updates']:.0f}, regenerated "
+              f"{history[-1]['async/regenerated']:.0f}, stale tokens "
+              f"{[round(m['async/stale_token_frac'], 2) for m in history]}")
+    finally:
+        server.update_weights(str(tiny_model_path))

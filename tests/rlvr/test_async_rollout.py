@@ -156,3 +156,23 @@ def test_fresh_mismatch_without_stage_b():
     assert fresh["rollout/logprob_diff"] == 0.2 and fresh["async/logprob_diff"] == 0.2
     stale = fresh_mismatch(batch.select([0]), 4, measured)
     assert "rollout/logprob_diff" not in stale and stale["async/kl"] == 0.01
+
+
+def test_inflight_updates_need_a_versioned_engine():
+    with pytest.raises(AsyncRolloutError, match="rollout.inflight_update='continue' needs an "
+                       "engine that records versions .* object does not"):
+        AsyncRollout(lambda s, p: ([], {}), lambda t: None, max_staleness=1, first_step=1,
+                     last_step=2, first_position=0, prompts_per_step=1, version=0,
+                     engine=object(), inflight="continue")
+    with pytest.raises(ValueError, match="inflight must be one of off, continue, abort"):
+        AsyncRollout(lambda s, p: ([], {}), lambda t: None, max_staleness=1, first_step=1,
+                     last_step=2, first_position=0, prompts_per_step=1, version=0,
+                     inflight="pause")
+
+
+def test_version_metrics_count_stale_tokens_and_mixed_rows():
+    from rlvr.training.async_rollout import _version_metrics
+
+    rows = [_traj(3, [2, 3, 3]), _traj(3, [3, 3, 3]), _traj(2, [1, 3], mask=[0, 1])]
+    metrics = _version_metrics(rows, 3)
+    assert metrics == {"async/stale_token_frac": 1 / 7, "async/mixed_version_rows": 1.0}

@@ -59,9 +59,11 @@ def test_async_needs_a_tis_cap(tmp_path):
         _config(tmp_path, "rollout.max_staleness=1")
 
 
-def test_async_refuses_the_sglang_engine(tmp_path):
-    with pytest.raises(ConfigError, match="rollout.max_staleness"):
-        _config(tmp_path, "rollout.max_staleness=1", "actor.tis_cap=2.0", "rollout.engine=sglang")
+def test_async_takes_the_sglang_engine(tmp_path):
+    """The server holds its own weights (trained against it in test_sglang_real.py)."""
+    config = _config(tmp_path, "rollout.max_staleness=1", "actor.tis_cap=2.0",
+                     "rollout.engine=sglang", "rollout.inflight_update=continue")
+    assert config.rollout.engine == "sglang" and config.rollout.max_staleness == 1
 
 
 def test_k0_keeps_the_synchronous_loop(tmp_path):
@@ -98,3 +100,106 @@ def test_resume_plays_on_from_the_checkpoint_without_replaying(tmp_path):
     assert resumed.async_rollout.trained == 2 * PROMPTS * GROUP
     # the engine started from the checkpoint's weights: step 3 was generated at version 2
     assert history[0]["async/staleness_max"] == 0.0 and history[0]["rollout/logprob_diff"] < 1e-3
+
+
+@pytest.mark.parametrize("mode", ["continue", "abort"])
+def test_inflight_updates_train_every_episode_once(tmp_path, mode):
+    """With rollout.inflight_update the learner's new weights go into the engine while the
+    producer's episodes are mid-generation (the engine is slowed so that they are): rows mix
+    versions, none is staler than k, each step is played once and every episode trained."""
+    import time
+
+    trainer = Trainer(_config(tmp_path, "rollout.max_staleness=1", "actor.tis_cap=2.0",
+                              f"rollout.inflight_update={mode}", "eval.every=0"),
+                      log=lambda *_: None)
+
+    def hold(mod, args):  # while the learner trains and has not published: they land mid-flight
+        producer = trainer.async_rollout
+        if producer is not None and producer.trained and \
+                producer.weights.version <= producer.engine_version:
+            time.sleep(0.08)
+
+    slow = trainer.engine.model.get_input_embeddings().register_forward_pre_hook(hold)
+    collected: list[int] = []
+    collect = trainer.stream.collect
+
+    def recording(step, position=0):
+        collected.append(step)
+        return collect(step, position)
+
+    trainer.stream.collect = recording
+    try:
+        history = trainer.train().history
+    finally:
+        slow.remove()
+    producer = trainer.async_rollout
+    assert producer is not None and producer.inflight == mode
+    assert collected == [1, 2, 3, 4]
+    assert producer.trained == STEPS * PROMPTS * GROUP and producer.accounted
+    assert dict(producer.dropped) == {"stale": 0, "untrained": 0}
+    assert all(m["async/staleness_max"] <= 1.0 for m in history)
+    last = history[-1]
+    assert last["async/inflight_updates"] >= 1, [m["async/inflight_updates"] for m in history]
+    assert all(0.0 <= m["async/stale_token_frac"] <= 1.0 for m in history)
+    if mode == "continue":  # a row that lived through a swap mixes versions
+        assert sum(m["async/mixed_version_rows"] for m in history) >= 1
+    else:  # a row running at the swap was generated again, under one version
+        assert last["async/regenerated"] >= 1
+        assert all(m["async/mixed_version_rows"] == 0 for m in history)
+
+
+@pytest.mark.slow
+def test_sigkill_during_async_training_resumes_without_training_anything_twice(tmp_path):
+    """A run with in-flight updates killed (SIGKILL) after step 3, its producer ahead: the
+    resumed run restarts from the step-2 checkpoint, plays steps 3 and 4 once each from their
+    task positions, trains every episode it starts, and the metrics hold each step once."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from rlvr.config.loader import dump_config
+    from rlvr.metrics import read_jsonl
+
+    base = ["rollout.max_staleness=1", "actor.tis_cap=2.0", "rollout.inflight_update=continue",
+            "trainer.checkpoint_every=2", "eval.every=0"]
+    cfg_path = tmp_path / "config.yaml"
+    dump_config(_config(tmp_path / "run", *base), cfg_path)
+    out = tmp_path / "run"
+
+    def logged() -> list[float]:
+        path = out / "metrics.jsonl"
+        return [r["step"] for r in read_jsonl(path) if "reward/mean" in r] if path.exists() \
+            else []
+
+    proc = subprocess.Popen([sys.executable, "-m", "rlvr.cli", "train", str(cfg_path)],
+                            cwd=CONFIGS.parent, env=dict(os.environ, OMP_NUM_THREADS="1"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    try:
+        while max(logged(), default=0) < 3:
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the run never reached step 3"
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert (out / "checkpoints" / "step_000002" / "COMPLETE").is_file()
+    resumed = Trainer(load_config(cfg_path, ["trainer.resume=true"]), log=lambda *_: None)
+    assert resumed.state.step == 2
+    played: list[tuple[int, int]] = []
+    collect = resumed.stream.collect
+
+    def recording(step, position=0):
+        played.append((step, position))
+        return collect(step, position)
+
+    resumed.stream.collect = recording
+    resumed.train()
+    producer = resumed.async_rollout
+    assert producer is not None and producer.accounted
+    assert played == [(3, 2 * PROMPTS), (4, 3 * PROMPTS)]
+    assert producer.trained == 2 * PROMPTS * GROUP
+    assert dict(producer.dropped) == {"stale": 0, "untrained": 0}
+    assert logged() == [1, 2, 3, 4]  # the killed run's step 3 was replaced, not added to

@@ -46,6 +46,18 @@ def test_dotted_overrides_reach_nested_component_configs():
     assert isinstance(config.actor, ActorConfig) and isinstance(config.critic, CriticConfig)
 
 
+def test_a_bare_off_is_the_string_off_for_a_choice_that_has_it(tmp_path):
+    """YAML 1.1 reads ``off`` as false: a choice field that allows "off" takes it as "off"."""
+    path = tmp_path / "c.yaml"
+    path.write_text("rollout:\n  max_staleness: 1\n  inflight_update: off\n"
+                    "actor:\n  tis_cap: 2.0\n")
+    config = load_config(path, ["algorithm.kl.placement=off"])
+    assert config.rollout.inflight_update == "off" and config.algorithm.kl.placement == "off"
+    config = load_config(path, ["rollout.inflight_update=continue"])
+    assert config.rollout.inflight_update == "continue"
+    assert load_config(path, ["rollout.inflight_update=off"]).rollout.inflight_update == "off"
+
+
 def test_yaml_reads_exponent_floats_that_yaml11_leaves_as_strings():
     assert load_config(None, ["actor.optim.lr=1e-4"]).actor.optim.lr == pytest.approx(1e-4)
 
@@ -93,6 +105,13 @@ def test_yaml_reads_exponent_floats_that_yaml11_leaves_as_strings():
     ("rollout.engine=vllm", r"rollout.engine: unknown value 'vllm'; allowed: sglang, transformers"),
     ("sft.target_accuracy=2", r"sft.target_accuracy must be in \(0, 1\] or null"),
     ("algorithm.kl=3", r"algorithm.kl: expected a mapping of KLConfig fields; got 3"),
+    ("rollout.inflight_update=continue",
+     r"rollout.inflight_update 'continue' updates weights .* needs max_staleness >= 1 \(got 0\); "
+     r"allowed without it: 'off'"),
+    ("rollout.inflight_update=pause",
+     r"rollout.inflight_update: unknown value 'pause'; allowed: abort, continue, off"),
+    ("rollout.inflight_update=on",
+     r"rollout.inflight_update: unknown value True; allowed: abort, continue, off"),
 ])
 def test_bad_keys_and_values_fail_naming_the_key(override, message):
     with pytest.raises(ConfigError, match=message):
