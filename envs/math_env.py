@@ -24,6 +24,7 @@ from typing import Any
 
 from envs.errors import EnvArgumentError
 from envs.tasks import SourceSpec, Task
+from envs.tasks.base import gold_answer
 from envs.verifier_env import VerifierEnv
 from verifiers import Verdict
 from verifiers.math import extract_answer, find_boxed, find_numbers, verify, verify_answer
@@ -149,15 +150,6 @@ def score_response(response: str, gold: str, answer_format: str) -> Verdict:
         verdict = verify_answer(found[2] if found else None, gold)
     return Verdict(verdict.score, verdict.passed, verdict.reason,
                    {**verdict.details, "format": answer_format})
-
-
-def gold_answer(gold: str) -> str:
-    r"""The final answer inside a gold solution (``\boxed{}``, ``#### 42``), else ``gold``."""
-    if "\\boxed" in gold or "\\fbox" in gold or "####" in gold:
-        extracted = extract_answer(gold)
-        if extracted:
-            return extracted
-    return gold.strip()
 
 
 def last_boxed(text: str) -> tuple[int, int, str] | None:

@@ -17,6 +17,7 @@ from envs.base import Message, TextEnv
 from envs.errors import EnvArgumentError, EpisodeOverError, ResetNeededError, TaskSourceError
 from envs.spaces import DEFAULT_MAX_CHARS, ChatMessages, FreeText
 from envs.tasks import SourceSpec, Task, TaskSource, resolve_source
+from envs.tasks.base import gold_answer
 from envs.tasks.verl_layout import check_messages, is_message_list
 
 RESET_OPTIONS = ("task_index", "task_id")
@@ -107,8 +108,6 @@ class TaskEnv(TextEnv):
         """The task's gold answer (the final answer inside ``task["answer"]``), or None."""
         if self._task is None or "answer" not in self._task:
             return None
-        from envs.math_env import gold_answer
-
         return gold_answer(str(self._task["answer"]))
 
     def reset(
