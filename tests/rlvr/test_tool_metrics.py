@@ -6,10 +6,10 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
+from envs.tool_env import calculator_call
 from rlvr.batch import RolloutBatch
 from rlvr.errors import BatchError
 from rlvr.tool_metrics import tool_metrics
-from rlvr.training.demonstrations import calculator_call
 from rlvr.training.env_tokens import EnvTokenGuard, tool_result_positions
 from rlvr.training.snapshots import EpisodeSnapshots
 from rlvr.trajectory import EpisodeOutcome, Trajectory
