@@ -71,7 +71,7 @@ def test_an_openai_client_agent_learns_to_call_the_calculator_through_the_gatewa
                                                                                  tmp_path):
     """``examples/calculator_agent.py`` trained through the gateway learns as the built-in env.
 
-    The agent (issue 33) is ~30 lines against the plain ``openai`` client with its own tool loop;
+    The agent is ~30 lines against the plain ``openai`` client with its own tool loop;
     ``register_agent`` makes it ``examples/Calculator-v0`` with the built-in env's tasks and
     verifier, and the runner plays every episode through the gateway (an endpoint per episode,
     token-exact capture). The run (``tool_learning_budget.run_agent_from``): the built-in test's
