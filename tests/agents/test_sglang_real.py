@@ -214,7 +214,10 @@ def test_flush_release_resume(server):
     assert client.post("/pause_generation", {"mode": "abort"})
     assert client.post("/continue_generation", {})
     out = asyncio.run(server.generate([5, 6, 7], SamplingParams(max_new_tokens=4)))
-    assert len(out.token_ids) == 4
+    # The server generates again; the random tiny model may sample its end token early (seen
+    # once in CI, at logprob -6.1): then the completion is shorter and says "stop".
+    assert 1 <= len(out.token_ids) <= 4, out
+    assert len(out.token_ids) == 4 or out.finish_reason == "stop", out
 
 
 def test_context_overflow_is_a_length_finish(server):
