@@ -150,9 +150,10 @@ def test_inflight_updates_train_every_episode_once(tmp_path, mode):
 
 @pytest.mark.slow
 def test_sigkill_during_async_training_resumes_without_training_anything_twice(tmp_path):
-    """A run with in-flight updates killed (SIGKILL) after step 3, its producer ahead: the
-    resumed run restarts from the step-2 checkpoint, plays steps 3 and 4 once each from their
-    task positions, trains every episode it starts, and the metrics hold each step once."""
+    """A run with in-flight updates killed (SIGKILL) once step 3 is logged, its producer ahead:
+    the resumed run restarts from the last complete checkpoint (every 2 steps; 2, or 4 on a fast
+    machine where step 4 finished before the kill landed), plays each later step once from its
+    task position, trains every episode it starts, and the metrics hold each step once."""
     import os
     import signal
     import subprocess
@@ -162,8 +163,9 @@ def test_sigkill_during_async_training_resumes_without_training_anything_twice(t
     from rlvr.config.loader import dump_config
     from rlvr.metrics import read_jsonl
 
+    steps = 8  # more than the kill can overrun
     base = ["rollout.max_staleness=1", "actor.tis_cap=2.0", "rollout.inflight_update=continue",
-            "trainer.checkpoint_every=2", "eval.every=0"]
+            "trainer.checkpoint_every=2", "eval.every=0", f"trainer.steps={steps}"]
     cfg_path = tmp_path / "config.yaml"
     dump_config(_config(tmp_path / "run", *base), cfg_path)
     out = tmp_path / "run"
@@ -185,9 +187,12 @@ def test_sigkill_during_async_training_resumes_without_training_anything_twice(t
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    assert (out / "checkpoints" / "step_000002" / "COMPLETE").is_file()
+    done = sorted(int(c.parent.name.removeprefix("step_"))
+                  for c in (out / "checkpoints").glob("step_*/COMPLETE"))
+    assert done and done[-1] % 2 == 0 and 2 <= done[-1] < steps, done
+    start = done[-1]
     resumed = Trainer(load_config(cfg_path, ["trainer.resume=true"]), log=lambda *_: None)
-    assert resumed.state.step == 2
+    assert resumed.state.step == start
     played: list[tuple[int, int]] = []
     collect = resumed.stream.collect
 
@@ -199,7 +204,7 @@ def test_sigkill_during_async_training_resumes_without_training_anything_twice(t
     resumed.train()
     producer = resumed.async_rollout
     assert producer is not None and producer.accounted
-    assert played == [(3, 2 * PROMPTS), (4, 3 * PROMPTS)]
-    assert producer.trained == 2 * PROMPTS * GROUP
+    assert played == [(s, (s - 1) * PROMPTS) for s in range(start + 1, steps + 1)]
+    assert producer.trained == (steps - start) * PROMPTS * GROUP
     assert dict(producer.dropped) == {"stale": 0, "untrained": 0}
-    assert logged() == [1, 2, 3, 4]  # the killed run's step 3 was replaced, not added to
+    assert logged() == list(range(1, steps + 1))  # the killed run's later steps were replaced
