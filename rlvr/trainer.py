@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from agents.engine import ScoringEngine
 from rlvr.algorithms.advantages import AdvantageInputs, compute_advantages, get_estimator
 from rlvr.algorithms.kl import apply_kl_in_reward, build_controller
 from rlvr.batch import RolloutBatch
@@ -77,6 +78,7 @@ from rlvr.training.snapshots import EpisodeSnapshots
 from rlvr.training.state import Checkpoints, StageTimer, TrainerState
 from rlvr.training.stream import EpisodeStream
 from rlvr.training.sync_guard import SyncGuard
+from rlvr.training.version_probe import VersionProbe, reduce_probe_metrics
 from rlvr.training.warmup import check_env, warm_up
 from rlvr.trajectory import logprob_temperature
 
@@ -205,6 +207,7 @@ class Trainer:
             raise ConfigError(f"rollout.max_staleness >= 1 runs on one rank; got "
                               f"{self.dist.world_size} ranks", key="rollout.max_staleness")
         self.async_rollout: AsyncRollout | None = None  # made by _train when max_staleness >= 1
+        self.probe = VersionProbe(self.pad_id, self.dist.device)  # async: each version proven
         built = self._build_engine()
         self.engine, self.shares_weights = built.engine, built.shares_weights
         self.adapter_sync = built.serves_adapter
@@ -318,6 +321,7 @@ class Trainer:
             if self.async_rollout is not None:  # stage A ran ahead, on the producer thread
                 with timer("rollout"):
                     trajs, metrics = self.async_rollout.take(step, self.state.step)
+                self.probe.choose(trajs)
             else:
                 with timer("rollout"), self.engine_weights(), collections_paused():  # stage A
                     trajs, metrics = self.stream.collect(step, self.state.tasks_drawn)
@@ -334,10 +338,12 @@ class Trainer:
             with timer("update"):                                    # stage C
                 metrics |= self.update(batch)
             if self.async_rollout is not None:  # the guard checks rows of the current version
-                metrics = fresh_mismatch(batch, self.state.step, metrics)
+                metrics = fresh_mismatch(batch, self.state.step, metrics)  # and the probe
+                metrics = reduce_probe_metrics(metrics, self.dist.device)
             self.sync_guard.check(step, metrics)  # the last sync landed (engine == learner)
             with timer("sync"):
                 if self.async_rollout is not None:
+                    self.probe.record_learner(step, self.actor.compute_logprobs)
                     self.async_rollout.publish(step, self.actor.named_sync_tensors(
                         adapter_only=self.adapter_sync))
                 else:
@@ -370,13 +376,17 @@ class Trainer:
         cfg = self.config
         if not cfg.rollout.max_staleness:
             return None
+        if not isinstance(self.engine, ScoringEngine):
+            self.log(f"[rlvr] NOTICE: the {cfg.rollout.engine} engine cannot score a probe "
+                     "(agents.engine.ScoringEngine): the sync guard checks only rows played by "
+                     "the learner's current weights")
         return AsyncRollout(self.stream.collect, self.engine.update_weights,
                             max_staleness=cfg.rollout.max_staleness,
                             first_step=self.state.step + 1, last_step=cfg.trainer.steps,
                             first_position=self.state.tasks_drawn,
                             prompts_per_step=cfg.rollout.prompts_per_step,
                             version=self.state.step, engine=self.engine,
-                            inflight=cfg.rollout.inflight_update)
+                            inflight=cfg.rollout.inflight_update, probe=self.probe)
 
     # ------------------------------------------------------------------ stages
     def prepare(self, batch: RolloutBatch) -> dict[str, float]:
