@@ -108,6 +108,28 @@ def test_logprobs_equal_transformers(server, local, sampling):
             assert logits.argmax(-1).tolist() == o.token_ids
 
 
+def test_score_gives_the_sampled_tokens_logprobs(server, local):
+    """Teacher-forced scoring (the async sync guard's probe): input-token logprobs equal the
+    ones reported while sampling and a transformers forward, from any start, a second time (the
+    prefix now cached) too; at temperature 1 whatever the sampling temperature was."""
+    from agents.errors import RequestError
+
+    outs = asyncio.run(_many(server, PROMPTS[:3], SamplingParams(temperature=1.0,
+                                                                   max_new_tokens=12)))
+    for prompt, out in zip(PROMPTS, outs):
+        ids = prompt + out.token_ids
+        for _ in range(2):
+            scored = server.score(ids, len(prompt))
+            assert list(scored) == server.server_urls
+            got = torch.tensor(scored[server.urls[0]])
+            assert (got - torch.tensor(out.logprobs)).abs().max() < TOL
+        whole = torch.tensor(server.score(ids, 1)[server.urls[0]])
+        ref = _logprobs(local, ids[:1], ids[1:], 1.0)
+        assert (whole - ref).abs().max() < TOL
+    with pytest.raises(RequestError):
+        server.score([1, 2, 3], 3)
+
+
 def test_stop_token_is_part_of_the_completion(server, tiny_model_path):
     """The token that ended a completion is its last, with a logprob: one of the stop ids or
     the model's eos (sglang stops at both; unseeded sampling on CPU draws the eos now and then)."""
@@ -515,6 +537,9 @@ def test_async_training_on_the_real_server_with_inflight_updates(server, tiny_mo
         assert dict(producer.dropped) == {"stale": 0, "untrained": 0}
         assert all(m["async/staleness_max"] <= 1.0 for m in history)
         assert history[0]["rollout/logprob_diff"] < 1e-4
+        # every version the server came to hold was proven by the probe (version_probe)
+        proven = [m["sync/probe_logprob_diff"] for m in history if "sync/probe_logprob_diff" in m]
+        assert proven and max(proven) < 1e-4 and history[-1]["sync/probe_checks"] >= 1
         print(f"\n[test_sglang_real] async {inflight} on sglang: in-flight updates "
               f"{history[-1]['async/inflight_updates']:.0f}, regenerated "
               f"{history[-1]['async/regenerated']:.0f}, stale tokens "
