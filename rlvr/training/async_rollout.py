@@ -356,8 +356,9 @@ def fresh_mismatch(batch: RolloutBatch, learner_version: int,
     rows played by older weights that gap is the off-policy distance, not a sync error. They are
     moved to ``async/logprob_diff`` and ``async/kl``; ``rollout/*`` stays when every row is at
     ``learner_version`` (or records no version), is recomputed over the rows at it when some are
-    and stage B set ``old_logprobs``, and is left out otherwise (the guard then does not check
-    this step). One rank only (the asynchronous mode refuses more).
+    and stage B set ``old_logprobs``, and is left out otherwise (the rows then prove nothing; the
+    probe proves the engine's version instead, ``rlvr.training.version_probe``). One rank only
+    (the asynchronous mode refuses more).
     """
     out = dict(metrics)
     measured = {name: out.pop(f"rollout/{name}") for name in ("logprob_diff", "kl")
