@@ -40,21 +40,21 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
 from agents.engine import VersionedEngine
-from rlvr.algorithms.aggregate import aggregate
 from rlvr.algorithms.kl import kl_penalty
 from rlvr.batch import RolloutBatch
+from rlvr.distributed import all_reduce_max, all_reduce_sum, gather_objects, rank_and_world
 from rlvr.errors import RlvrError
 from rlvr.training.versions import (
     STALE,
     UNTRAINED,
     PublishedWeights,
-    split_stale,
+    staleness,
     stamp,
     token_versions,
 )
@@ -66,6 +66,8 @@ LoadWeights = Callable[[list[tuple[str, torch.Tensor]]], None]
 """Loads full named tensors into the engine (``Engine.update_weights``)."""
 INFLIGHT_UPDATES = ("off", "continue", "abort")
 """``rollout.inflight_update``: off, or the ``agents.engine.InflightMode`` of the pushes."""
+DROPPED = "async_dropped"
+"""``Trajectory.metadata`` key of a row ``take`` dropped (the value: its reason)."""
 
 
 class AsyncRolloutError(RlvrError):
@@ -239,49 +241,99 @@ class AsyncRollout:
         """The learner's weights after update ``version`` (copied; see ``PublishedWeights``)."""
         self.weights.publish(version, named_tensors)
 
-    def take(self, step: int, learner_version: int) -> tuple[list[Trajectory], dict[str, float]]:
-        """This rank's trainable episodes of ``step`` (blocks until produced) and the metrics.
+    def take(self, step: int, learner_version: int, device: Any = "cpu"
+             ) -> tuple[list[Trajectory], dict[str, float]]:
+        """This rank's episodes of ``step`` (blocks until produced) and the metrics of all ranks.
 
-        Rows staler than ``max_staleness`` at ``learner_version`` are dropped (``stale``).
+        Collective (every rank calls it for every step, on the learner's thread; with one rank
+        the reductions are copies): the ranks agree on failures and the metrics are reduced over
+        them. Rows staler than ``max_staleness`` at ``learner_version`` are dropped (``stale``)
+        but stay in the list as dropped rows (response mask 0, ``metadata[DROPPED]`` set;
+        ``invalidate_dropped`` makes their batch rows invalid), so every rank keeps its row
+        count for the step's gathers.
+
+        Args:
+            step: the step to take.
+            learner_version: the learner's version now (its updates so far).
+            device: where the reductions run (the learner's device).
 
         Raises:
-            AsyncRolloutError: the producer failed (its error chained), or every row was stale.
+            AsyncRolloutError: on every rank when the producer of any rank failed (its error
+                chained on that rank, named on the others; what the others had produced for
+                the step is counted ``untrained``), or when no row of any rank was fresh enough.
         """
         self.start()
         waited = time.perf_counter()
         with self._cond:
             self._cond.wait_for(lambda: step in self._ready or self._error is not None)
-            if step not in self._ready:
-                raise AsyncRolloutError(f"step {step}: the rollout producer failed: "
-                                        f"{self._error!r}") from self._error
-            produced = self._ready.pop(step)
+            produced = self._ready.pop(step, None)
+            error = self._error
         now = time.perf_counter()
         self._learner_idle += now - waited
-        kept, dropped, ages = split_stale(produced.trajectories, learner_version,
-                                          self.max_staleness)
-        self.dropped[STALE] += len(dropped)
-        self.trained += len(kept)
-        if not kept:
-            raise AsyncRolloutError(
-                f"step {step}: all {len(dropped)} episodes were generated at version "
-                f"{produced.version}, more than rollout.max_staleness = {self.max_staleness} "
-                f"versions behind the learner ({learner_version})")
-        metrics = dict(produced.metrics)
-        metrics["async/staleness_mean"] = sum(ages) / len(ages)
-        metrics["async/staleness_max"] = float(max(ages))
-        metrics |= _version_metrics(kept, learner_version)
-        if self.inflight != "off":
-            metrics["async/inflight_updates"] = float(self.inflight_updates)
-            metrics["async/regenerated"] = float(self.engine.regenerated)
-        metrics["async/episodes_started"] = float(self.started)
-        metrics |= {f"async/dropped_{reason}": float(n) for reason, n in self.dropped.items()}
+        rank, world = rank_and_world()
+        failed = [0.0] * world
+        failed[rank] = float(produced is None)
+        rows: list[Trajectory] = []
+        ages: list[int] = []
+        dropped_now = 0
+        for traj in produced.trajectories if produced is not None else []:
+            age = staleness(traj, learner_version)
+            if age > self.max_staleness:
+                rows.append(dropped_row(traj, STALE))
+                dropped_now += 1
+            else:
+                rows.append(traj)
+                ages.append(age)
+        self.dropped[STALE] += dropped_now
+        self.trained += len(ages)
         engine_idle = self._engine_idle + (now - self._idle_since if self._idle_since else 0.0)
         last, idle_then = self._mark
         wall = max(now - last, 1e-9)
-        metrics["async/engine_idle_frac"] = min(1.0, (engine_idle - idle_then) / wall)
-        metrics["async/learner_idle_frac"] = min(1.0, (now - waited) / wall)
         self._mark = (now, engine_idle)
-        return kept, metrics
+        stale_tokens, tokens, mixed = _version_counts(
+            [t for t in rows if DROPPED not in t.metadata], learner_version)
+        local = [*failed, float(len(ages)), float(dropped_now), float(sum(ages)),
+                 float(stale_tokens), float(tokens), float(mixed), float(self.started),
+                 float(self.inflight_updates),
+                 float(self.engine.regenerated) if self.inflight != "off" else 0.0,
+                 min(1.0, (engine_idle - idle_then) / wall), min(1.0, (now - waited) / wall),
+                 *(float(n) for n in self.dropped.values())]
+        sums = all_reduce_sum(torch.tensor(local, dtype=torch.float64, device=device)).tolist()
+        age_max = all_reduce_max(torch.tensor([float(max(ages, default=-1))],
+                                              dtype=torch.float64, device=device)).item()
+        if any(sums[:world]):  # every rank stops, each with the failure named
+            errors = gather_objects([repr(error) if produced is None else None])
+            if produced is None:
+                raise AsyncRolloutError(f"step {step}: the rollout producer failed: "
+                                        f"{error!r}") from error
+            with self._cond:  # taken, never trained
+                self.trained -= len(ages)
+                self.dropped[UNTRAINED] += len(ages)
+            who = "; ".join(f"rank {r}: {e}" for r, e in enumerate(errors) if e is not None)
+            raise AsyncRolloutError(f"step {step}: the rollout producer of another rank failed "
+                                    f"({who}); every rank stops")
+        (kept, dropped_step, age_sum, stale_tokens_all, tokens_all, mixed_all, started,
+         inflight_updates, regenerated, engine_idle_sum, learner_idle_sum,
+         *dropped_all) = sums[world:]
+        if not kept:
+            raise AsyncRolloutError(
+                f"step {step}: all {dropped_step:.0f} episodes (over {world} rank(s)) were "
+                f"generated more than rollout.max_staleness = {self.max_staleness} versions "
+                f"behind the learner ({learner_version})")
+        assert produced is not None  # a failed rank raised above
+        metrics = dict(produced.metrics)
+        metrics["async/staleness_mean"] = age_sum / kept
+        metrics["async/staleness_max"] = age_max
+        metrics["async/stale_token_frac"] = stale_tokens_all / tokens_all if tokens_all else 0.0
+        metrics["async/mixed_version_rows"] = mixed_all
+        if self.inflight != "off":
+            metrics["async/inflight_updates"] = inflight_updates
+            metrics["async/regenerated"] = regenerated
+        metrics["async/episodes_started"] = started
+        metrics |= {f"async/dropped_{reason}": n for reason, n in zip(self.dropped, dropped_all)}
+        metrics["async/engine_idle_frac"] = engine_idle_sum / world
+        metrics["async/learner_idle_frac"] = learner_idle_sum / world
+        return rows, metrics
 
     @contextlib.contextmanager
     def paused(self, version: int, load: Callable[[], None]) -> Iterator[None]:
@@ -317,8 +369,8 @@ class AsyncRollout:
         return self.started == self.trained + sum(self.dropped.values())
 
 
-def _version_metrics(trajectories: list[Trajectory], learner_version: int) -> dict[str, float]:
-    """``async/stale_token_frac`` and ``async/mixed_version_rows`` over the rows' model tokens."""
+def _version_counts(trajectories: list[Trajectory], learner_version: int) -> tuple[int, int, int]:
+    """``(stale tokens, model tokens, mixed rows)`` over the rows that record versions."""
     stale = total = mixed = 0
     for traj in trajectories:
         versions = token_versions(traj)
@@ -327,8 +379,39 @@ def _version_metrics(trajectories: list[Trajectory], learner_version: int) -> di
         total += len(versions)
         stale += sum(v < learner_version for v in versions)
         mixed += len(set(versions)) > 1
+    return stale, total, mixed
+
+
+def _version_metrics(trajectories: list[Trajectory], learner_version: int) -> dict[str, float]:
+    """``async/stale_token_frac`` and ``async/mixed_version_rows`` over the rows' model tokens."""
+    stale, total, mixed = _version_counts(trajectories, learner_version)
     return {"async/stale_token_frac": stale / total if total else 0.0,
             "async/mixed_version_rows": float(mixed)}
+
+
+def dropped_row(traj: Trajectory, reason: str) -> Trajectory:
+    """``traj`` (and its extra rows) as a dropped row: response mask 0, ``metadata[DROPPED]``."""
+    return replace(traj, response_mask=[0] * len(traj.response_mask),
+                   metadata={**traj.metadata, DROPPED: reason},
+                   extra_rows=[dropped_row(row, reason) for row in traj.extra_rows])
+
+
+def invalidate_dropped(batch: RolloutBatch) -> RolloutBatch:
+    """Mark the rows ``take`` dropped as not valid (as env-error rows: out of every statistic).
+
+    Their response mask is already 0; ``valid`` False also leaves them out of their group's
+    baseline. Returns ``batch`` (changed in place).
+    """
+    rows = [i for i, meta in enumerate(batch.metadata) if meta.get(DROPPED)]
+    if rows:
+        batch.rows_valid()[rows] = False
+    return batch
+
+
+def dropped_rows(batch: RolloutBatch) -> torch.Tensor:
+    """``(B,)`` long: 1 on the rows ``take`` dropped (``metadata[DROPPED]``); the mask's device."""
+    return torch.tensor([int(bool(meta.get(DROPPED))) for meta in batch.metadata],
+                        dtype=torch.long, device=batch.response_mask.device)
 
 
 def fresh_mismatch(batch: RolloutBatch, learner_version: int,
@@ -337,26 +420,35 @@ def fresh_mismatch(batch: RolloutBatch, learner_version: int,
 
     Stage B or the update measured ``rollout/logprob_diff`` and ``rollout/kl`` over every row; on
     rows played by older weights that gap is the off-policy distance, not a sync error. They are
-    moved to ``async/logprob_diff`` and ``async/kl``; ``rollout/*`` stays when every row is at
-    ``learner_version`` (or records no version), is recomputed over the rows at it when some are
-    and stage B set ``old_logprobs``, and is left out otherwise (the guard then does not check
-    this step). One rank only (the asynchronous mode refuses more).
+    moved to ``async/logprob_diff`` and ``async/kl``; ``rollout/*`` stays when every row of every
+    rank is at ``learner_version`` (or records no version), is recomputed over the rows at it
+    when some are and stage B set ``old_logprobs``, and is left out otherwise (the guard then
+    does not check this step). Collective: the row counts and the recomputed token means are
+    summed over all ranks (one all-reduce on the batch's device), so every rank gets the same
+    numbers and the guard raises on all or none.
     """
     out = dict(metrics)
     measured = {name: out.pop(f"rollout/{name}") for name in ("logprob_diff", "kl")
                 if f"rollout/{name}" in out}
     out |= {f"async/{name}": value for name, value in measured.items()}
     old, versions, mask = batch.old_logprobs, batch.policy_versions, batch.response_mask
-    fresh = torch.ones(len(batch), dtype=torch.bool) if versions is None else \
-        ((versions == learner_version) | (mask == 0)).all(dim=-1).cpu()
-    if bool(fresh.all()):
+    fresh = torch.ones(len(batch), dtype=torch.bool, device=mask.device) if versions is None \
+        else ((versions == learner_version) | (mask == 0)).all(dim=-1).to(mask.device)
+    rows = (mask != 0) & fresh[:, None]
+    local = torch.zeros(4, dtype=torch.float64, device=mask.device)
+    local[0] = (~fresh).sum()
+    local[3] = rows.sum()
+    if old is not None:
+        with torch.no_grad():
+            gaps = ((old - batch.rollout_logprobs).abs(),
+                    kl_penalty(batch.rollout_logprobs, old, "k3"))
+            for i, gap in enumerate(gaps, start=1):
+                local[i] = torch.where(rows, gap.double(), 0.0).sum()
+    stale, diff, kl, tokens = all_reduce_sum(local).tolist()
+    if not stale:
         return out | {f"rollout/{name}": value for name, value in measured.items()}
-    rows = mask * fresh[:, None].to(mask)
-    if old is None or not bool((rows != 0).any()):
+    if old is None or not tokens:
         return out
-    with torch.no_grad():
-        out["rollout/logprob_diff"] = float(aggregate((old - batch.rollout_logprobs).abs(), rows,
-                                                      "token-mean"))
-        out["rollout/kl"] = float(aggregate(kl_penalty(batch.rollout_logprobs, old, "k3"), rows,
-                                            "token-mean"))
+    out["rollout/logprob_diff"] = diff / tokens
+    out["rollout/kl"] = kl / tokens
     return out
