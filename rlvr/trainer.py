@@ -182,6 +182,15 @@ class Trainer:
         plan = check_run_dir(cfg)  # every rank: a used folder, a resume's changed keys
         self.config = cfg = plan.config or cfg  # a resume keeps its checkpoint's schedule
         num_tasks = check_env(cfg)  # model folder, device, suite, env: before anything is written
+        if cfg.rollout.max_staleness and self.dist.world_size > 1 and \
+                cfg.rollout.engine != "transformers":  # shared servers: only rank 0 loads them
+            raise ConfigError(
+                f"rollout.engine={cfg.rollout.engine} cannot run asynchronous RL "
+                f"(rollout.max_staleness >= 1) on several ranks ({self.dist.world_size}): its "
+                f"servers are shared by the ranks and only rank 0 loads their weights, so the "
+                f"other ranks' producers could not know the version they play; use "
+                f"rollout.engine=transformers (each rank's producer on its own engine copy)",
+                key="rollout.engine")
         barrier()  # every rank has looked at the folder before rank 0 writes to it
         for line in plan.notices:
             self.log(line)
@@ -212,14 +221,6 @@ class Trainer:
             if cfg.algorithm.kl.enabled else None
         sampling = cfg.rollout.runner.sampling
         self.temperature = logprob_temperature(sampling.temperature)
-        if cfg.rollout.max_staleness and self.dist.world_size > 1 and \
-                cfg.rollout.engine != "transformers":  # shared servers: only rank 0 loads them
-            raise ConfigError(
-                f"rollout.max_staleness >= 1 with several ranks ({self.dist.world_size}) needs "
-                f"rollout.engine=transformers (each rank's producer on its own engine copy); "
-                f"the {cfg.rollout.engine!r} engine's servers are shared by the ranks and only "
-                f"rank 0 loads their weights, so the other ranks' producers could not know the "
-                f"version they play", key="rollout.engine")
         self.async_rollout: AsyncRollout | None = None  # made by _train when max_staleness >= 1
         built = self._build_engine()
         self.engine, self.shares_weights = built.engine, built.shares_weights
