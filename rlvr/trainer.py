@@ -32,6 +32,11 @@ Deviations and simplifications:
   update, from stage B or the one-step update's own forward, as above) meet the engine's through
   ``actor.tis_cap``, and the sync publishes the new weights for the producer instead of pushing
   them into the engine (``rollout.inflight_update``: the producer pushes them in mid-generation).
+  With several ranks each rank runs its own producer on its own engine copy (transformers engine
+  only); the producer's path makes no collective, so the default process group stays the
+  learner thread's. Taking a step is collective (``AsyncRollout.take``: the ranks agree on a
+  failed producer and reduce the metrics), rows dropped as stale stay as invalid rows (equal row
+  counts), and a held-out evaluation pauses every rank's producer for the weight sync.
 """
 
 from __future__ import annotations
@@ -66,7 +71,13 @@ from rlvr.learner import (
 )
 from rlvr.metrics import MetricsLogger, rollout_metrics
 from rlvr.tool_metrics import tool_metrics
-from rlvr.training.async_rollout import AsyncRollout, fresh_mismatch
+from rlvr.training.async_rollout import (
+    DROPPED,
+    AsyncRollout,
+    dropped_rows,
+    fresh_mismatch,
+    invalidate_dropped,
+)
 from rlvr.training.context import check_context
 from rlvr.training.distill import Distiller
 from rlvr.training.env_failures import EnvFailureGuard
@@ -173,6 +184,15 @@ class Trainer:
         plan = check_run_dir(cfg)  # every rank: a used folder, a resume's changed keys
         self.config = cfg = plan.config or cfg  # a resume keeps its checkpoint's schedule
         num_tasks = check_env(cfg)  # model folder, device, suite, env: before anything is written
+        if cfg.rollout.max_staleness and self.dist.world_size > 1 and \
+                cfg.rollout.engine != "transformers":  # shared servers: only rank 0 loads them
+            raise ConfigError(
+                f"rollout.engine={cfg.rollout.engine} cannot run asynchronous RL "
+                f"(rollout.max_staleness >= 1) on several ranks ({self.dist.world_size}): its "
+                f"servers are shared by the ranks and only rank 0 loads their weights, so the "
+                f"other ranks' producers could not know the version they play; use "
+                f"rollout.engine=transformers (each rank's producer on its own engine copy)",
+                key="rollout.engine")
         barrier()  # every rank has looked at the folder before rank 0 writes to it
         for line in plan.notices:
             self.log(line)
@@ -203,9 +223,6 @@ class Trainer:
             if cfg.algorithm.kl.enabled else None
         sampling = cfg.rollout.runner.sampling
         self.temperature = logprob_temperature(sampling.temperature)
-        if cfg.rollout.max_staleness and self.dist.world_size > 1:
-            raise ConfigError(f"rollout.max_staleness >= 1 runs on one rank; got "
-                              f"{self.dist.world_size} ranks", key="rollout.max_staleness")
         self.async_rollout: AsyncRollout | None = None  # made by _train when max_staleness >= 1
         self.probe = VersionProbe(self.pad_id, self.dist.device)  # async: each version proven
         built = self._build_engine()
@@ -320,7 +337,8 @@ class Trainer:
             timer = StageTimer()
             if self.async_rollout is not None:  # stage A ran ahead, on the producer thread
                 with timer("rollout"):
-                    trajs, metrics = self.async_rollout.take(step, self.state.step)
+                    trajs, metrics = self.async_rollout.take(step, self.state.step,
+                                                             self.dist.device)
                 self.probe.choose(trajs)
             else:
                 with timer("rollout"), self.engine_weights(), collections_paused():  # stage A
@@ -332,7 +350,8 @@ class Trainer:
                 self.stream.open_ahead(step + 1,
                                        self.state.tasks_drawn + cfg.rollout.prompts_per_step)
             with timer("prepare"):                                   # stage B
-                batch = RolloutBatch.from_trajectories(trajs, self.pad_id).to(self.dist.device)
+                batch = invalidate_dropped(RolloutBatch.from_trajectories(trajs, self.pad_id))
+                batch = batch.to(self.dist.device)
                 metrics |= self.prepare(batch)
                 metrics |= self.env_guard.check(batch)
             with timer("update"):                                    # stage C
@@ -351,13 +370,15 @@ class Trainer:
             self.state.step = step
             self.state.tasks_drawn += cfg.rollout.prompts_per_step
             self.state.episodes += len(trajs) * self.dist.world_size
-            metrics |= rollout_metrics(trajs, self.dist.device)
-            metrics |= tool_metrics(trajs, self.dist.device)
+            played = [t for t in trajs if DROPPED not in t.metadata]  # not rows dropped as stale
+            metrics |= rollout_metrics(played, self.dist.device)
+            metrics |= tool_metrics(played, self.dist.device)
             metrics |= self._throughput(batch, timer, metrics["perf/rollout_tokens"])
-            if self.heldout is not None and self.async_rollout is not None:
-                if self.heldout.every and step % self.heldout.every == 0:
+            if self.async_rollout is not None:  # every rank pauses and syncs; rank 0 evaluates
+                if cfg.eval.every and step % cfg.eval.every == 0:
                     with timer("eval"), self.async_rollout.paused(step, self.sync_weights):
-                        metrics |= self.heldout.maybe_evaluate(step) or {}
+                        if self.heldout is not None:
+                            metrics |= self.heldout.maybe_evaluate(step) or {}
             elif self.heldout is not None:
                 with timer("eval"), self.engine_weights():
                     metrics |= self.heldout.maybe_evaluate(step) or {}
@@ -401,8 +422,9 @@ class Trainer:
         rank, b, r = self.dist.rank, len(batch), batch.response_len
         rewards = gather_rows(batch.token_level_scores)
         full_mask = gather_rows(mask)
-        valid = gather_rows(batch.rows_valid().long()[:, None])[:, 0].bool()
-        metrics["rollout/error_episodes"] = float((~valid).sum())
+        flags = gather_rows(torch.stack([batch.rows_valid().long(), dropped_rows(batch)], 1))
+        valid = flags[:, 0].bool()  # rows dropped as stale (async) are not error episodes:
+        metrics["rollout/error_episodes"] = float((~valid).sum() - flags[:, 1].sum())
         if cfg.kl.in_reward and batch.ref_logprobs is not None:
             rewards, kl_metrics = apply_kl_in_reward(
                 rewards, gather_rows(batch.require("old_logprobs")),

@@ -101,13 +101,22 @@ class VersionProbe:
     def record_learner(self, version: int, score_rows: ScoreRows) -> None:
         """The learner's scores of the probe at ``version`` (call before publishing it).
 
-        Collective when ``score_rows`` is (an FSDP forward): every rank calls it.
+        Collective: every rank calls it (``score_rows`` is an FSDP forward). A rank that has no
+        probe yet while another has (its first step's rows were all errors) runs the forward on
+        a two-token stand-in row and keeps nothing, so the ranks' forwards stay paired.
         """
-        if self.row is None:
+        if rank_and_world()[1] > 1:
+            anyone = torch.tensor([float(self.row is not None)], device=self.device)
+            if not float(all_reduce_max(anyone)[0]):
+                return
+        elif self.row is None:
             return
-        batch = RolloutBatch.from_trajectories([self.row], self.pad_id).to(self.device)
+        row = self.row or Trajectory([self.pad_id], [self.pad_id], [1], [0.0], [0.0])
+        batch = RolloutBatch.from_trajectories([row], self.pad_id).to(self.device)
         with torch.no_grad():
             logp = score_rows(batch)[0].detach().double().cpu()
+        if self.row is None:
+            return
         mask = torch.tensor(self.row.response_mask, dtype=torch.bool)
         with self._lock:
             self._learner[int(version)] = logp[: len(mask)][mask]

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import socket
 
 import pytest
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
+from probe_reduce_worker import reduce_worker
 from transformers import AutoModelForCausalLM
 
 from agents.hf.engine import TransformersEngine
@@ -16,7 +15,7 @@ from rlvr.batch import RolloutBatch
 from rlvr.errors import WeightSyncError
 from rlvr.learner.logprobs import policy_forward
 from rlvr.training.sync_guard import PROBE_METRIC, SyncGuard
-from rlvr.training.version_probe import VersionProbe, reduce_probe_metrics
+from rlvr.training.version_probe import VersionProbe
 from rlvr.trajectory import Trajectory
 
 
@@ -119,15 +118,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _reduce_worker(rank, port, inputs, out):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=2)
-    try:
-        out[rank] = reduce_probe_metrics(inputs[rank], torch.device("cpu"))
-    finally:
-        dist.destroy_process_group()
-
-
 def test_two_ranks_see_the_same_worst_gap():
     """Rank 1 proved version 3 with a large gap, rank 0 proved nothing this step: both ranks'
     guards must see rank 1's numbers (else one stops and the other hangs)."""
@@ -136,8 +126,7 @@ def test_two_ranks_see_the_same_worst_gap():
                "sync/probe_version": 3.0, "sync/probe_max_token_diff": 0.9}]
     with mp.Manager() as manager:
         out = manager.dict()
-        mp.start_processes(_reduce_worker, args=(_free_port(), inputs, out), nprocs=2,
-                           join=True, start_method="fork")  # spawn re-imports: ~10 s
+        mp.spawn(reduce_worker, args=(_free_port(), inputs, out), nprocs=2, join=True)
         results = [dict(out[0]), dict(out[1])]
     assert results[0] == results[1] == {"loss": 1.0, "sync/probe_checks": 3.0, PROBE_METRIC: 0.3,
                                         "sync/probe_version": 3.0,
