@@ -118,16 +118,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_two_ranks_see_the_same_worst_gap():
+def test_two_ranks_see_the_same_worst_gap_and_pair_their_forwards():
     """Rank 1 proved version 3 with a large gap, rank 0 proved nothing this step: both ranks'
-    guards must see rank 1's numbers (else one stops and the other hangs)."""
+    guards must see rank 1's numbers (else one stops and the other hangs). Then only rank 0
+    has a probe: both ranks still run the learner's (collective) forward once."""
     inputs = [{"loss": 1.0, "sync/probe_checks": 2.0},
               {"loss": 1.0, "sync/probe_checks": 3.0, PROBE_METRIC: 0.3,
                "sync/probe_version": 3.0, "sync/probe_max_token_diff": 0.9}]
     with mp.Manager() as manager:
         out = manager.dict()
         mp.spawn(reduce_worker, args=(_free_port(), inputs, out), nprocs=2, join=True)
-        results = [dict(out[0]), dict(out[1])]
+        results = [out[0][0], out[1][0]]
+        forwards = [out[0][1:], out[1][1:]]
+    # a rank without a probe yet (rank 1) still runs the learner's forward, on a stand-in row
+    assert forwards == [([2], [1]), ([1], [])]
     assert results[0] == results[1] == {"loss": 1.0, "sync/probe_checks": 3.0, PROBE_METRIC: 0.3,
                                         "sync/probe_version": 3.0,
                                         "sync/probe_max_token_diff": 0.9}
