@@ -85,6 +85,7 @@ from agents.sglang.placement import (
     trainer_nccl,
 )
 from agents.sglang.process import ServerProcess, free_port, local_address
+from agents.sglang.router import is_router_info, router_refusal, start_router, wait_router_ready
 from agents.sglang.scoring import parse_scores, score_payload
 from agents.sglang.server_info import (
     ServerInfo,
@@ -124,8 +125,8 @@ class SGLangEngine:
         api_key: the servers' ``--api-key`` (sent as ``Authorization: Bearer``).
         request_timeout_s: HTTP timeout of one request.
         max_concurrency: requests in flight at once (threads of the HTTP pool).
-        process: a server process this engine owns (``launch`` sets it; ``ServerProcess``);
-            ``close`` stops it.
+        process: the server process(es) this engine owns (``launch`` sets them;
+            ``ServerProcess``); ``close`` stops them.
         allow_unseeded: send seeded requests to servers that ignore seeds instead of refusing.
         weight_sync: how ``(name, tensor)`` pairs reach the servers: "auto" (chosen on attach,
             ``agents.sglang.placement``), "distributed" or "disk".
@@ -146,7 +147,7 @@ class SGLangEngine:
         api_key: str | None = None,
         request_timeout_s: float = 600.0,
         max_concurrency: int = 256,
-        process: ServerProcess | None = None,
+        process: ServerProcess | Sequence[ServerProcess] | None = None,
         allow_unseeded: bool = False,
         weight_sync: str = "auto",
         bucket_bytes: int = DEFAULT_BUCKET_BYTES,
@@ -166,7 +167,10 @@ class SGLangEngine:
         every = dict.fromkeys(self.urls + self.server_urls)
         self.clients = {u: ServerClient(u, api_key=api_key, timeout_s=request_timeout_s)
                         for u in every}
-        self.process = process
+        self.processes: list[ServerProcess] = (
+            [] if process is None else [process] if isinstance(process, ServerProcess)
+            else list(process))
+        """The processes this engine launched and stops on ``close`` (servers, router)."""
         self.allow_unseeded = allow_unseeded
         self.weight_sync = weight_sync
         """As asked; after attach on the leader, the mode in use ("distributed" or "disk")."""
@@ -217,9 +221,16 @@ class SGLangEngine:
         extra_args: Sequence[str] = (),
         startup_timeout_s: float = 900.0,
         log_path: str | PathLike[str] | None = None,
+        servers: int = 1,
+        router_args: Sequence[str] = (),
         **engine_kwargs: Any,
     ) -> SGLangEngine:
         """Start ``python -m sglang.launch_server`` on ``model_path`` and wait for ``/health``.
+
+        With ``servers > 1`` it starts that many servers at once (free ports) and, once all
+        are healthy, an ``sglang-router`` on ``port`` in front of them (same interpreter:
+        ``pip install sglang-router`` there); ``/generate`` then goes to the router and every
+        other call to each server (``agents.sglang.router``). ``close`` stops them all.
 
         Args:
             model_path: a HuggingFace model directory.
@@ -234,7 +245,11 @@ class SGLangEngine:
             api_key: the server's ``--api-key`` (this engine sends it).
             extra_args: more ``launch_server`` flags (last, so they override the defaults).
             startup_timeout_s: how long ``/health`` may take to answer 200.
-            log_path: the server's log (default: a temporary file).
+            log_path: the server's log (default: a temporary file); with several servers,
+                server ``i`` logs to ``<stem>-<i><suffix>`` and the router to
+                ``<stem>-router<suffix>`` beside it.
+            servers: how many servers (more than one: behind a router).
+            router_args: more ``launch_router`` flags (e.g. ``--policy round_robin``).
             **engine_kwargs: passed to ``SGLangEngine``.
 
         Raises:
@@ -251,19 +266,46 @@ class SGLangEngine:
             )
         if not Path(exe).exists():
             raise MissingDependencyError(f"the sglang server's python {exe!r} does not exist")
+        if isinstance(servers, bool) or not isinstance(servers, int) or servers < 1:
+            raise RequestError(f"servers must be an int >= 1; got {servers!r}")
+        if servers > 1:
+            why = router_refusal(exe)
+            if why is not None:
+                raise MissingDependencyError(f"{servers} servers need sglang-router: {why}")
         device = device or default_device()
         port = port or free_port(host)
         extra = list(extra_args)
         if mem_fraction_static is not None:
             extra += ["--mem-fraction-static", str(mem_fraction_static)]
-        proc = ServerProcess.start(model_path, python=exe, host=host, port=port, device=device,
-                                   tp_size=tp_size, api_key=api_key, deterministic=deterministic,
-                                   extra_args=extra, log_path=log_path)
+        base = f"http://{bracket_host(host)}"
+        ports = [port] if servers == 1 else [free_port(host) for _ in range(servers)]
+        logs = _launch_logs(log_path, servers)
+        procs: list[ServerProcess] = []
+        try:
+            for server_port, log in zip(ports, logs):
+                procs.append(ServerProcess.start(
+                    model_path, python=exe, host=host, port=server_port, device=device,
+                    tp_size=tp_size, api_key=api_key, deterministic=deterministic,
+                    extra_args=extra, log_path=log))
+        except BaseException:
+            for proc in procs:
+                proc.stop()
+            raise
+        server_urls = [f"{base}:{p}" for p in ports]
         engine_kwargs.setdefault("server_python", exe)
-        engine = cls(f"http://{bracket_host(host)}:{port}", process=proc, api_key=api_key,
-                     **engine_kwargs)
+        router_url = f"{base}:{port}"
+        engine = cls(server_urls[0] if servers == 1 else router_url,
+                     server_urls=None if servers == 1 else server_urls, process=procs,
+                     api_key=api_key, **engine_kwargs)
         try:
             engine.wait_healthy(startup_timeout_s)
+            if servers > 1:
+                router = start_router(exe, host=host, port=port, worker_urls=server_urls,
+                                      api_key=api_key, extra_args=router_args,
+                                      log_path=logs[-1])
+                engine.processes.append(router)
+                wait_router_ready(engine.clients[router_url], server_urls, startup_timeout_s,
+                                  router.exit_code)
         except BaseException:
             engine.close()
             raise
@@ -278,9 +320,10 @@ class SGLangEngine:
         deadline = time.monotonic() + timeout_s
         for url in self.server_urls:
             while True:
-                code = self.process.exit_code() if self.process is not None else None
-                if code is not None:
-                    raise SGLangError(f"sglang server exited with {code}" + self._log_tail())
+                for proc in self.processes:
+                    code = proc.exit_code()
+                    if code is not None:
+                        raise SGLangError(f"sglang server exited with {code}" + proc.tail())
                 try:
                     self.clients[url].get("/health", timeout_s=10)
                     break
@@ -292,7 +335,12 @@ class SGLangEngine:
                 time.sleep(1.0)
 
     def _log_tail(self) -> str:
-        return self.process.tail() if self.process is not None else ""
+        return "".join(proc.tail(1500) for proc in self.processes)
+
+    @property
+    def process(self) -> ServerProcess | None:
+        """The (first) server process this engine launched; None when it attached."""
+        return self.processes[0] if self.processes else None
 
     # ------------------------------------------------------------------ attach
     @property
@@ -322,6 +370,12 @@ class SGLangEngine:
     def _attach(self, url: str) -> ServerInfo:
         client = self.clients[url]
         raw = _first_answer(client, ("/server_info", "/get_server_info"))
+        if is_router_info(raw):
+            raise SGLangError(
+                f"{url} is an sglang-router, not a server: it forwards /generate but none of "
+                "the weight, version or pause calls, which go to each server: give the servers "
+                "as server_urls (rollout.sglang.server_urls), or leave them out and build the "
+                "engine with agents.engines.build_engine, which reads them from the router")
         if raw is None:
             raise SGLangError(f"{url} answers neither /server_info nor /get_server_info: is it "
                               "an sglang server (not a router)?")
@@ -696,8 +750,8 @@ class SGLangEngine:
         self._control.shutdown(wait=False, cancel_futures=True)
         if self._dist.group is not None:
             self._dist.leave()
-        if self.process is not None:
-            self.process.stop()
+        for proc in reversed(self.processes):  # the router first, then the servers
+            proc.stop()
 
     # ------------------------------------------------------------------ distributed weight path
     def init_weight_update_group(
@@ -760,3 +814,15 @@ def _first_answer(client: ServerClient, paths: Sequence[str]) -> dict[str, Any] 
                 raise SGLangError(f"{client.url}{path}: HTTP {exc.status}; pass the server's "
                                   "--api-key (api_key=..., rollout.sglang.api_key)") from None
     return None
+
+
+def _launch_logs(log_path: str | PathLike[str] | None, servers: int) -> Sequence[Path | None]:
+    """Each launched server's log path (None: a temporary file) and the router's, last."""
+    if servers == 1:
+        return [Path(log_path) if log_path else None]
+    if not log_path:
+        root = Path(tempfile.mkdtemp(prefix="sglang-"))
+        return [root / f"server-{i}.log" for i in range(servers)] + [root / "router.log"]
+    path = Path(log_path)
+    return ([path.with_name(f"{path.stem}-{i}{path.suffix}") for i in range(servers)]
+            + [path.with_name(f"{path.stem}-router{path.suffix}")])

@@ -16,16 +16,20 @@ from typing import Any
 
 from agents.engines import BuiltEngine, EngineRequest, engine_options
 from agents.errors import EngineConfigError
+from agents.sglang.client import ServerClient
 from agents.sglang.engine import SGLangEngine
 from agents.sglang.launch import PYTHON_ENV, default_device
 from agents.sglang.lora import launch_flags, launchable
 from agents.sglang.options import SGLangOptions
+from agents.sglang.router import router_workers
 
 logger = logging.getLogger(__name__)
 
 
 def build(request: EngineRequest) -> BuiltEngine:
-    """Attach to ``options.url``, or launch a server on ``request.model`` (one rank only).
+    """Attach to ``options.url``, or launch servers on ``request.model`` (one rank only).
+
+    Attached to a router without ``server_urls``, the servers are the router's ``/workers``.
 
     Raises:
         EngineConfigError: launching asked with several trainer ranks, or options of a wrong type.
@@ -45,22 +49,26 @@ def build(request: EngineRequest) -> BuiltEngine:
         "leader": request.leader,
     }
     if opts.url:
-        engine = SGLangEngine(opts.url, server_urls=opts.server_urls or None,
+        server_urls = opts.server_urls or router_workers(ServerClient(
+            opts.url, api_key=opts.api_key, timeout_s=opts.request_timeout_s))
+        engine = SGLangEngine(opts.url, server_urls=server_urls or None,
                               api_key=opts.api_key, server_python=opts.python
                               or os.environ.get(PYTHON_ENV), **common)
     else:
         if request.world_size > 1:
             raise EngineConfigError(
                 "rollout.sglang.url is null (launch a server) but the run has "
-                f"{request.world_size} trainer ranks: start the servers yourself and set "
-                "rollout.sglang.url"
+                f"{request.world_size} trainer ranks: start the servers (and sglang-router) "
+                "yourself and set rollout.sglang.url"
             )
         extra = list(opts.launch_args)
         if request.lora is not None and launchable(request.lora, default_device()) is None:
             extra = launch_flags(request.lora, default_device()) + extra
         engine = SGLangEngine.launch(str(request.model_path), python=opts.python,
                                      api_key=opts.api_key, extra_args=extra,
-                                     startup_timeout_s=opts.startup_timeout_s, **common)
+                                     startup_timeout_s=opts.startup_timeout_s,
+                                     servers=opts.servers, router_args=opts.router_args,
+                                     **common)
     try:
         dtype = engine.dtype  # attaches: reads and checks every server
         if opts.url and request.serve_model and request.leader:
@@ -70,7 +78,7 @@ def build(request: EngineRequest) -> BuiltEngine:
         engine.close()
         raise
     return BuiltEngine(engine, dtype, serves_adapter=serves_adapter,
-                       info={"urls": list(engine.urls)})
+                       info={"urls": list(engine.urls), "server_urls": list(engine.server_urls)})
 
 
 def _serve_lora(engine: SGLangEngine, request: EngineRequest) -> bool:

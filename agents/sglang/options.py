@@ -18,10 +18,14 @@ class SGLangOptions:
     """Options of the SGLang engine.
 
     Attributes:
-        url: an SGLang server (or sglang-router) base URL to attach to; null launches one server
-            on the policy (one trainer rank only).
-        server_urls: the servers themselves when ``url`` is a router (weight, memory and cache
-            calls go to each); empty means ``[url]``.
+        url: an SGLang server (or sglang-router) base URL to attach to; null launches
+            ``servers`` servers on the policy (one trainer rank only).
+        server_urls: the servers themselves when ``url`` is a router (weight, version, pause,
+            memory and cache calls go to each: the router forwards none of them); empty reads
+            them from the router's ``/workers``, or means ``[url]`` for a server.
+        servers: how many servers to launch when ``url`` is null; more than one puts an
+            ``sglang-router`` (``pip install sglang-router`` in the servers' venv) in front.
+        router_args: extra ``launch_router`` flags when launching several servers.
         python: the interpreter that runs ``sglang.launch_server`` when launching (sglang pins
             its own transformers, so it usually lives in its own venv); null reads
             ``$RLVR_SGLANG_PYTHON``, else this interpreter.
@@ -48,6 +52,8 @@ class SGLangOptions:
 
     url: str | None = None
     server_urls: list[str] = field(default_factory=list)
+    servers: int = 1
+    router_args: list[str] = field(default_factory=list)
     python: str | None = None
     launch_args: list[str] = field(default_factory=list)
     api_key: str | None = None
@@ -73,6 +79,15 @@ class SGLangOptions:
             if not getattr(self, name) > 0:
                 raise EngineConfigError(f"{name} must be > 0; got {getattr(self, name)!r}",
                                         key=name)
+        if isinstance(self.servers, bool) or not isinstance(self.servers, int) \
+                or self.servers < 1:
+            raise EngineConfigError(f"servers must be an int >= 1; got {self.servers!r}",
+                                    key="servers")
+        if self.servers > 1 and self.url:
+            raise EngineConfigError(
+                f"servers={self.servers} launches servers, but url is set (attach): leave url "
+                "null to launch, or attach to a router with url (and server_urls)",
+                key="servers")
         if self.server_urls and not self.url:
             raise EngineConfigError("server_urls needs url (the router or first server that "
                                     "/generate goes to)", key="server_urls")
