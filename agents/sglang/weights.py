@@ -143,11 +143,21 @@ def sglang_layout_group(
     ``PrefixStore(group_name, store)``, then torch's ``_new_process_group_helper``, which prefixes
     again with ``group_name + "/"``. Works with or without a default process group in this
     process (the trainer's own ranks form another group).
+
+    The store is made here, not by ``rendezvous``: under torchrun (``TORCHELASTIC_USE_AGENT_STORE``
+    set) ``rendezvous`` makes every rank a client of the launcher's own store, so rank 0 would
+    wait for a store server that never starts at ``init_method`` (the servers' ranks connect to
+    it as clients).
     """
+    from urllib.parse import urlparse
+
     from torch.distributed import distributed_c10d as c10d
 
-    store, rank, world_size = next(c10d.rendezvous(init_method, rank, world_size, timeout=timeout))
-    store.set_timeout(timeout)
+    where = urlparse(init_method)
+    if where.scheme != "tcp" or where.hostname is None or where.port is None:
+        raise ValueError(f"init_method must be tcp://host:port; got {init_method!r}")
+    store = torch.distributed.TCPStore(where.hostname, where.port, world_size,
+                                       is_master=rank == 0, timeout=timeout)
     store = c10d.PrefixStore(group_name, store)
     pg, _ = c10d._new_process_group_helper(
         world_size, rank, [], backend, store, group_name=c10d.GroupName(group_name),
