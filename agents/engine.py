@@ -273,3 +273,19 @@ def check_score_request(token_ids: list[int], start: int) -> None:
     if isinstance(start, bool) or not isinstance(start, int) or not 1 <= start < len(token_ids):
         raise RequestError(f"start must be an int in [1, {len(token_ids) - 1}] for "
                            f"{len(token_ids)} token ids; got {start!r}")
+
+
+@runtime_checkable
+class SharedEngine(VersionedEngine, Protocol):
+    """A versioned engine whose weights live in servers every trainer rank generates on.
+
+    Only the ``leader`` (trainer rank 0) loads weights and names their version on the servers;
+    the others read which version the servers hold (asynchronous RL on several ranks:
+    ``rlvr.training.async_rollout``).
+    """
+
+    leader: bool
+
+    def served_version(self) -> int | None:
+        """The oldest version the servers hold now (None while one holds no numbered version)."""
+        ...

@@ -51,14 +51,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from agents.engine import ScoringEngine
+from agents.engine import ScoringEngine, SharedEngine
 from rlvr.algorithms.advantages import AdvantageInputs, compute_advantages, get_estimator
 from rlvr.algorithms.kl import apply_kl_in_reward, build_controller
 from rlvr.batch import RolloutBatch
 from rlvr.config import TrainConfig
 from rlvr.config.loader import dump_config
 from rlvr.distributed import all_reduce_sums, barrier, gather_objects, gather_rows
-from rlvr.errors import ConfigError
 from rlvr.learner import (
     Actor,
     Checkpointer,
@@ -184,15 +183,6 @@ class Trainer:
         plan = check_run_dir(cfg)  # every rank: a used folder, a resume's changed keys
         self.config = cfg = plan.config or cfg  # a resume keeps its checkpoint's schedule
         num_tasks = check_env(cfg)  # model folder, device, suite, env: before anything is written
-        if cfg.rollout.max_staleness and self.dist.world_size > 1 and \
-                cfg.rollout.engine != "transformers":  # shared servers: only rank 0 loads them
-            raise ConfigError(
-                f"rollout.engine={cfg.rollout.engine} cannot run asynchronous RL "
-                f"(rollout.max_staleness >= 1) on several ranks ({self.dist.world_size}): its "
-                f"servers are shared by the ranks and only rank 0 loads their weights, so the "
-                f"other ranks' producers could not know the version they play; use "
-                f"rollout.engine=transformers (each rank's producer on its own engine copy)",
-                key="rollout.engine")
         barrier()  # every rank has looked at the folder before rank 0 writes to it
         for line in plan.notices:
             self.log(line)
@@ -407,7 +397,9 @@ class Trainer:
                             first_position=self.state.tasks_drawn,
                             prompts_per_step=cfg.rollout.prompts_per_step,
                             version=self.state.step, engine=self.engine,
-                            inflight=cfg.rollout.inflight_update, probe=self.probe)
+                            inflight=cfg.rollout.inflight_update, probe=self.probe,
+                            shared=self.dist.world_size > 1 and isinstance(self.engine,
+                                                                           SharedEngine))
 
     # ------------------------------------------------------------------ stages
     def prepare(self, batch: RolloutBatch) -> dict[str, float]:

@@ -539,6 +539,19 @@ class SGLangEngine:
         self._version = int(version)
         self._versioned = True
 
+    def served_version(self) -> int | None:
+        """The oldest version the servers hold (``SharedEngine``; ``/model_info``).
+
+        Read from each server's ``weight_version``; None while one holds no numbered version
+        (``"default"`` before the first ``set_weight_version``, or a name that is no number).
+        """
+        futures = [self._control.submit(self.clients[u].get, "/model_info")
+                   for u in self.server_urls]
+        versions = [str(fut.result().get("weight_version", "")) for fut in futures]
+        if not all(v.lstrip("-").isdigit() for v in versions):
+            return None
+        return min(int(v) for v in versions)
+
     def update_weights_in_flight(self, weights: WeightsSource, version: int,
                                  mode: InflightMode) -> None:
         """Pause, update to ``version``, continue (module docstring; ``VersionedEngine``).

@@ -56,7 +56,7 @@ from typing import Any
 
 import torch
 
-from agents.engine import VersionedEngine
+from agents.engine import SharedEngine, VersionedEngine
 from rlvr.algorithms.kl import kl_penalty
 from rlvr.batch import RolloutBatch
 from rlvr.distributed import all_reduce_max, all_reduce_sum, gather_objects, rank_and_world
@@ -76,6 +76,8 @@ Collect = Callable[[int, int], tuple[list[Trajectory], dict[str, float]]]
 """``collect(step, task_position) -> (trajectories, metrics)`` (``EpisodeStream.collect``)."""
 LoadWeights = Callable[[list[tuple[str, torch.Tensor]]], None]
 """Loads full named tensors into the engine (``Engine.update_weights``)."""
+FOLLOWER_WAIT_S = 1800.0
+"""How long a follower's producer waits for the servers to hold the version a step needs."""
 INFLIGHT_UPDATES = ("off", "continue", "abort")
 """``rollout.inflight_update``: off, or the ``agents.engine.InflightMode`` of the pushes."""
 DROPPED = "async_dropped"
@@ -120,12 +122,18 @@ class AsyncRollout:
             "abort" (``agents.engine.InflightMode``).
         probe: proves each version the engine comes to hold (``rlvr.training.version_probe``;
             checked while no other weights can go in), None for none.
+        shared: the engine's servers are shared with the other ranks' producers (a server
+            engine on several ranks; ``agents.engine.SharedEngine``): the leader's producer
+            loads the weights and names their version on the servers, the others (followers)
+            load nothing and, before each step, wait until the servers hold a version the gate
+            allows (at most ``FOLLOWER_WAIT_S``). Versions per token then come from the
+            servers on every rank.
     """
 
     def __init__(self, collect: Collect, load_weights: LoadWeights, *, max_staleness: int,
                  first_step: int, last_step: int, first_position: int, prompts_per_step: int,
                  version: int, engine: Any = None, inflight: str = "off",
-                 probe: VersionProbe | None = None) -> None:
+                 probe: VersionProbe | None = None, shared: bool = False) -> None:
         if max_staleness < 1:
             raise ValueError(f"max_staleness must be >= 1 for the producer; got {max_staleness}")
         if inflight not in INFLIGHT_UPDATES:
@@ -136,8 +144,16 @@ class AsyncRollout:
                 f"rollout.inflight_update={inflight!r} needs an engine that records versions "
                 f"and takes weights mid-flight (agents.engine.VersionedEngine); "
                 f"{type(engine).__name__} does not")
+        if shared and not isinstance(engine, SharedEngine):
+            raise AsyncRolloutError(f"shared=True needs an engine whose servers every rank "
+                                    f"shares (agents.engine.SharedEngine); "
+                                    f"{type(engine).__name__} is not")
         self.engine = engine
-        self.probe = probe
+        self.follower = shared and not engine.leader
+        """This rank's producer plays on servers another rank's producer loads."""
+        self.versioned = inflight != "off" or shared
+        """The engine records versions per token (from the servers when shared)."""
+        self.probe = None if self.follower else probe  # the leader proves every server
         self.inflight = inflight
         self.inflight_updates = 0
         self.collect = collect
@@ -171,8 +187,9 @@ class AsyncRollout:
             self._mark = (time.perf_counter(), 0.0)
             self._thread = threading.Thread(target=self._run, name="rlvr-async-rollout",
                                             daemon=True)
-            if self.inflight != "off":
+            if self.versioned:
                 self.engine.set_weight_version(self.engine_version)
+            if self.inflight != "off" and not self.follower:
                 self._pusher = threading.Thread(target=self._push, name="rlvr-inflight-weights",
                                                 daemon=True)
                 self._pusher.start()
@@ -185,16 +202,20 @@ class AsyncRollout:
                 while not self._stop.is_set() and not self.weights.wait_for(
                         step - 1 - self.max_staleness, timeout=0.5):
                     pass
+                if self.follower:  # outside the locks: a pause for evaluation must get through
+                    self._wait_served(step - 1 - self.max_staleness)
                 if self._stop.is_set():
                     return
                 with self._engine:
                     self._idle_done()
                     with self._swap:
                         version, tensors = self.weights.take(newer_than=self.engine_version)
-                        if tensors is not None:
+                        if self.follower:
+                            self.engine_version = max(self.engine_version, version)
+                        elif tensors is not None:
                             self.load_weights(tensors)
                             self.engine_version = version
-                            if self.inflight != "off":
+                            if self.versioned:
                                 self.engine.set_weight_version(version)
                         version = self.engine_version
                         self._prove(version)
@@ -242,6 +263,25 @@ class AsyncRollout:
                 if self._error is None and not self._stop.is_set():
                     self._error = exc
                 self._cond.notify_all()
+
+    def _wait_served(self, version: int) -> None:
+        """A follower waits until every server holds ``version`` or newer (or the run stops).
+
+        Raises:
+            AsyncRolloutError: the servers stayed older for ``FOLLOWER_WAIT_S`` (the leader's
+                producer stopped loading: its own error stops the run on every rank).
+        """
+        deadline = time.monotonic() + FOLLOWER_WAIT_S
+        while not self._stop.is_set():
+            served = self.engine.served_version()
+            if served is not None and served >= version:
+                return
+            if time.monotonic() > deadline:
+                raise AsyncRolloutError(
+                    f"the servers held version {served} for {FOLLOWER_WAIT_S:.0f} s; this "
+                    f"rank's producer waits for version {version}, which rank 0's producer "
+                    f"loads (did it stop?)")
+            self._stop.wait(0.05)
 
     def _prove(self, version: int) -> None:
         """Check the probe on the engine at ``version`` (holding ``_swap``: nothing else loads)."""
@@ -371,7 +411,7 @@ class AsyncRollout:
             with self._swap:
                 load()
                 self.engine_version = max(self.engine_version, version)
-                if self.inflight != "off":
+                if self.versioned:
                     self.engine.set_weight_version(self.engine_version)
                 self._prove(self.engine_version)
             yield

@@ -87,13 +87,3 @@ def test_a_producer_failing_on_one_rank_stops_every_rank(runs):
         assert rec["closed"] and rec["accounted"]
     # rank 0 had played step 2 (and 3, ahead): taken or produced, never trained
     assert other["trained"] == ROWS and other["dropped"]["untrained"] == other["started"] - ROWS
-
-
-def test_the_sglang_engine_with_several_ranks_is_refused(runs):
-    """Its servers are shared: only rank 0 loads their weights, so the other ranks' producers
-    could not know the version they play."""
-    _, read = runs
-    for rec in read("sglang"):
-        assert rec["refused"]["key"] == "rollout.engine"
-        assert rec["refused"]["message"].startswith("rollout.engine=sglang cannot run "
-                                                    "asynchronous RL")

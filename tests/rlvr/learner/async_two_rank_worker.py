@@ -7,7 +7,6 @@ each in ``out_dir/<job>``; every rank writes ``<job>/rank<r>.json``:
   in one row of step 2 stamped with a version far too old (dropped as stale on rank 1 only).
 - ``resume``: the same folder resumed from the step-2 checkpoint for one more step.
 - ``fail``: rank 1's producer raises while playing step 2; each rank records what it raised.
-- ``sglang``: the sglang engine with two ranks is refused (``ConfigError``) before any model.
 
 Every ``torch.distributed`` call made outside the main thread is recorded (``off_main``): the
 producer's path must make none (the default process group is the learner thread's).
@@ -29,7 +28,6 @@ from trainer_helpers import QUIET, SMALL_MODEL  # noqa: E402
 from worker_exit import end_worker  # noqa: E402
 
 from rlvr.config import load_config  # noqa: E402
-from rlvr.errors import ConfigError  # noqa: E402
 from rlvr.learner import init_distributed  # noqa: E402
 from rlvr.trainer import Trainer  # noqa: E402
 
@@ -121,13 +119,6 @@ def main() -> None:
         raised = f"{type(err).__name__}: {err}"
     (fail / f"rank{rank}.json").write_text(json.dumps(record(
         trainer, played, [], raised=raised, closed=trainer.closed)))
-    try:
-        Trainer(config(out / "sglang", "rollout.engine=sglang"), log=lambda *_: None)
-        refused = None
-    except ConfigError as err:
-        refused = {"key": err.key, "message": str(err)}
-    (out / "sglang").mkdir(exist_ok=True)
-    (out / "sglang" / f"rank{rank}.json").write_text(json.dumps({"refused": refused}))
     end_worker()  # no interpreter teardown: it could abort rank 0 (see worker_exit)
 
 
