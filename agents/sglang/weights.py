@@ -156,9 +156,9 @@ def sglang_layout_group(
     where = urlparse(init_method)
     if where.scheme != "tcp" or where.hostname is None or where.port is None:
         raise ValueError(f"init_method must be tcp://host:port; got {init_method!r}")
-    store = torch.distributed.TCPStore(where.hostname, where.port, world_size,
-                                       is_master=rank == 0, timeout=timeout)
-    store = c10d.PrefixStore(group_name, store)
+    tcp = torch.distributed.TCPStore(where.hostname, where.port, world_size,
+                                     is_master=rank == 0, timeout=timeout)
+    store = c10d.PrefixStore(group_name, tcp)
     pg, _ = c10d._new_process_group_helper(
         world_size, rank, [], backend, store, group_name=c10d.GroupName(group_name),
         timeout=timeout,
