@@ -3,8 +3,9 @@
 Three asynchronous runs (``rollout.max_staleness=1``, the tiny quickstart) in one process group,
 each in ``out_dir/<job>``; every rank writes ``<job>/rank<r>.json``:
 
-- ``run``: 2 steps, a held-out evaluation and a checkpoint at step 2; rank 1's producer hands
-  in one row of step 2 stamped with a version far too old (dropped as stale on rank 1 only).
+- ``run``: 2 steps, a held-out evaluation and a checkpoint at step 2, in-flight updates on (a
+  pusher thread beside each producer); rank 1's producer hands in one row of step 2 stamped
+  with a version far too old (dropped as stale on rank 1 only).
 - ``resume``: the same folder resumed from the step-2 checkpoint for one more step.
 - ``fail``: rank 1's producer raises while playing step 2; each rank records what it raised.
 - ``sglang``: the sglang engine with two ranks is refused (``ConfigError``) before any model.
@@ -97,13 +98,15 @@ def main() -> None:
     record_collectives()
     run = out / "run"
     trainer = Trainer(config(run, "trainer.steps=2", "trainer.checkpoint_every=2",
-                             "eval.every=2"), log=lambda *_: None)
+                             "eval.every=2", "rollout.inflight_update=continue"),
+                      log=lambda *_: None)
     played = play(trainer, rank, stale_at=2)
     history = trainer.train().history
     (run / f"rank{rank}.json").write_text(json.dumps(record(trainer, played, history)))
 
     trainer = Trainer(config(run, "trainer.steps=3", "trainer.checkpoint_every=2",
-                             "eval.every=0", "trainer.resume=true"), log=lambda *_: None)
+                             "eval.every=0", "rollout.inflight_update=continue",
+                             "trainer.resume=true"), log=lambda *_: None)
     played = play(trainer, rank)
     history = trainer.train().history
     (out / "resume").mkdir(exist_ok=True)
