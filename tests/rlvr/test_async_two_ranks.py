@@ -39,6 +39,17 @@ def _same(a: dict, b: dict) -> None:
     assert {k: a[k] for k in keys} == {k: b[k] for k in keys}
 
 
+def test_the_sync_guards_numbers_are_the_same_on_every_rank(runs):
+    """Rank 0's rows are all at the learner's version, rank 1's are not: both ranks drop the
+    step-B gap (it includes rank 1's stale row) and recompute it over the fresh rows of both
+    ranks (|0|, |0.2| on rank 0; |0.4|, |0| on rank 1), so the guard raises on all or none."""
+    _, read = runs
+    zero, one = read("fresh")
+    assert zero == one
+    assert zero["async/logprob_diff"] == 1.3 and zero["async/kl"] == 0.4
+    assert zero["rollout/logprob_diff"] == pytest.approx(0.15)
+
+
 def test_two_ranks_train_every_episode_once_within_k(runs):
     out, read = runs
     ranks = read("run")

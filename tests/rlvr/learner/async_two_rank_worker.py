@@ -1,10 +1,13 @@
 """Run by ``torchrun --nproc_per_node=2`` from test_async_two_ranks.py (not a test itself).
 
-Three asynchronous runs (``rollout.max_staleness=1``, the tiny quickstart) in one process group,
-each in ``out_dir/<job>``; every rank writes ``<job>/rank<r>.json``:
+``fresh``: the sync guard's numbers (``fresh_mismatch``) when rank 0's rows are all at the
+learner's version and rank 1's are not. Then three asynchronous runs (``rollout.max_staleness=1``,
+the tiny quickstart) in one process group, each in ``out_dir/<job>``; every rank writes
+``<job>/rank<r>.json``:
 
-- ``run``: 2 steps, a held-out evaluation and a checkpoint at step 2; rank 1's producer hands
-  in one row of step 2 stamped with a version far too old (dropped as stale on rank 1 only).
+- ``run``: 2 steps, a held-out evaluation and a checkpoint at step 2, in-flight updates on (a
+  pusher thread beside each producer); rank 1's producer hands in one row of step 2 stamped
+  with a version far too old (dropped as stale on rank 1 only).
 - ``resume``: the same folder resumed from the step-2 checkpoint for one more step.
 - ``fail``: rank 1's producer raises while playing step 2; each rank records what it raised.
 
@@ -89,19 +92,43 @@ def record(trainer: Trainer, played: list, history: list, **extra) -> dict:
             **extra}
 
 
+def fresh_job(out: Path, rank: int) -> None:
+    """Rank 0: one row at the learner's version 4; rank 1: one row at 4, one at 3."""
+    import torch
+
+    from rlvr.batch import RolloutBatch
+    from rlvr.training.async_rollout import fresh_mismatch
+    from rlvr.trajectory import Trajectory
+
+    def row(version: int) -> Trajectory:
+        return Trajectory(prompt_ids=[1, 2], response_ids=[5, 5], response_mask=[1, 1],
+                          rollout_logprobs=[-0.5, -0.5], token_level_scores=[0.0, 0.0],
+                          policy_versions=[version, version])
+
+    batch = RolloutBatch.from_trajectories([row(4)] if rank == 0 else [row(4), row(3)], 0)
+    old = [[-0.5, -0.7]] if rank == 0 else [[-0.9, -0.5], [-3.0, -3.0]]
+    batch.set("old_logprobs", torch.tensor(old))
+    measured = {"rollout/logprob_diff": 1.3, "rollout/kl": 0.4}  # stage B's, over all ranks
+    (out / "fresh").mkdir(exist_ok=True)
+    (out / "fresh" / f"rank{rank}.json").write_text(json.dumps(fresh_mismatch(batch, 4, measured)))
+
+
 def main() -> None:
     out = Path(sys.argv[1])
     rank = init_distributed("cpu").rank
     record_collectives()
+    fresh_job(out, rank)
     run = out / "run"
     trainer = Trainer(config(run, "trainer.steps=2", "trainer.checkpoint_every=2",
-                             "eval.every=2"), log=lambda *_: None)
+                             "eval.every=2", "rollout.inflight_update=continue"),
+                      log=lambda *_: None)
     played = play(trainer, rank, stale_at=2)
     history = trainer.train().history
     (run / f"rank{rank}.json").write_text(json.dumps(record(trainer, played, history)))
 
     trainer = Trainer(config(run, "trainer.steps=3", "trainer.checkpoint_every=2",
-                             "eval.every=0", "trainer.resume=true"), log=lambda *_: None)
+                             "eval.every=0", "rollout.inflight_update=continue",
+                             "trainer.resume=true"), log=lambda *_: None)
     played = play(trainer, rank)
     history = trainer.train().history
     (out / "resume").mkdir(exist_ok=True)
