@@ -467,6 +467,10 @@ class Trainer:
         self.engine.resume_memory(("weights",))
         self.engine.update_weights(self.actor.named_sync_tensors(adapter_only=self.adapter_sync))
         self.engine.resume_memory()
+        if self.config.rollout.max_staleness and isinstance(self.engine, SharedEngine):
+            # named before the barrier: the other ranks' producers read this run's version,
+            # never a number an earlier run left on the servers
+            self.engine.set_weight_version(self.state.step)
         barrier()  # no rank generates before the new weights are in
 
     def release_engine_memory(self) -> None:

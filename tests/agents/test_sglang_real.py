@@ -553,11 +553,13 @@ def test_two_ranks_play_asynchronously_on_one_server(server, tiny_model_path, tm
     """``torchrun --nproc_per_node=2`` asynchronous RL on one real server shared by both ranks
     (``sglang_two_rank_worker.py``): rank 0's producer loads the weights and names their
     version, rank 1's waits for it; both ranks' rows carry the server's versions, stay within
-    k = 1, every episode is trained once, and rank 0's probe proves what the server holds."""
+    k = 1, every episode is trained once, and rank 0's probe proves what the server holds. The
+    server starts with a version an earlier run named, higher than this run's."""
     import json
     import sys
 
     worker = Path(__file__).parent / "sglang_two_rank_worker.py"
+    server.set_weight_version(7)  # as an earlier run may leave it: no follower may trust it
     try:
         proc = run_process_group(
             [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
