@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import torch
 
@@ -144,9 +145,18 @@ def sglang_layout_group(
     again with ``group_name + "/"``. Works with or without a default process group in this
     process (the trainer's own ranks form another group).
     """
+    from torch.distributed import TCPStore
     from torch.distributed import distributed_c10d as c10d
 
-    store, rank, world_size = next(c10d.rendezvous(init_method, rank, world_size, timeout=timeout))
+    # The store, made as ``rendezvous("tcp://...")`` makes it, but hosted here whatever the
+    # environment says: under torchrun (TORCHELASTIC_USE_AGENT_STORE=True) rendezvous makes
+    # every rank a client of torchrun's agent store, so nobody would host this group's store and
+    # the servers and this process would wait on each other until the timeout.
+    where = urlsplit(init_method)
+    if where.scheme != "tcp" or where.hostname is None or where.port is None:
+        raise ValueError(f"init_method must be tcp://host:port; got {init_method!r}")
+    store: Any = TCPStore(host_name=where.hostname, port=where.port, world_size=world_size,
+                               is_master=rank == 0, timeout=timeout, multi_tenant=True)
     store.set_timeout(timeout)
     store = c10d.PrefixStore(group_name, store)
     pg, _ = c10d._new_process_group_helper(

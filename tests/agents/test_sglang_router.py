@@ -309,7 +309,8 @@ def test_two_torchrun_ranks_send_their_episodes_through_the_router(
     and every step's rows, from both servers, pass the sync guard at the fp32 level."""
     import sys
 
-    from rlvr.config import dump_config, load_config
+    from rlvr.config import load_config
+    from rlvr.config.loader import dump_config
     from rlvr.metrics import read_jsonl
 
     out = tmp_path / "run"
