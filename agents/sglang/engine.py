@@ -728,7 +728,9 @@ class SGLangEngine:
         self._control.shutdown(wait=False, cancel_futures=True)
         if self._dist.group is not None:
             self._dist.leave()
-        for proc in reversed(self.processes):  # the router first, then the servers
+        for proc in reversed(self.processes):  # the router first, then the servers, at once
+            proc.terminate()
+        for proc in reversed(self.processes):
             proc.stop()
 
     # ------------------------------------------------------------------ distributed weight path
