@@ -240,7 +240,8 @@ class SGLangEngine:
             log_path: the server's log (default: a temporary file); with several servers,
                 server ``i`` logs to ``<stem>-<i><suffix>`` and the router to
                 ``<stem>-router<suffix>`` beside it.
-            servers: how many servers (more than one: behind a router).
+            servers: how many servers (more than one: behind a router); on GPUs server ``i``
+                gets ``--base-gpu-id i * tp_size`` (unless ``extra_args`` sets it).
             router_args: more ``launch_router`` flags (e.g. ``--policy round_robin``).
             **engine_kwargs: passed to ``SGLangEngine``.
 
@@ -274,11 +275,14 @@ class SGLangEngine:
         logs = _launch_logs(log_path, servers)
         procs: list[ServerProcess] = []
         try:
-            for server_port, log in zip(ports, logs):
+            for i, (server_port, log) in enumerate(zip(ports, logs)):
+                own = list(extra)
+                if servers > 1 and device != "cpu" and "--base-gpu-id" not in extra:
+                    own += ["--base-gpu-id", str(i * tp_size)]  # GPUs of its own
                 procs.append(ServerProcess.start(
                     model_path, python=exe, host=host, port=server_port, device=device,
                     tp_size=tp_size, api_key=api_key, deterministic=deterministic,
-                    extra_args=extra, log_path=log))
+                    extra_args=own, log_path=log))
         except BaseException:
             for proc in procs:
                 proc.stop()

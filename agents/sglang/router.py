@@ -47,7 +47,8 @@ def router_workers(client: ServerClient) -> list[str] | None:
     """The worker URLs behind the router at ``client.url``, in the router's order.
 
     Returns:
-        None when ``client.url`` is not a router (``GET /workers`` is a 404 on a server).
+        None when ``client.url`` is not a router (``GET /workers`` is a 404 on a server, a 401
+        on one with ``--api-key`` asked with another key: attaching then says what is wrong).
 
     Raises:
         SGLangError: the URL cannot be reached, or it is a router without workers.
@@ -55,7 +56,7 @@ def router_workers(client: ServerClient) -> list[str] | None:
     try:
         body = client.get("/workers")
     except SGLangHTTPError as exc:
-        if exc.status == 404:
+        if exc.status in (401, 403, 404, 405):  # a server (with --api-key: 401 before 404)
             return None
         raise
     workers = body.get("workers")

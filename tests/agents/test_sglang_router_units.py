@@ -159,3 +159,18 @@ def test_the_weight_group_forms_under_torchrun(monkeypatch):
         group.destroy()
     finally:
         server.kill()
+
+
+def test_launched_gpu_servers_get_gpus_of_their_own(tmp_path):
+    """Two CUDA servers from one launch: server i starts at GPU i * tp_size (sglang's
+    --base-gpu-id; without it both would load onto GPU 0). The "python" here records its argv
+    and exits, so the launch fails once it sees the exit, after both servers were started."""
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\n[ "$1" = "-c" ] && exit 0\necho "$@" >> {tmp_path}/argv\n'
+                    "exit 1\n")
+    fake.chmod(0o755)
+    with pytest.raises(SGLangError, match="exited with 1"):
+        SGLangEngine.launch(tmp_path, python=str(fake), device="cuda", servers=2, tp_size=2,
+                            startup_timeout_s=30)
+    lines = (tmp_path / "argv").read_text().splitlines()
+    assert sorted(line.split("--base-gpu-id ")[1].split()[0] for line in lines) == ["0", "2"]
