@@ -226,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                               startup_timeout_s=600, log_path=work / "one" / "server.log")
     result["start_one_server_s"] = time.perf_counter() - t0
     try:
+        _ = one.infos
         result["one_server_memory_mb"] = dict(zip(("pss", "rss"),
                                                   tree_memory_mb(one.processes[0].popen.pid)))
         result["one_server_tokens_per_s"], _ = generate_rate(one, args.requests, args.new_tokens)
@@ -251,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"{result['router_memory_mb']['pss']:.0f} / "
                      f"{result['router_memory_mb']['rss']:.0f}"))
 
+        _ = router.infos  # attach first: its probe requests go to each server directly
         before = generates(servers)
         rate, _ = generate_rate(router, args.requests, args.new_tokens)
         split = [b - a for a, b in zip(before, generates(servers))]

@@ -276,13 +276,10 @@ class SGLangEngine:
         procs: list[ServerProcess] = []
         try:
             for i, (server_port, log) in enumerate(zip(ports, logs)):
-                own = list(extra)
-                if servers > 1 and device != "cpu" and "--base-gpu-id" not in extra:
-                    own += ["--base-gpu-id", str(i * tp_size)]  # GPUs of its own
                 procs.append(ServerProcess.start(
                     model_path, python=exe, host=host, port=server_port, device=device,
                     tp_size=tp_size, api_key=api_key, deterministic=deterministic,
-                    extra_args=own, log_path=log))
+                    extra_args=_server_args(extra, i, servers, device, tp_size), log_path=log))
         except BaseException:
             for proc in procs:
                 proc.stop()
@@ -301,7 +298,7 @@ class SGLangEngine:
                                       log_path=logs[-1])
                 engine.processes.append(router)
                 wait_router_ready(engine.clients[router_url], server_urls, startup_timeout_s,
-                                  router.exit_code)
+                                  router)
         except BaseException:
             engine.close()
             raise
@@ -810,3 +807,16 @@ def _launch_logs(log_path: str | PathLike[str] | None, servers: int) -> Sequence
     path = Path(log_path)
     return ([path.with_name(f"{path.stem}-{i}{path.suffix}") for i in range(servers)]
             + [path.with_name(f"{path.stem}-router{path.suffix}")])
+
+
+def _server_args(extra: Sequence[str], index: int, servers: int, device: str,
+                 tp_size: int) -> list[str]:
+    """Server ``index``'s extra flags.
+
+    On GPUs, several servers get GPUs of their own (``--base-gpu-id index * tp_size``; all
+    would load onto GPU 0 otherwise).
+    """
+    out = list(extra)
+    if servers > 1 and device != "cpu" and "--base-gpu-id" not in out:
+        out += ["--base-gpu-id", str(index * tp_size)]
+    return out

@@ -349,3 +349,30 @@ def test_two_torchrun_ranks_send_their_episodes_through_the_router(
         assert min(served) >= 1, served
     finally:
         routed.update_weights(str(tiny_model_path), weight_version="default")
+
+
+@FULL
+def test_rlvr_launches_two_servers_and_the_router_from_the_config(tiny_model_path, tmp_path):
+    """``rollout.sglang.url: null, servers: 2``: the trainer's engine starts both servers and the
+    router, trains through them with every step's rows at the fp32 level, and stops all three."""
+    python = _require_venv()
+    from rlvr.config import load_config
+    from rlvr.metrics import read_jsonl
+    from rlvr.trainer import Trainer
+
+    config = load_config(Path(__file__).parents[2] / "configs" / "quickstart.yaml", [
+        f"model.path={tiny_model_path}", "sft.enabled=false", f"trainer.output_dir={tmp_path}",
+        "trainer.steps=2", "trainer.progress=false", "trainer.tensorboard=false",
+        "trainer.plot=false", "trainer.export_at_end=false", "trainer.checkpoint_every=0",
+        "rollout.prompts_per_step=4", "rollout.group_size=4", "eval.tasks=8",
+        "eval.every=0", "rollout.engine=sglang", "rollout.sglang.servers=2",
+        f"rollout.sglang.python={python}", "rollout.sglang.allow_unseeded=true",
+        "rollout.max_logprob_diff=1e-4", "rollout.sglang.startup_timeout_s=540",
+    ])
+    trainer = Trainer(config, log=lambda *_: None)
+    engine = trainer.engine
+    assert len(engine.server_urls) == 2 and len(engine.processes) == 3
+    trainer.train()
+    rows = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if "rollout/logprob_diff" in r]
+    assert len(rows) == 2 and max(r["rollout/logprob_diff"] for r in rows) < 1e-4
+    assert all(p.exit_code() is not None for p in engine.processes)

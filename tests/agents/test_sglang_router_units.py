@@ -18,7 +18,7 @@ import pytest
 from agents.errors import EngineConfigError, MissingDependencyError, SGLangError
 from agents.sglang import SGLangEngine, SGLangOptions
 from agents.sglang.client import ServerClient
-from agents.sglang.engine import _launch_logs
+from agents.sglang.engine import _launch_logs, _server_args
 from agents.sglang.router import (
     ROUTER_VERSION,
     is_router_info,
@@ -161,16 +161,50 @@ def test_the_weight_group_forms_under_torchrun(monkeypatch):
         server.kill()
 
 
-def test_launched_gpu_servers_get_gpus_of_their_own(tmp_path):
-    """Two CUDA servers from one launch: server i starts at GPU i * tp_size (sglang's
-    --base-gpu-id; without it both would load onto GPU 0). The "python" here records its argv
-    and exits, so the launch fails once it sees the exit, after both servers were started."""
-    fake = tmp_path / "python"
-    fake.write_text(f'#!/bin/sh\n[ "$1" = "-c" ] && exit 0\necho "$@" >> {tmp_path}/argv\n'
-                    "exit 1\n")
-    fake.chmod(0o755)
-    with pytest.raises(SGLangError, match="exited with 1"):
-        SGLangEngine.launch(tmp_path, python=str(fake), device="cuda", servers=2, tp_size=2,
-                            startup_timeout_s=30)
-    lines = (tmp_path / "argv").read_text().splitlines()
-    assert sorted(line.split("--base-gpu-id ")[1].split()[0] for line in lines) == ["0", "2"]
+def test_launched_gpu_servers_get_gpus_of_their_own():
+    """Several CUDA servers from one launch: server i starts at GPU i * tp_size (sglang's
+    --base-gpu-id; without it every server loads onto GPU 0); one server, CPU servers or a
+    --base-gpu-id of the caller's are left alone."""
+    assert [_server_args(["--x"], i, 2, "cuda", 2) for i in range(2)] == [
+        ["--x", "--base-gpu-id", "0"], ["--x", "--base-gpu-id", "2"]]
+    assert _server_args([], 0, 1, "cuda", 1) == []
+    assert _server_args([], 1, 2, "cpu", 1) == []
+    assert _server_args(["--base-gpu-id", "4"], 1, 2, "cuda", 1) == ["--base-gpu-id", "4"]
+
+
+def test_two_launched_routers_share_a_host():
+    """sglang-router's Prometheus exporter takes port 29000 by default, and a second router on the
+    host panicked at start ("Address already in use"; seen when a run launched its servers while
+    another router ran): each launched router gets a free port of its own."""
+    import os
+    import time
+    from pathlib import Path
+
+    from agents.sglang.process import free_port
+    from agents.sglang.router import start_router
+
+    python = os.environ.get("RLVR_SGLANG_PYTHON")
+    if not python or not Path(python).exists():
+        if os.environ.get("RLVR_REQUIRE_SGLANG") == "1":
+            pytest.fail(f"real sglang venv absent (RLVR_SGLANG_PYTHON={python!r})")
+        pytest.skip("needs the sglang venv (sglang-router): bash dev.sh setup-sglang")
+    routers = []
+    try:
+        for _ in range(2):
+            port = free_port("127.0.0.1")
+            routers.append((start_router(python, host="127.0.0.1", port=port, worker_urls=[
+                f"http://127.0.0.1:{free_port('127.0.0.1')}"]), ServerClient(
+                    f"http://127.0.0.1:{port}")))
+        for proc, client in routers:
+            deadline = time.monotonic() + 120
+            while True:
+                assert proc.exit_code() is None, proc.tail()
+                try:
+                    assert client.get("/workers", timeout_s=2)["workers"] == []
+                    break
+                except SGLangError:
+                    assert time.monotonic() < deadline, proc.tail()
+                    time.sleep(0.3)
+    finally:
+        for proc, _ in routers:
+            proc.stop()
