@@ -201,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--requests", type=int, default=64)
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3, help="weight syncs timed per mode")
+    ap.add_argument("--gen-repeats", type=int, default=3, help="generation runs per target")
     ap.add_argument("--skip-training", action="store_true")
     ap.add_argument("--out", default="bench/results/router.json")
     args = ap.parse_args(argv)
@@ -229,7 +230,6 @@ def main(argv: list[str] | None = None) -> int:
         _ = one.infos
         result["one_server_memory_mb"] = dict(zip(("pss", "rss"),
                                                   tree_memory_mb(one.processes[0].popen.pid)))
-        result["one_server_tokens_per_s"], _ = generate_rate(one, args.requests, args.new_tokens)
     finally:
         one.close()
     rows.append(("start: 1 server (s)", f"{result['start_one_server_s']:.0f}"))
@@ -252,16 +252,30 @@ def main(argv: list[str] | None = None) -> int:
                      f"{result['router_memory_mb']['pss']:.0f} / "
                      f"{result['router_memory_mb']['rss']:.0f}"))
 
-        _ = router.infos  # attach first: its probe requests go to each server directly
+        # The same requests to server 0 alone, to both round-robin (no router) and through the
+        # router; each engine warmed once, then the three alternated --gen-repeats times.
+        engines = {"1 server": SGLangEngine(router.server_urls[0], allow_unseeded=True),
+                   f"{args.servers} servers, round-robin": SGLangEngine(
+                       router.server_urls, allow_unseeded=True),
+                   f"{args.servers} servers via router": router}
+        rates: dict[str, list[float]] = {name: [] for name in engines}
+        for engine in engines.values():
+            generate_rate(engine, args.requests, args.new_tokens)  # attach and warm up
         before = generates(servers)
-        rate, _ = generate_rate(router, args.requests, args.new_tokens)
+        for _ in range(args.gen_repeats):
+            for name, engine in engines.items():
+                rates[name].append(generate_rate(engine, args.requests, args.new_tokens)[0])
         split = [b - a for a, b in zip(before, generates(servers))]
-        result["routed_tokens_per_s"] = rate
-        result["routed_split"] = split
-        rows.append((f"generate {args.requests}x{args.new_tokens}: 1 server (tok/s)",
-                     f"{result['one_server_tokens_per_s']:.0f}"))
-        rows.append((f"generate {args.requests}x{args.new_tokens}: via router (tok/s)",
-                     f"{rate:.0f} (requests per server {split})"))
+        for engine in engines.values():
+            if engine is not router:
+                engine.close()
+        result["tokens_per_s"] = rates
+        result["requests_per_server_all_runs"] = split
+        for name, got in rates.items():
+            rows.append((f"generate {args.requests}x{args.new_tokens}: {name} (tok/s)",
+                         f"median {statistics.median(got):.0f} (runs "
+                         f"{', '.join(f'{r:.0f}' for r in got)})"))
+        rows.append(("requests per server over those runs", str(split)))
 
         weights = {k: v.detach().clone() for k, v in trained_copy(model).state_dict().items()}
         result["sync_s"] = {}
