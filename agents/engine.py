@@ -26,7 +26,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
 
-from agents.errors import SamplingParamsError
+from agents.errors import RequestError, SamplingParamsError
 
 FinishReason = Literal["stop", "length", "abort"]
 """Why one generation ended: a stop token/string ("stop"), ``max_new_tokens`` or the context
@@ -231,4 +231,61 @@ class VersionedEngine(Engine, Protocol):
     @property
     def regenerated(self) -> int:
         """Generations dropped and started again by ``"abort"`` updates so far."""
+        ...
+
+
+@runtime_checkable
+class ScoringEngine(Engine, Protocol):
+    """An engine that can score given tokens under the weights it holds (teacher forcing).
+
+    The sync guard of asynchronous RL uses it to prove each weight version the engine claims to
+    hold: the same probe sequence is scored by the engine and by the learner at that version
+    (``rlvr.training.version_probe``).
+    """
+
+    def score(self, token_ids: list[int], start: int) -> dict[str, list[float]]:
+        """Logprobs of ``token_ids[start:]``, each given every token before it.
+
+        At temperature 1 (``log_softmax(logits)``): scoring proves weights, not sampling, and
+        sglang's input-token logprobs are untempered whatever the request's temperature
+        (measured on 0.5.23).
+
+        Args:
+            token_ids: the whole sequence (prompt and continuation).
+            start: the first position scored, ``1 <= start < len(token_ids)``.
+
+        Returns:
+            One list of ``len(token_ids) - start`` logprobs per replica holding weights (one
+            entry for an in-process engine; one per server, by URL, for a server engine), so
+            that each replica's weights are proven, not just the one a balancer picked.
+
+        Raises:
+            RequestError: an empty sequence or ``start`` out of range.
+        """
+        ...
+
+
+def check_score_request(token_ids: list[int], start: int) -> None:
+    """Raise ``RequestError`` unless ``ScoringEngine.score`` can score these arguments."""
+    if not token_ids or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0
+                                for t in token_ids):
+        raise RequestError("token_ids must be a non-empty list of token ids (ints >= 0)")
+    if isinstance(start, bool) or not isinstance(start, int) or not 1 <= start < len(token_ids):
+        raise RequestError(f"start must be an int in [1, {len(token_ids) - 1}] for "
+                           f"{len(token_ids)} token ids; got {start!r}")
+
+
+@runtime_checkable
+class SharedEngine(VersionedEngine, Protocol):
+    """A versioned engine whose weights live in servers every trainer rank generates on.
+
+    Only the ``leader`` (trainer rank 0) loads weights and names their version on the servers;
+    the others read which version the servers hold (asynchronous RL on several ranks:
+    ``rlvr.training.async_rollout``).
+    """
+
+    leader: bool
+
+    def served_version(self) -> int | None:
+        """The oldest version the servers hold now (None while one holds no numbered version)."""
         ...

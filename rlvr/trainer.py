@@ -32,6 +32,11 @@ Deviations and simplifications:
   update, from stage B or the one-step update's own forward, as above) meet the engine's through
   ``actor.tis_cap``, and the sync publishes the new weights for the producer instead of pushing
   them into the engine (``rollout.inflight_update``: the producer pushes them in mid-generation).
+  With several ranks each rank runs its own producer on its own engine copy (transformers engine
+  only); the producer's path makes no collective, so the default process group stays the
+  learner thread's. Taking a step is collective (``AsyncRollout.take``: the ranks agree on a
+  failed producer and reduce the metrics), rows dropped as stale stay as invalid rows (equal row
+  counts), and a held-out evaluation pauses every rank's producer for the weight sync.
 """
 
 from __future__ import annotations
@@ -46,13 +51,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from agents.engine import ScoringEngine, SharedEngine
 from rlvr.algorithms.advantages import AdvantageInputs, compute_advantages, get_estimator
 from rlvr.algorithms.kl import apply_kl_in_reward, build_controller
 from rlvr.batch import RolloutBatch
 from rlvr.config import TrainConfig
 from rlvr.config.loader import dump_config
 from rlvr.distributed import all_reduce_sums, barrier, gather_objects, gather_rows
-from rlvr.errors import ConfigError
 from rlvr.learner import (
     Actor,
     Checkpointer,
@@ -65,7 +70,13 @@ from rlvr.learner import (
 )
 from rlvr.metrics import MetricsLogger, rollout_metrics
 from rlvr.tool_metrics import tool_metrics
-from rlvr.training.async_rollout import AsyncRollout, fresh_mismatch
+from rlvr.training.async_rollout import (
+    DROPPED,
+    AsyncRollout,
+    dropped_rows,
+    fresh_mismatch,
+    invalidate_dropped,
+)
 from rlvr.training.context import check_context
 from rlvr.training.distill import Distiller
 from rlvr.training.env_failures import EnvFailureGuard
@@ -77,6 +88,7 @@ from rlvr.training.snapshots import EpisodeSnapshots
 from rlvr.training.state import Checkpoints, StageTimer, TrainerState
 from rlvr.training.stream import EpisodeStream
 from rlvr.training.sync_guard import SyncGuard
+from rlvr.training.version_probe import VersionProbe, reduce_probe_metrics
 from rlvr.training.warmup import check_env, warm_up
 from rlvr.trajectory import logprob_temperature
 
@@ -201,10 +213,8 @@ class Trainer:
             if cfg.algorithm.kl.enabled else None
         sampling = cfg.rollout.runner.sampling
         self.temperature = logprob_temperature(sampling.temperature)
-        if cfg.rollout.max_staleness and self.dist.world_size > 1:
-            raise ConfigError(f"rollout.max_staleness >= 1 runs on one rank; got "
-                              f"{self.dist.world_size} ranks", key="rollout.max_staleness")
         self.async_rollout: AsyncRollout | None = None  # made by _train when max_staleness >= 1
+        self.probe = VersionProbe(self.pad_id, self.dist.device)  # async: each version proven
         built = self._build_engine()
         self.engine, self.shares_weights = built.engine, built.shares_weights
         self.adapter_sync = built.serves_adapter
@@ -317,7 +327,9 @@ class Trainer:
             timer = StageTimer()
             if self.async_rollout is not None:  # stage A ran ahead, on the producer thread
                 with timer("rollout"):
-                    trajs, metrics = self.async_rollout.take(step, self.state.step)
+                    trajs, metrics = self.async_rollout.take(step, self.state.step,
+                                                             self.dist.device)
+                self.probe.choose(trajs)
             else:
                 with timer("rollout"), self.engine_weights(), collections_paused():  # stage A
                     trajs, metrics = self.stream.collect(step, self.state.tasks_drawn)
@@ -328,16 +340,19 @@ class Trainer:
                 self.stream.open_ahead(step + 1,
                                        self.state.tasks_drawn + cfg.rollout.prompts_per_step)
             with timer("prepare"):                                   # stage B
-                batch = RolloutBatch.from_trajectories(trajs, self.pad_id).to(self.dist.device)
+                batch = invalidate_dropped(RolloutBatch.from_trajectories(trajs, self.pad_id))
+                batch = batch.to(self.dist.device)
                 metrics |= self.prepare(batch)
                 metrics |= self.env_guard.check(batch)
             with timer("update"):                                    # stage C
                 metrics |= self.update(batch)
             if self.async_rollout is not None:  # the guard checks rows of the current version
-                metrics = fresh_mismatch(batch, self.state.step, metrics)
+                metrics = fresh_mismatch(batch, self.state.step, metrics)  # and the probe
+                metrics = reduce_probe_metrics(metrics, self.dist.device)
             self.sync_guard.check(step, metrics)  # the last sync landed (engine == learner)
             with timer("sync"):
                 if self.async_rollout is not None:
+                    self.probe.record_learner(step, self.actor.compute_logprobs)
                     self.async_rollout.publish(step, self.actor.named_sync_tensors(
                         adapter_only=self.adapter_sync))
                 else:
@@ -345,13 +360,15 @@ class Trainer:
             self.state.step = step
             self.state.tasks_drawn += cfg.rollout.prompts_per_step
             self.state.episodes += len(trajs) * self.dist.world_size
-            metrics |= rollout_metrics(trajs, self.dist.device)
-            metrics |= tool_metrics(trajs, self.dist.device)
+            played = [t for t in trajs if DROPPED not in t.metadata]  # not rows dropped as stale
+            metrics |= rollout_metrics(played, self.dist.device)
+            metrics |= tool_metrics(played, self.dist.device)
             metrics |= self._throughput(batch, timer, metrics["perf/rollout_tokens"])
-            if self.heldout is not None and self.async_rollout is not None:
-                if self.heldout.every and step % self.heldout.every == 0:
+            if self.async_rollout is not None:  # every rank pauses and syncs; rank 0 evaluates
+                if cfg.eval.every and step % cfg.eval.every == 0:
                     with timer("eval"), self.async_rollout.paused(step, self.sync_weights):
-                        metrics |= self.heldout.maybe_evaluate(step) or {}
+                        if self.heldout is not None:
+                            metrics |= self.heldout.maybe_evaluate(step) or {}
             elif self.heldout is not None:
                 with timer("eval"), self.engine_weights():
                     metrics |= self.heldout.maybe_evaluate(step) or {}
@@ -370,13 +387,19 @@ class Trainer:
         cfg = self.config
         if not cfg.rollout.max_staleness:
             return None
+        if not isinstance(self.engine, ScoringEngine):
+            self.log(f"[rlvr] NOTICE: the {cfg.rollout.engine} engine cannot score a probe "
+                     "(agents.engine.ScoringEngine): the sync guard checks only rows played by "
+                     "the learner's current weights")
         return AsyncRollout(self.stream.collect, self.engine.update_weights,
                             max_staleness=cfg.rollout.max_staleness,
                             first_step=self.state.step + 1, last_step=cfg.trainer.steps,
                             first_position=self.state.tasks_drawn,
                             prompts_per_step=cfg.rollout.prompts_per_step,
                             version=self.state.step, engine=self.engine,
-                            inflight=cfg.rollout.inflight_update)
+                            inflight=cfg.rollout.inflight_update, probe=self.probe,
+                            shared=self.dist.world_size > 1 and isinstance(self.engine,
+                                                                           SharedEngine))
 
     # ------------------------------------------------------------------ stages
     def prepare(self, batch: RolloutBatch) -> dict[str, float]:
@@ -391,8 +414,9 @@ class Trainer:
         rank, b, r = self.dist.rank, len(batch), batch.response_len
         rewards = gather_rows(batch.token_level_scores)
         full_mask = gather_rows(mask)
-        valid = gather_rows(batch.rows_valid().long()[:, None])[:, 0].bool()
-        metrics["rollout/error_episodes"] = float((~valid).sum())
+        flags = gather_rows(torch.stack([batch.rows_valid().long(), dropped_rows(batch)], 1))
+        valid = flags[:, 0].bool()  # rows dropped as stale (async) are not error episodes:
+        metrics["rollout/error_episodes"] = float((~valid).sum() - flags[:, 1].sum())
         if cfg.kl.in_reward and batch.ref_logprobs is not None:
             rewards, kl_metrics = apply_kl_in_reward(
                 rewards, gather_rows(batch.require("old_logprobs")),

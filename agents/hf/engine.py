@@ -65,6 +65,7 @@ from agents.engine import (
     InflightMode,
     SamplingParams,
     WeightsSource,
+    check_score_request,
 )
 from agents.errors import EngineClosedError, EngineError, RequestError, WeightUpdateError
 from agents.hf.forwards import ROOM, LeanForward, ModuleForward, left_pad
@@ -259,6 +260,35 @@ class TransformersEngine:
         if first:
             loop.call_soon(self._release_staged, loop)
         return await req.future
+
+    def score(self, token_ids: list[int], start: int) -> dict[str, list[float]]:
+        """Logprobs of ``token_ids[start:]`` under the weights held now (``ScoringEngine``).
+
+        One forward of the module (between decode steps, never during one), float32
+        ``log_softmax(logits)``. The one replica is named ``"transformers"``.
+
+        Raises:
+            RequestError: a malformed request (``check_score_request``) or an id outside the
+                vocabulary.
+            EngineClosedError: the engine was closed.
+        """
+        check_score_request(token_ids, start)
+        if max(token_ids) >= self.vocab_size:
+            raise RequestError(f"token id {max(token_ids)} is outside the vocabulary "
+                               f"({self.vocab_size})")
+        if self._closed:
+            raise EngineClosedError("TransformersEngine.score called after close()")
+        ids = torch.tensor([token_ids], dtype=torch.long, device=self.device)
+        with self._model_lock, torch.no_grad():
+            training = self.model.training
+            self.model.eval()
+            try:
+                logits = self.model(input_ids=ids).logits[0, start - 1:-1].float()
+            finally:
+                self.model.train(training)
+        logp = torch.log_softmax(logits, dim=-1)
+        picked = logp.gather(1, ids[0, start:, None])[:, 0]
+        return {"transformers": picked.cpu().tolist()}
 
     def update_weights(self, weights: WeightsSource) -> None:
         """Copy new weights into the module (between decode steps, never during one).

@@ -64,7 +64,14 @@ from typing import Any
 
 import torch
 
-from agents.engine import INFLIGHT_MODES, Completion, InflightMode, SamplingParams, WeightsSource
+from agents.engine import (
+    INFLIGHT_MODES,
+    Completion,
+    InflightMode,
+    SamplingParams,
+    WeightsSource,
+    check_score_request,
+)
 from agents.errors import EngineClosedError, MissingDependencyError, RequestError, SGLangError
 from agents.sglang.client import ServerClient, SGLangHTTPError, check_success
 from agents.sglang.dist_sync import DistributedWeights
@@ -79,6 +86,7 @@ from agents.sglang.placement import (
 )
 from agents.sglang.process import ServerProcess, free_port, local_address
 from agents.sglang.router import is_router_info, router_refusal, start_router, wait_router_ready
+from agents.sglang.scoring import parse_scores, score_payload
 from agents.sglang.server_info import (
     ServerInfo,
     check_server,
@@ -487,6 +495,20 @@ class SGLangEngine:
             raise
         return parse_generate_response(body)
 
+    def score(self, token_ids: list[int], start: int) -> dict[str, list[float]]:
+        """Each server's logprobs of ``token_ids[start:]`` (``ScoringEngine``; by server URL).
+
+        Sent to every server in ``server_urls`` (never through a router), so each server's
+        weights are proven; with a served adapter, under the adapter.
+        """
+        check_score_request(token_ids, start)
+        if self._closed:
+            raise EngineClosedError("SGLangEngine.score called after close()")
+        payload = score_payload(token_ids, start, self._lora_name)
+        futures = {u: self._control.submit(self.clients[u].post, "/generate", payload)
+                   for u in self.server_urls}
+        return {u: parse_scores(fut.result(), token_ids, start) for u, fut in futures.items()}
+
     def _check_seed(self, sampling: SamplingParams) -> None:
         if sampling.seed is None or self.allow_unseeded:
             return
@@ -517,6 +539,19 @@ class SGLangEngine:
                                                       "abort_all_requests": False})
         self._version = int(version)
         self._versioned = True
+
+    def served_version(self) -> int | None:
+        """The oldest version the servers hold (``SharedEngine``; ``/model_info``).
+
+        Read from each server's ``weight_version``; None while one holds no numbered version
+        (``"default"`` before the first ``set_weight_version``, or a name that is no number).
+        """
+        futures = [self._control.submit(self.clients[u].get, "/model_info")
+                   for u in self.server_urls]
+        versions = [str(fut.result().get("weight_version", "")) for fut in futures]
+        if not all(v.lstrip("-").isdigit() for v in versions):
+            return None
+        return min(int(v) for v in versions)
 
     def update_weights_in_flight(self, weights: WeightsSource, version: int,
                                  mode: InflightMode) -> None:

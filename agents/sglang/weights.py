@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 import torch
 
@@ -144,21 +143,22 @@ def sglang_layout_group(
     ``PrefixStore(group_name, store)``, then torch's ``_new_process_group_helper``, which prefixes
     again with ``group_name + "/"``. Works with or without a default process group in this
     process (the trainer's own ranks form another group).
+
+    The store is made here, not by ``rendezvous``: under torchrun (``TORCHELASTIC_USE_AGENT_STORE``
+    set) ``rendezvous`` makes every rank a client of the launcher's own store, so rank 0 would
+    wait for a store server that never starts at ``init_method`` (the servers' ranks connect to
+    it as clients).
     """
-    from torch.distributed import TCPStore
+    from urllib.parse import urlparse
+
     from torch.distributed import distributed_c10d as c10d
 
-    # The store, made as ``rendezvous("tcp://...")`` makes it, but hosted here whatever the
-    # environment says: under torchrun (TORCHELASTIC_USE_AGENT_STORE=True) rendezvous makes
-    # every rank a client of torchrun's agent store, so nobody would host this group's store and
-    # the servers and this process would wait on each other until the timeout.
-    where = urlsplit(init_method)
+    where = urlparse(init_method)
     if where.scheme != "tcp" or where.hostname is None or where.port is None:
         raise ValueError(f"init_method must be tcp://host:port; got {init_method!r}")
-    store: Any = TCPStore(host_name=where.hostname, port=where.port, world_size=world_size,
-                               is_master=rank == 0, timeout=timeout, multi_tenant=True)
-    store.set_timeout(timeout)
-    store = c10d.PrefixStore(group_name, store)
+    tcp = torch.distributed.TCPStore(where.hostname, where.port, world_size,
+                                     is_master=rank == 0, timeout=timeout)
+    store = c10d.PrefixStore(group_name, tcp)
     pg, _ = c10d._new_process_group_helper(
         world_size, rank, [], backend, store, group_name=c10d.GroupName(group_name),
         timeout=timeout,

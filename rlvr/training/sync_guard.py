@@ -43,6 +43,8 @@ DEFAULT_MAX_LOGPROB_DIFF: dict[torch.dtype, float] = {
 """``rollout.max_logprob_diff`` when it is null, by the dtype the engine computes in."""
 
 METRIC = "rollout/logprob_diff"
+PROBE_METRIC = "sync/probe_logprob_diff"
+"""Asynchronous RL's proof of the engine's claimed version (``rlvr.training.version_probe``)."""
 
 
 def default_limit(dtype: torch.dtype) -> float:
@@ -68,8 +70,11 @@ class SyncGuard:
     def check(self, step: int, metrics: Mapping[str, float]) -> None:
         """Raise ``WeightSyncError`` if ``metrics``' logprob gap is over the limit.
 
-        Steps that did not measure the gap (no ``rollout/logprob_diff``) pass.
+        Steps that did not measure the gap (no ``rollout/logprob_diff``) pass. In asynchronous
+        RL the probe's gap at the version the engine claims (``sync/probe_logprob_diff``) is
+        held to the same limit.
         """
+        self._check_probe(step, metrics)
         diff = metrics.get(METRIC)
         if diff is None or diff <= self.limit:
             return
@@ -85,4 +90,21 @@ class SyncGuard:
             "the learner (e.g. a float16 server for a float32 policy), or a chat template/"
             "tokenizer that differs between the engine and the learner. Raise the threshold "
             "only if the gap is expected (rollout.max_logprob_diff: .inf disables the guard)."
+        )
+
+    def _check_probe(self, step: int, metrics: Mapping[str, float]) -> None:
+        diff = metrics.get(PROBE_METRIC)
+        if diff is None or diff <= self.limit:
+            return
+        version = metrics.get("sync/probe_version")
+        raise WeightSyncError(
+            f"step {step}: the {self.engine} engine claims to hold the weights of version "
+            f"{'?' if version is None else int(version)}, but its logprobs of the probe "
+            f"sequence differ from the learner's at that version by {diff:.3g} per token "
+            f"({PROBE_METRIC}; largest token gap "
+            f"{metrics.get('sync/probe_max_token_diff', float('nan')):.3g}), over "
+            f"rollout.max_logprob_diff = {self.limit:.3g} (default for "
+            f"{str(self.dtype).removeprefix('torch.')}). The asynchronous producer's weight "
+            "load did not land (on every server), or landed with other numbers (dtype, a "
+            "partial load); rlvr.training.version_probe explains the check."
         )

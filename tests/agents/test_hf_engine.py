@@ -5,7 +5,7 @@ import asyncio
 import pytest
 import torch
 
-from agents.engine import Completion, Engine, SamplingParams
+from agents.engine import Completion, Engine, SamplingParams, ScoringEngine
 from agents.errors import EngineClosedError, RequestError, SamplingParamsError, WeightUpdateError
 from agents.hf.engine import HOLD_STEPS, TransformersEngine
 
@@ -39,6 +39,22 @@ def test_batched_logprobs_match_a_plain_forward(engine, tiny_model):
         assert len(out.token_ids) == len(out.logprobs) <= sp.max_new_tokens
         mine = _forward_logprobs(tiny_model, prompt, out, 0.8)
         assert (mine - torch.tensor(out.logprobs)).abs().max().item() < 1e-4
+
+
+def test_score_gives_the_sampled_tokens_logprobs(engine, tiny_model):
+    """Teacher-forced scoring (the async sync guard's probe) equals the logprobs reported while
+    sampling at temperature 1, and a plain forward; bad requests are refused."""
+    params = [SamplingParams(temperature=1.0, max_new_tokens=10, seed=i) for i in range(3)]
+    for prompt, out in zip(PROMPTS, _gather(engine, PROMPTS[:3], params)):
+        scored = engine.score(prompt + out.token_ids, len(prompt))
+        assert list(scored) == ["transformers"]
+        got = torch.tensor(scored["transformers"])
+        assert (got - torch.tensor(out.logprobs)).abs().max().item() < 1e-5
+        assert (got - _forward_logprobs(tiny_model, prompt, out)).abs().max().item() < 1e-5
+    assert isinstance(engine, ScoringEngine)
+    for ids, start in (([], 1), ([1, 2], 0), ([1, 2], 2), ([1, -2], 1), ([1, 10**9], 1)):
+        with pytest.raises(RequestError):
+            engine.score(ids, start)
 
 
 def test_seeded_sampling_is_batch_invariant(engine):

@@ -108,6 +108,28 @@ def test_logprobs_equal_transformers(server, local, sampling):
             assert logits.argmax(-1).tolist() == o.token_ids
 
 
+def test_score_gives_the_sampled_tokens_logprobs(server, local):
+    """Teacher-forced scoring (the async sync guard's probe): input-token logprobs equal the
+    ones reported while sampling and a transformers forward, from any start, a second time (the
+    prefix now cached) too; at temperature 1 whatever the sampling temperature was."""
+    from agents.errors import RequestError
+
+    outs = asyncio.run(_many(server, PROMPTS[:3], SamplingParams(temperature=1.0,
+                                                                   max_new_tokens=12)))
+    for prompt, out in zip(PROMPTS, outs):
+        ids = prompt + out.token_ids
+        for _ in range(2):
+            scored = server.score(ids, len(prompt))
+            assert list(scored) == server.server_urls
+            got = torch.tensor(scored[server.urls[0]])
+            assert (got - torch.tensor(out.logprobs)).abs().max() < TOL
+        whole = torch.tensor(server.score(ids, 1)[server.urls[0]])
+        ref = _logprobs(local, ids[:1], ids[1:], 1.0)
+        assert (whole - ref).abs().max() < TOL
+    with pytest.raises(RequestError):
+        server.score([1, 2, 3], 3)
+
+
 def test_stop_token_is_part_of_the_completion(server, tiny_model_path):
     """The token that ended a completion is its last, with a logprob: one of the stop ids or
     the model's eos (sglang stops at both; unseeded sampling on CPU draws the eos now and then)."""
@@ -515,9 +537,49 @@ def test_async_training_on_the_real_server_with_inflight_updates(server, tiny_mo
         assert dict(producer.dropped) == {"stale": 0, "untrained": 0}
         assert all(m["async/staleness_max"] <= 1.0 for m in history)
         assert history[0]["rollout/logprob_diff"] < 1e-4
+        # every version the server came to hold was proven by the probe (version_probe)
+        proven = [m["sync/probe_logprob_diff"] for m in history if "sync/probe_logprob_diff" in m]
+        assert proven and max(proven) < 1e-4 and history[-1]["sync/probe_checks"] >= 1
         print(f"\n[test_sglang_real] async {inflight} on sglang: in-flight updates "
               f"{history[-1]['async/inflight_updates']:.0f}, regenerated "
               f"{history[-1]['async/regenerated']:.0f}, stale tokens "
               f"{[round(m['async/stale_token_frac'], 2) for m in history]}")
     finally:
         server.update_weights(str(tiny_model_path))
+
+
+def test_two_ranks_play_asynchronously_on_one_server(server, tiny_model_path, tmp_path,
+                                                     run_process_group):
+    """``torchrun --nproc_per_node=2`` asynchronous RL on one real server shared by both ranks
+    (``sglang_two_rank_worker.py``): rank 0's producer loads the weights and names their
+    version, rank 1's waits for it; both ranks' rows carry the server's versions, stay within
+    k = 1, every episode is trained once, and rank 0's probe proves what the server holds."""
+    import json
+    import sys
+
+    worker = Path(__file__).parent / "sglang_two_rank_worker.py"
+    try:
+        proc = run_process_group(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+             str(worker), str(tmp_path), server.urls[0], str(tiny_model_path), "continue"],
+            cwd=Path(__file__).parents[2], env=dict(os.environ, OMP_NUM_THREADS="1"),
+            timeout=400)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+    finally:
+        server.update_weights(str(tiny_model_path))
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [r["follower"] for r in ranks] == [False, True]
+    for rank in ranks:
+        assert rank["versioned"] and rank["accounted"]
+        assert rank["trained"] == rank["started"] == 3 * 2 * 2  # 2 prompts x 2 per rank and step
+        assert rank["dropped"] == {"stale": 0, "untrained": 0}
+        for step, versions in rank["versions"].items():  # the server's versions, within k = 1
+            assert versions and int(step) - 2 <= min(versions) <= max(versions) <= int(step) - 1
+    h0, h1 = ranks[0]["history"], ranks[1]["history"]
+    for a, b in zip(h0, h1):
+        keys = [k for k in a if k.startswith(("async/episodes", "async/dropped", "sync/probe",
+                                              "async/staleness"))]
+        assert {k: a[k] for k in keys} == {k: b[k] for k in keys}
+    proven = [m["sync/probe_logprob_diff"] for m in h0 if "sync/probe_logprob_diff" in m]
+    assert proven and max(proven) < 1e-4
+    assert "eval/accuracy" in h0[1]

@@ -176,3 +176,27 @@ def test_version_metrics_count_stale_tokens_and_mixed_rows():
     rows = [_traj(3, [2, 3, 3]), _traj(3, [3, 3, 3]), _traj(2, [1, 3], mask=[0, 1])]
     metrics = _version_metrics(rows, 3)
     assert metrics == {"async/stale_token_frac": 1 / 7, "async/mixed_version_rows": 1.0}
+
+
+def test_stale_rows_stay_as_invalid_rows():
+    """A dropped row keeps its place (every rank keeps its row count for the step's gathers)
+    with response mask 0; its batch row is invalid, so its group's baseline leaves it out."""
+    from rlvr.training.async_rollout import DROPPED, dropped_rows, invalidate_dropped
+
+    extra = _traj(2, [0, 0])
+    old = _traj(3, [0, 0, 0], tag="g")
+    old.extra_rows = [extra]
+    run = _Run(1, 1, rows=lambda s: [_traj(3, [3, 3, 3], tag="g"), old])
+    try:
+        trajs, metrics = run.producer.take(1, learner_version=3)
+    finally:
+        run.producer.close()
+    assert len(trajs) == 2 and trajs[0] is not old and DROPPED not in trajs[0].metadata
+    assert trajs[1].metadata[DROPPED] == "stale" and trajs[1].response_mask == [0, 0, 0]
+    assert trajs[1].extra_rows[0].metadata[DROPPED] == "stale"
+    assert old.response_mask == [1, 1, 1]  # the producer's row is not changed
+    assert metrics["async/dropped_stale"] == 1.0 and metrics["async/staleness_max"] == 0.0
+    batch = invalidate_dropped(RolloutBatch.from_trajectories(trajs, 0))
+    assert batch.rows_valid().tolist() == [True, False, False]  # the extra row too
+    assert dropped_rows(batch).tolist() == [0, 1, 1]
+    assert batch.response_mask[1:].sum() == 0

@@ -8,7 +8,7 @@ import pytest
 from trainer_helpers import QUIET, SMALL_MODEL
 
 from rlvr.config import load_config
-from rlvr.errors import ConfigError
+from rlvr.errors import ConfigError, WeightSyncError
 from rlvr.trainer import Trainer
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -52,6 +52,23 @@ def test_k1_trains_every_step_once_on_its_own_engine_copy(tmp_path):
         assert "actor/tis_weight_mean" in m and "async/logprob_diff" in m
         assert ("rollout/logprob_diff" in m) == (m["async/staleness_max"] == 0.0)
     assert "eval/accuracy" in history[1] and "eval/accuracy" in history[3]
+    # the probe proved the versions the engine loaded (rlvr.training.version_probe)
+    proven = [m for m in history if "sync/probe_logprob_diff" in m]
+    assert proven and history[-1]["sync/probe_checks"] >= 2
+    for m in proven:
+        assert m["sync/probe_logprob_diff"] < 1e-5 and 1 <= m["sync/probe_version"] < STEPS
+
+
+def test_a_weight_load_that_did_not_land_stops_the_run(tmp_path):
+    """The engine claims version v but kept the first weights: rows it plays are one version
+    behind the learner, so only the probe can see it (fresh_mismatch checks none of them)."""
+    trainer = Trainer(_config(tmp_path, "rollout.max_staleness=1", "actor.tis_cap=2.0",
+                              "actor.optim.lr=3e-3", "actor.entropy_coef=1.0", "eval.every=0"),
+                      log=lambda *_: None)  # the entropy bonus moves the weights at reward 0
+    trainer.engine.update_weights = lambda weights: None  # every later load is lost
+    with pytest.raises(WeightSyncError, match=r"claims to hold the weights of version \d+.*"
+                                              r"sync/probe_logprob_diff"):
+        trainer.train()
 
 
 def test_async_needs_a_tis_cap(tmp_path):

@@ -124,8 +124,12 @@ def test_concurrent_calls_from_a_thread_pool_match_the_labels():
         {"response": r"\boxed{e^{1000}}", "gold": "(e^{500})^2", "expected": True},
         {"response": r"\boxed{e^{1000}}", "gold": "(e^{501})^2", "expected": False},
     ] * 8
+    # 8 threads share the pool's sympy workers: the deadline counts the wait for a free one, so
+    # at load 5-8 the default 5 s ran out (labels flipped to "timeout"); thread safety is the
+    # subject here, the deadline has tests of its own
     with ThreadPoolExecutor(max_workers=8) as executor:
-        passed = list(executor.map(lambda r: verify(r["response"], r["gold"]).passed, rows))
+        passed = list(executor.map(
+            lambda r: verify(r["response"], r["gold"], timeout_s=120).passed, rows))
     assert passed == [r["expected"] for r in rows]
 
 
