@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -86,6 +87,38 @@ def _generates(routed) -> list[int]:
             for proc in routed.processes[:2]]
 
 
+def _routed_generates(routed) -> int:
+    """``POST /generate`` requests the router has answered so far (its log has a "started" and
+    a "finished processing request" line per request)."""
+    return sum(1 for line in routed.processes[-1].log.read_text(errors="replace").splitlines()
+               if "uri=/generate" in _plain(line) and "finished processing request" in line)
+
+
+def _plain(line: str) -> str:
+    """``line`` without the router log's ANSI colour codes."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", line)
+
+
+class _Counts:
+    """Requests each server got through the router between ``__init__`` and ``routed``.
+
+    Requests rlvr sends to every server itself (the attach probes, the sync guard's scoring
+    probe) reach each server alike, so a server's share of the router's requests is its count
+    less half of what the servers got beyond the router's.
+    """
+
+    def __init__(self, routed) -> None:
+        self.engine = routed
+        self.servers, self.router = _generates(routed), _routed_generates(routed)
+
+    def routed(self) -> tuple[list[int], int]:
+        got = [b - a for a, b in zip(self.servers, _generates(self.engine))]
+        via = _routed_generates(self.engine) - self.router
+        direct = sum(got) - via
+        assert direct % len(got) == 0, (got, via)
+        return [g - direct // len(got) for g in got], via
+
+
 def _weight_versions(routed) -> list[str]:
     return [routed.clients[u].get("/get_model_info")["weight_version"]
             for u in routed.server_urls]
@@ -140,12 +173,11 @@ def test_the_router_is_found_and_refused_as_a_server(routed, tiny_model_path, tm
 
 
 def test_generation_through_the_router_reaches_both_servers(routed, local):
-    before = _generates(routed)
+    counts = _Counts(routed)
     outs = asyncio.run(_many(routed, PROMPTS * 2, SamplingParams(max_new_tokens=8)))
-    after = _generates(routed)
-    served = [b - a for a, b in zip(before, after)]
+    served, via = counts.routed()  # the first use also attaches: probes go to each server
     print(f"\n[test_sglang_router] 16 requests through the router: per server {served}")
-    assert sum(served) == 16 and min(served) >= 1, served
+    assert via == sum(served) == 16 and min(served) >= 1, (served, via)
     assert _max_gap(local, PROMPTS * 2, outs) < TOL
 
 
@@ -248,7 +280,7 @@ def test_async_training_through_the_router_accounts_every_episode(routed, tiny_m
         "rollout.sglang.allow_unseeded=true", "rollout.max_logprob_diff=1e-4",
         "rollout.max_staleness=1", "actor.tis_cap=2.0", "rollout.inflight_update=continue",
     ])
-    before = _generates(routed)
+    counts = _Counts(routed)
     trainer = Trainer(config, log=lambda *_: None)
     try:
         history = trainer.train().history
@@ -258,12 +290,12 @@ def test_async_training_through_the_router_accounts_every_episode(routed, tiny_m
         assert dict(producer.dropped) == {"stale": 0, "untrained": 0}
         assert all(m["async/staleness_max"] <= 1.0 for m in history)
         assert history[0]["rollout/logprob_diff"] < 1e-4
-        served = [b - a for a, b in zip(before, _generates(routed))]
+        served, via = counts.routed()
         versions = _weight_versions(routed)
-        print(f"\n[test_sglang_router] async training via router: /generate per server "
-              f"{served}, weight versions {versions}, in-flight updates "
+        print(f"\n[test_sglang_router] async training via router: {via} /generate through the "
+              f"router, per server {served}, weight versions {versions}, in-flight updates "
               f"{history[-1]['async/inflight_updates']:.0f}")
-        assert min(served) >= 1, served
+        assert via >= 3 * 4 * 4 and sum(served) == via and min(served) >= 1, (served, via)
         assert versions[0] == versions[1] != "default"
     finally:
         routed.update_weights(str(tiny_model_path), weight_version="default")
@@ -333,7 +365,7 @@ def test_two_torchrun_ranks_send_their_episodes_through_the_router(
     ])
     cfg_path = tmp_path / "config.yaml"
     dump_config(config, cfg_path)
-    before = _generates(routed)
+    counts = _Counts(routed)
     try:
         proc = run_process_group(
             [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
@@ -342,11 +374,12 @@ def test_two_torchrun_ranks_send_their_episodes_through_the_router(
             timeout=400)
         assert proc.returncode == 0, proc.stderr[-3000:]
         rows = [r for r in read_jsonl(out / "metrics.jsonl") if "rollout/logprob_diff" in r]
-        served = [b - a for a, b in zip(before, _generates(routed))]
-        print(f"\n[test_sglang_router] 2 torchrun ranks via router: /generate per server "
-              f"{served}, logprob_diff per step {[r['rollout/logprob_diff'] for r in rows]}")
+        served, via = counts.routed()
+        print(f"\n[test_sglang_router] 2 torchrun ranks via router: {via} /generate through "
+              f"the router, per server {served}, logprob_diff per step "
+              f"{[r['rollout/logprob_diff'] for r in rows]}")
         assert len(rows) == 2 and max(r["rollout/logprob_diff"] for r in rows) < 1e-4
-        assert min(served) >= 1, served
+        assert via >= 2 * 4 * 4 and sum(served) == via and min(served) >= 1, (served, via)
     finally:
         routed.update_weights(str(tiny_model_path), weight_version="default")
 
