@@ -98,7 +98,8 @@ setup_sglang() {
     tail -40 "$log" >&2; echo "[dev.sh] sglang venv install failed (log: $log)" >&2; return 1
   fi
   install_sglang_standins "$venv"
-  "$venv/bin/python" -c "import sglang.srt.entrypoints.http_server" >>"$log" 2>&1 \
+  "$venv/bin/python" -c "import sglang.srt.entrypoints.http_server, sglang_router.launch_router" \
+    >>"$log" 2>&1 \
     || { tail -20 "$log" >&2; echo "[dev.sh] sglang does not import (log: $log)" >&2; return 1; }
   touch "$venv/.complete"
   echo "[dev.sh] sglang venv ready in $((SECONDS - t0)) s"

@@ -248,7 +248,8 @@ class SGLangEngine:
             log_path: the server's log (default: a temporary file); with several servers,
                 server ``i`` logs to ``<stem>-<i><suffix>`` and the router to
                 ``<stem>-router<suffix>`` beside it.
-            servers: how many servers (more than one: behind a router).
+            servers: how many servers (more than one: behind a router); on GPUs server ``i``
+                gets ``--base-gpu-id i * tp_size`` (unless ``extra_args`` sets it).
             router_args: more ``launch_router`` flags (e.g. ``--policy round_robin``).
             **engine_kwargs: passed to ``SGLangEngine``.
 
@@ -282,11 +283,11 @@ class SGLangEngine:
         logs = _launch_logs(log_path, servers)
         procs: list[ServerProcess] = []
         try:
-            for server_port, log in zip(ports, logs):
+            for i, (server_port, log) in enumerate(zip(ports, logs)):
                 procs.append(ServerProcess.start(
                     model_path, python=exe, host=host, port=server_port, device=device,
                     tp_size=tp_size, api_key=api_key, deterministic=deterministic,
-                    extra_args=extra, log_path=log))
+                    extra_args=_server_args(extra, i, servers, device, tp_size), log_path=log))
         except BaseException:
             for proc in procs:
                 proc.stop()
@@ -305,7 +306,7 @@ class SGLangEngine:
                                       log_path=logs[-1])
                 engine.processes.append(router)
                 wait_router_ready(engine.clients[router_url], server_urls, startup_timeout_s,
-                                  router.exit_code)
+                                  router)
         except BaseException:
             engine.close()
             raise
@@ -763,7 +764,9 @@ class SGLangEngine:
         self._control.shutdown(wait=False, cancel_futures=True)
         if self._dist.group is not None:
             self._dist.leave()
-        for proc in reversed(self.processes):  # the router first, then the servers
+        for proc in reversed(self.processes):  # the router first, then the servers, at once
+            proc.terminate()
+        for proc in reversed(self.processes):
             proc.stop()
 
     # ------------------------------------------------------------------ distributed weight path
@@ -839,3 +842,16 @@ def _launch_logs(log_path: str | PathLike[str] | None, servers: int) -> Sequence
     path = Path(log_path)
     return ([path.with_name(f"{path.stem}-{i}{path.suffix}") for i in range(servers)]
             + [path.with_name(f"{path.stem}-router{path.suffix}")])
+
+
+def _server_args(extra: Sequence[str], index: int, servers: int, device: str,
+                 tp_size: int) -> list[str]:
+    """Server ``index``'s extra flags.
+
+    On GPUs, several servers get GPUs of their own (``--base-gpu-id index * tp_size``; all
+    would load onto GPU 0 otherwise).
+    """
+    out = list(extra)
+    if servers > 1 and device != "cpu" and "--base-gpu-id" not in out:
+        out += ["--base-gpu-id", str(index * tp_size)]
+    return out

@@ -68,6 +68,11 @@ class ServerProcess:
             return ""
         return "\n--- server log tail ---\n" + self.log.read_text(errors="replace")[-n:]
 
+    def terminate(self) -> None:
+        """SIGTERM the process group without waiting (``stop`` waits): several stop at once."""
+        if self.popen.poll() is None:
+            self._signal(signal.SIGTERM)
+
     def stop(self, grace_s: float = 30.0) -> None:
         """SIGTERM the process group, SIGKILL it after ``grace_s``; children left are killed."""
         if self.popen.poll() is None:

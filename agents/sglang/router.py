@@ -24,14 +24,14 @@ from __future__ import annotations
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
 from agents.errors import SGLangError
 from agents.sglang.client import ServerClient, SGLangHTTPError
-from agents.sglang.process import ServerProcess
+from agents.sglang.process import ServerProcess, free_port
 
 ROUTER_MODULE = "sglang_router.launch_router"
 ROUTER_VERSION = "0.3.2"
@@ -47,7 +47,8 @@ def router_workers(client: ServerClient) -> list[str] | None:
     """The worker URLs behind the router at ``client.url``, in the router's order.
 
     Returns:
-        None when ``client.url`` is not a router (``GET /workers`` is a 404 on a server).
+        None when ``client.url`` is not a router (``GET /workers`` is a 404 on a server, a 401
+        on one with ``--api-key`` asked with another key: attaching then says what is wrong).
 
     Raises:
         SGLangError: the URL cannot be reached, or it is a router without workers.
@@ -55,7 +56,7 @@ def router_workers(client: ServerClient) -> list[str] | None:
     try:
         body = client.get("/workers")
     except SGLangHTTPError as exc:
-        if exc.status == 404:
+        if exc.status in (401, 403, 404, 405):  # a server (with --api-key: 401 before 404)
             return None
         raise
     workers = body.get("workers")
@@ -70,10 +71,18 @@ def router_workers(client: ServerClient) -> list[str] | None:
 
 def router_command(python: str, *, host: str, port: int, worker_urls: Sequence[str],
                    policy: str | None = None, api_key: str | None = None,
+                   metrics_port: int | None = None,
                    extra_args: Sequence[str] = ()) -> list[str]:
-    """The ``launch_router`` argv (``extra_args`` last, so they can override)."""
+    """The ``launch_router`` argv (``extra_args`` last, so they can override).
+
+    ``metrics_port``: its Prometheus exporter's port (``--prometheus-port``). The router's
+    default, 29000, is one port per host: a second router there panics at start ("Address
+    already in use"), so a launch gives each router a free one unless ``extra_args`` sets it.
+    """
     cmd = [python, "-m", ROUTER_MODULE, "--host", host, "--port", str(port),
            "--worker-urls", *worker_urls]
+    if metrics_port is not None and "--prometheus-port" not in extra_args:
+        cmd += ["--prometheus-port", str(metrics_port)]
     if policy:
         cmd += ["--policy", policy]
     if api_key:
@@ -87,7 +96,7 @@ def start_router(python: str, *, host: str, port: int, worker_urls: Sequence[str
                  log_path: str | PathLike[str] | None = None) -> ServerProcess:
     """Start the router in its own session (not ready yet: see ``wait_router_ready``)."""
     cmd = router_command(python, host=host, port=port, worker_urls=worker_urls, policy=policy,
-                         api_key=api_key, extra_args=extra_args)
+                         api_key=api_key, metrics_port=free_port(host), extra_args=extra_args)
     log = Path(log_path or Path(tempfile.mkdtemp(prefix="sglang-router-")) / "router.log")
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as sink:
@@ -97,7 +106,7 @@ def start_router(python: str, *, host: str, port: int, worker_urls: Sequence[str
 
 
 def wait_router_ready(client: ServerClient, worker_urls: Sequence[str], timeout_s: float,
-                      exited: Callable[[], int | None] | None = None) -> None:
+                      process: ServerProcess | None = None) -> None:
     """Block until the router lists every one of ``worker_urls`` as healthy.
 
     The router answers ``/health`` before it has registered its workers, and a ``/generate``
@@ -107,7 +116,7 @@ def wait_router_ready(client: ServerClient, worker_urls: Sequence[str], timeout_
         client: the router's client.
         worker_urls: the servers it must list as healthy.
         timeout_s: how long to wait.
-        exited: gives the router process's exit code (None while it runs).
+        process: the launched router (its exit ends the wait, with its log's tail).
 
     Raises:
         SGLangError: the process exited, or ``timeout_s`` passed.
@@ -116,9 +125,8 @@ def wait_router_ready(client: ServerClient, worker_urls: Sequence[str], timeout_
     deadline = time.monotonic() + timeout_s
     seen: Any = None
     while True:
-        code = exited() if exited is not None else None
-        if code is not None:
-            raise SGLangError(f"sglang-router exited with {code}")
+        if process is not None and (code := process.exit_code()) is not None:
+            raise SGLangError(f"sglang-router exited with {code}" + process.tail(1500))
         try:
             seen = client.get("/workers", timeout_s=10).get("workers")
             healthy = {str(w.get("url", "")).rstrip("/") for w in seen or []
