@@ -118,49 +118,6 @@ def test_several_servers_need_the_router_in_the_servers_venv(tmp_path):
         SGLangEngine.launch(tmp_path, python=str(fake), servers=2)
 
 
-SERVER_SIDE = """
-import sys, torch
-from datetime import timedelta
-from agents.sglang.weights import sglang_layout_group  # sglang's layout, rendezvous as it does
-group = sglang_layout_group(backend="gloo", init_method=sys.argv[1], world_size=2, rank=1,
-                            group_name="rlvr_test_group", timeout=timedelta(seconds=60))
-t = torch.zeros(3)
-group.broadcast(t).wait()
-print(t.tolist())
-"""
-
-
-def test_the_weight_group_forms_under_torchrun(monkeypatch):
-    """Under torchrun (TORCHELASTIC_USE_AGENT_STORE=True) torch's tcp:// rendezvous makes every
-    rank a client of the agent's store: the trainer's rank 0 must still host the weight group's
-    store, or it and the servers wait on each other until the timeout (seen: a two-rank run
-    through the router hung in its first sync)."""
-    import subprocess
-    from datetime import timedelta
-
-    import torch
-
-    from agents.sglang.process import free_port
-    from agents.sglang.weights import sglang_layout_group
-
-    monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", "True")
-    init = f"tcp://127.0.0.1:{free_port('127.0.0.1')}"
-    env = {k: v for k, v in __import__("os").environ.items()
-           if k != "TORCHELASTIC_USE_AGENT_STORE"}  # a server is not under torchrun
-    server = subprocess.Popen([sys.executable, "-c", SERVER_SIDE, init], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        group = sglang_layout_group(backend="gloo", init_method=init, world_size=2, rank=0,
-                                    group_name="rlvr_test_group", timeout=timedelta(seconds=20))
-        group.broadcast(torch.tensor([1.0, 2.0, 3.0])).wait()
-        out, err = server.communicate(timeout=60)
-        assert server.returncode == 0, err[-2000:]
-        assert out.strip() == "[1.0, 2.0, 3.0]"
-        group.destroy()
-    finally:
-        server.kill()
-
-
 def test_launched_gpu_servers_get_gpus_of_their_own():
     """Several CUDA servers from one launch: server i starts at GPU i * tp_size (sglang's
     --base-gpu-id; without it every server loads onto GPU 0); one server, CPU servers or a
