@@ -1,6 +1,9 @@
-"""Asynchronous RL vs the synchronous loop on the quickstart: steps/s and who waits for whom.
+"""Asynchronous RL vs the synchronous loop: steps/s and who waits for whom.
 
-Warms the quickstart's policy up once, then trains it from that same policy for ``--steps`` RL
+``--workload quickstart`` (the default: ``configs/quickstart.yaml``) or ``tool`` (the tool
+quickstart, ``configs/tool_quickstart.yaml``: multi-turn calculator episodes). Warms the
+workload's policy up once (or reuses ``--warm DIR``'s warm-up, made there on first use), then
+trains it from that same policy for ``--steps`` RL
 steps at each ``rollout.max_staleness`` in ``--ks`` (one after the other, the same seed), and
 prints per k: RL steps/s, the engine's and the learner's idle fractions, the held-out accuracy
 before and after RL; the JSON adds the learner's mean stage times (``prepare_ms``, ``update_ms``,
@@ -8,11 +11,13 @@ before and after RL; the JSON adds the learner's mean stage times (``prepare_ms`
 idles outside ``time/rollout``, the learner inside it); k >= 1 adds ``actor.tis_cap`` (decoupled
 PPO needs it) and reads the ``async/*`` metrics; ``--inflight`` runs each k >= 1 once per
 ``rollout.inflight_update`` given (``off``, ``continue``, ``abort``) and adds the stale-token
-fraction, the in-flight updates and the regenerated generations. Writes ``bench/results/
-bench_async.json``.
+fraction, the in-flight updates and the regenerated generations. Before the table it prints
+where a k = 0 step's time goes (rollout vs prepare + update + sync, the shares of
+``time/step``) and the best speed-up an overlap of the two could give (one over the larger
+share). Writes ``bench/results/bench_async.json`` (``--out``).
 
-Usage: .venv/bin/python bench/bench_async.py [--ks 0 1 2] [--inflight off continue abort]
-    [--steps 40] [--override k=v ...]
+Usage: .venv/bin/python bench/bench_async.py [--workload quickstart|tool] [--ks 0 1 2]
+    [--inflight off continue abort] [--steps 40] [--warm DIR] [--override k=v ...]
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from rlvr.trainer import Trainer
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results" / "bench_async.json"
+WORKLOADS = {"quickstart": REPO / "configs" / "quickstart.yaml",
+             "tool": REPO / "configs" / "tool_quickstart.yaml"}
 QUIET = ["trainer.progress=false", "trainer.tensorboard=false", "trainer.plot=false",
          "trainer.export_at_end=false", "trainer.checkpoint_every=0", "eval.every=0"]
 
@@ -40,14 +47,14 @@ def _mean(values: list[float]) -> float:
 
 
 def run(k: int, out: Path, warm: Path, steps: int, extra: list[str],
-        inflight: str = "off") -> dict[str, Any]:
+        inflight: str = "off", config_path: Path = WORKLOADS["quickstart"]) -> dict[str, Any]:
     """Train ``steps`` steps at staleness ``k`` from the warm-up in ``warm``; the numbers."""
     overrides = QUIET + [f"model.path={warm}", "sft.enabled=false",
                          f"trainer.output_dir={out}", f"trainer.steps={steps}",
                          f"rollout.max_staleness={k}", *extra]
     if k:
         overrides += ["actor.tis_cap=2.0", f"rollout.inflight_update={inflight}"]
-    config = load_config(REPO / "configs" / "quickstart.yaml", overrides)
+    config = load_config(config_path, overrides)
     result = Trainer(config, log=lambda *_: None).train()
     h = result.history
     if k:
@@ -65,7 +72,7 @@ def run(k: int, out: Path, warm: Path, steps: int, extra: list[str],
         extra_metrics = {"staleness_mean": 0.0, "dropped": 0.0, "stale_token_frac": 0.0,
                          "inflight_updates": 0.0, "regenerated": 0.0}
     learner_ms = {f"{stage}_ms": 1000 * _mean([m.get(f"time/{stage}", 0.0) for m in h])
-                  for stage in ("prepare", "update", "sync")}
+                  for stage in ("rollout", "prepare", "update", "sync", "step")}
     return {"k": k, "inflight": inflight if k else "off", "steps": steps,
             "rl_seconds": result.rl_seconds, **learner_ms,
             "steps_per_s": steps / result.rl_seconds, "engine_idle": engine_idle,
@@ -76,26 +83,43 @@ def run(k: int, out: Path, warm: Path, steps: int, extra: list[str],
 def main() -> None:
     """Warm up once, run every k, print the table, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), default="quickstart")
     parser.add_argument("--ks", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--inflight", nargs="+", default=["off"],
                         choices=["off", "continue", "abort"],
                         help="rollout.inflight_update values to run at each k >= 1")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--override", nargs="*", default=[], help="extra config overrides")
+    parser.add_argument("--warm", type=Path, default=None,
+                        help="keep the warm-up here: reused when DIR/sft_model exists")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
+    config_path = WORKLOADS[args.workload]
     rows = []
     load_at_start = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
-        warm_dir = Path(tmp) / "warm"
-        config = load_config(REPO / "configs" / "quickstart.yaml",
-                             QUIET + [f"trainer.output_dir={warm_dir}", *args.override])
-        Trainer(config, log=lambda *_: None).close()  # the warm-up runs in the constructor
+        warm_dir = args.warm or Path(tmp) / "warm"
+        warm_seconds = 0.0
+        if not (warm_dir / "sft_model").is_dir():
+            config = load_config(config_path,
+                                 QUIET + [f"trainer.output_dir={warm_dir}", *args.override])
+            t0 = time.perf_counter()
+            Trainer(config, log=lambda *_: None).close()  # the warm-up runs in the constructor
+            warm_seconds = time.perf_counter() - t0
         for k in args.ks:
             for mode in args.inflight if k else ["off"]:
                 rows.append(run(k, Path(tmp) / f"k{k}-{mode}", warm_dir / "sft_model",
-                                args.steps, args.override, mode))
+                                args.steps, args.override, mode, config_path))
                 print(json.dumps(rows[-1]), flush=True)
+    for r in rows:
+        if r["k"] == 0:  # where the synchronous step's time goes; the best overlap
+            learner = r["prepare_ms"] + r["update_ms"] + r["sync_ms"]
+            r["best_overlap"] = r["step_ms"] / max(r["rollout_ms"], learner)
+            print(f"k = 0, per step: rollout {r['rollout_ms']:.0f} ms "
+                  f"({100 * r['rollout_ms'] / r['step_ms']:.0f}%), prepare "
+                  f"{r['prepare_ms']:.0f} + update {r['update_ms']:.0f} + sync "
+                  f"{r['sync_ms']:.0f} ms ({100 * learner / r['step_ms']:.0f}%), step "
+                  f"{r['step_ms']:.0f} ms: the best overlap gives {r['best_overlap']:.2f}x")
     base = rows[0]["steps_per_s"]
     print("| k | in flight | RL steps/s | vs first | engine idle | learner idle | staleness mean |"
           " stale tokens | in-flight updates | regenerated | dropped | held-out before -> after |")
@@ -109,7 +133,9 @@ def main() -> None:
               f"{100 * r['heldout_before']:.1f}% -> {100 * r['heldout_after']:.1f}% |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
-        "rows": rows, "machine": platform.processor() or platform.machine(),
+        "workload": args.workload, "overrides": args.override, "steps": args.steps,
+        "warmup_seconds": warm_seconds, "rows": rows,
+        "machine": platform.processor() or platform.machine(),
         "cpus": os.cpu_count(), "load_at_start": load_at_start,
         "load_at_end": os.getloadavg(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
