@@ -17,7 +17,7 @@ arm is a space-separated list of overrides, ``""`` for none), so arms differ onl
 synchronous loop. ``--full`` runs the shipped tool quickstart (its warm-up, 8 x 8 RL steps, 200
 held-out tasks; ``--override trainer.steps=N`` shortens it) instead of the test's budget. With
 ``--arms`` the JSON (default ``bench/results/tool_learning_arms.json``) holds one row per seed
-and arm.
+and arm, with the held-out accuracy at every mid-run evaluation (``eval.every``).
 
 Usage: .venv/bin/python bench/tool_learning_seeds.py [--seeds 0 1 2 3 4] [--override k=v ...]
        [--agent] [--full] [--arms OVERRIDES ...]
@@ -73,7 +73,10 @@ def run_arms(tmp: Path, seed: int, base: list[str], arms: list[str]) -> list[dic
         config = load_config(TOOL_CONFIG, common + [
             f"model.path={tmp / 'warm' / 'sft_model'}", "sft.enabled=false",
             f"trainer.output_dir={tmp / f'arm{i}'}", *arm.split()])
-        row = _summary(train(config, log=lambda *_: None), seed)
+        result = train(config, log=lambda *_: None)
+        row = _summary(result, seed)
+        row["heldout_by_step"] = {int(m["step"]): m["eval/accuracy"] for m in result.history
+                                  if m.get("eval/accuracy") is not None}
         row.update(arm=arm, sft_steps=sft_steps, warmup_seconds=warm_s,
                    warmup_cpu_seconds=warm_cpu, cpu_seconds=time.process_time() - cpu,
                    gain=row["final_accuracy"] - row["warmup_accuracy"])
@@ -148,13 +151,15 @@ def main_arms(args: argparse.Namespace, base: list[str]) -> None:
     for seed in args.seeds:
         with tempfile.TemporaryDirectory() as tmp:
             rows += run_arms(Path(tmp), seed, base, args.arms)
-    print("| seed | held-out before | " + " | ".join(f"after ({a or 'base'})" for a in args.arms)
+    print("| seed | held-out before | " + " | ".join(f"during / after ({a or 'base'})"
+                                                  for a in args.arms)
           + " |")
     print("|---|---|" + "---|" * len(args.arms))
     for seed in args.seeds:
         mine = [r for r in rows if r["seed"] == seed]
         print(f"| {seed} | {100 * mine[0]['warmup_accuracy']:.1f}% | " + " | ".join(
-            f"{100 * r['final_accuracy']:.1f}% ({100 * r['gain']:+.1f})" for r in mine) + " |")
+            " / ".join(f"{100 * a:.1f}%" for a in r["heldout_by_step"].values())
+            + f" / {100 * r['final_accuracy']:.1f}% ({100 * r['gain']:+.1f})" for r in mine) + " |")
     for arm in args.arms:
         gains = [r["gain"] for r in rows if r["arm"] == arm]
         print(f"mean gain ({arm or 'base'}): {100 * sum(gains) / len(gains):+.1f} points")
