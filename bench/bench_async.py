@@ -1,20 +1,21 @@
 """Asynchronous RL vs the synchronous loop: steps/s and who waits for whom.
 
 ``--workload quickstart`` (the default: ``configs/quickstart.yaml``) or ``tool`` (the tool
-quickstart, ``configs/tool_quickstart.yaml``: multi-turn calculator episodes). Warms the
-workload's policy up once (or reuses ``--warm DIR``'s warm-up, made there on first use), then
-trains it from that same policy for ``--steps`` RL
-steps at each ``rollout.max_staleness`` in ``--ks`` (one after the other, the same seed), and
-prints per k: RL steps/s, the engine's and the learner's idle fractions, the held-out accuracy
-before and after RL; the JSON adds the learner's mean stage times (``prepare_ms``, ``update_ms``,
-``sync_ms``). k = 0 is today's loop (its idle fractions come from the stage times: the engine
-idles outside ``time/rollout``, the learner inside it); k >= 1 adds ``actor.tis_cap`` (decoupled
-PPO needs it) and reads the ``async/*`` metrics; ``--inflight`` runs each k >= 1 once per
-``rollout.inflight_update`` given (``off``, ``continue``, ``abort``) and adds the stale-token
-fraction, the in-flight updates and the regenerated generations. Before the table it prints
-where a k = 0 step's time goes (rollout vs prepare + update + sync, the shares of
-``time/step``) and the best speed-up an overlap of the two could give (one over the larger
-share). Writes ``bench/results/bench_async.json`` (``--out``).
+quickstart, ``configs/tool_quickstart.yaml``: multi-turn calculator episodes). Warms the workload's
+policy up once (or reuses ``--warm DIR``'s warm-up, made there on first use), then trains it from
+that same policy for ``--steps`` RL steps at each ``rollout.max_staleness`` in ``--ks`` (one after
+the other, the same seed), and prints per k: RL steps/s, the engine's and the learner's idle
+fractions, the held-out accuracy before and after RL; the JSON adds the mean stage times
+(``rollout_ms``, ``prepare_ms``, ``update_ms``, ``sync_ms``, ``step_ms``). k = 0 is today's loop
+(its idle fractions come from the stage times: the engine idles outside ``time/rollout``, the
+learner inside it); k >= 1 adds ``actor.tis_cap`` (decoupled PPO needs it) and reads the
+``async/*`` metrics; ``--inflight`` runs each k >= 1 once per ``rollout.inflight_update`` given
+(``off``, ``continue``, ``abort``) and adds the stale-token fraction, the in-flight updates and the
+regenerated generations; ``cores_busy`` is the process's CPU time over the wall time of the RL
+steps (2.0: both cores busy throughout). Before the table it prints where a k = 0 step's time goes
+(rollout vs prepare + update + sync, the shares of ``time/step``) and the best speed-up an overlap
+of the two could give (one over the larger share). Writes ``bench/results/bench_async.json``
+(``--out``).
 
 Usage: .venv/bin/python bench/bench_async.py [--workload quickstart|tool] [--ks 0 1 2]
     [--inflight off continue abort] [--steps 40] [--warm DIR] [--override k=v ...]
@@ -55,8 +56,20 @@ def run(k: int, out: Path, warm: Path, steps: int, extra: list[str],
     if k:
         overrides += ["actor.tis_cap=2.0", f"rollout.inflight_update={inflight}"]
     config = load_config(config_path, overrides)
-    result = Trainer(config, log=lambda *_: None).train()
+    trainer = Trainer(config, log=lambda *_: None)
+    marks: list[tuple[float, float]] = []  # (wall, process CPU) at each logged step
+    log_step = trainer.logger.log
+
+    def log(step: int, metrics: Any) -> None:
+        marks.append((time.perf_counter(), time.process_time()))
+        log_step(step, metrics)
+
+    trainer.logger.log = log  # type: ignore[method-assign]
+    result = trainer.train()
     h = result.history
+    # cores the process kept busy from the step-0 evaluation's log to the last step's
+    (w0, c0), (w1, c1) = marks[0], marks[min(steps, len(marks) - 1)]
+    cores_busy = (c1 - c0) / max(w1 - w0, 1e-9)
     if k:
         engine_idle = _mean([m["async/engine_idle_frac"] for m in h])
         learner_idle = _mean([m["async/learner_idle_frac"] for m in h])
@@ -75,7 +88,8 @@ def run(k: int, out: Path, warm: Path, steps: int, extra: list[str],
                   for stage in ("rollout", "prepare", "update", "sync", "step")}
     return {"k": k, "inflight": inflight if k else "off", "steps": steps,
             "rl_seconds": result.rl_seconds, **learner_ms,
-            "steps_per_s": steps / result.rl_seconds, "engine_idle": engine_idle,
+            "steps_per_s": steps / result.rl_seconds, "cores_busy": cores_busy,
+            "engine_idle": engine_idle,
             "learner_idle": learner_idle, "heldout_before": result.warmup_accuracy or 0.0,
             "heldout_after": result.final_accuracy or 0.0, **extra_metrics}
 
@@ -122,14 +136,16 @@ def main() -> None:
                   f"{r['step_ms']:.0f} ms: the best overlap gives {r['best_overlap']:.2f}x")
     base = rows[0]["steps_per_s"]
     print("| k | in flight | RL steps/s | vs first | engine idle | learner idle | staleness mean |"
-          " stale tokens | in-flight updates | regenerated | dropped | held-out before -> after |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          " stale tokens | in-flight updates | regenerated | dropped | cores busy |"
+          " held-out before -> after |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['k']} | {r['inflight']} | {r['steps_per_s']:.2f} | "
               f"{r['steps_per_s'] / base:.2f}x | "
               f"{100 * r['engine_idle']:.0f}% | {100 * r['learner_idle']:.0f}% | "
               f"{r['staleness_mean']:.2f} | {100 * r['stale_token_frac']:.0f}% | "
               f"{r['inflight_updates']:.0f} | {r['regenerated']:.0f} | {r['dropped']:.0f} | "
+              f"{r['cores_busy']:.2f} | "
               f"{100 * r['heldout_before']:.1f}% -> {100 * r['heldout_after']:.1f}% |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
