@@ -98,7 +98,8 @@ def main() -> None:
     """Warm up once, run every k, print the table, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default="quickstart")
-    parser.add_argument("--ks", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--ks", type=int, nargs="+", default=[0, 1, 2],
+                        help="staleness bounds, run in this order (repeats allowed: 0 1 0 1)")
     parser.add_argument("--inflight", nargs="+", default=["off"],
                         choices=["off", "continue", "abort"],
                         help="rollout.inflight_update values to run at each k >= 1")
@@ -122,7 +123,7 @@ def main() -> None:
             warm_seconds = time.perf_counter() - t0
         for k in args.ks:
             for mode in args.inflight if k else ["off"]:
-                rows.append(run(k, Path(tmp) / f"k{k}-{mode}", warm_dir / "sft_model",
+                rows.append(run(k, Path(tmp) / f"{len(rows)}-k{k}-{mode}", warm_dir / "sft_model",
                                 args.steps, args.override, mode, config_path))
                 print(json.dumps(rows[-1]), flush=True)
     for r in rows:
