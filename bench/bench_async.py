@@ -12,10 +12,11 @@ learner inside it); k >= 1 adds ``actor.tis_cap`` (decoupled PPO needs it) and r
 ``async/*`` metrics; ``--inflight`` runs each k >= 1 once per ``rollout.inflight_update`` given
 (``off``, ``continue``, ``abort``) and adds the stale-token fraction, the in-flight updates and the
 regenerated generations; ``cores_busy`` is the process's CPU time over the wall time of the RL
-steps (2.0: both cores busy throughout). Before the table it prints where a k = 0 step's time goes
-(rollout vs prepare + update + sync, the shares of ``time/step``) and the best speed-up an overlap
-of the two could give (one over the larger share). Writes ``bench/results/bench_async.json``
-(``--out``).
+steps (2.0: both cores busy throughout), ``cpu_ms_<group>`` its CPU per step by thread
+(``learner``: the main thread, ``engine``: the engine's worker, ``producer``, ``others``). Before
+the table it prints where a k = 0 step's time goes (rollout vs prepare + update + sync, the shares
+of ``time/step``) and the best speed-up an overlap of the two could give (one over the larger
+share). Writes ``bench/results/bench_async.json`` (``--out``).
 
 Usage: .venv/bin/python bench/bench_async.py [--workload quickstart|tool] [--ks 0 1 2]
     [--inflight off continue abort] [--steps 40] [--warm DIR] [--override k=v ...]
@@ -28,6 +29,7 @@ import json
 import os
 import platform
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,24 @@ def _mean(values: list[float]) -> float:
     return sum(values) / max(len(values), 1)
 
 
+#: Threads by name: the learner trains on the main thread; the engine decodes on its worker.
+GROUPS = {"MainThread": "learner", "TransformersEngine": "engine",
+          "rlvr-async-rollout": "producer", "rlvr-inflight-weights": "producer"}
+
+
+def _thread_cpu() -> dict[int, float]:
+    """CPU seconds (user + system) of every thread of this process, by native id (Linux)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        out[int(task.name)] = (int(fields[11]) + int(fields[12])) / ticks
+    return out
+
+
 def run(k: int, out: Path, warm: Path, steps: int, extra: list[str],
         inflight: str = "off", config_path: Path = WORKLOADS["quickstart"]) -> dict[str, Any]:
     """Train ``steps`` steps at staleness ``k`` from the warm-up in ``warm``; the numbers."""
@@ -58,10 +78,14 @@ def run(k: int, out: Path, warm: Path, steps: int, extra: list[str],
     config = load_config(config_path, overrides)
     trainer = Trainer(config, log=lambda *_: None)
     marks: list[tuple[float, float]] = []  # (wall, process CPU) at each logged step
+    threads: list[dict[int, float]] = []  # CPU per thread at each logged step
+    names: dict[int, str] = {}
     log_step = trainer.logger.log
 
     def log(step: int, metrics: Any) -> None:
         marks.append((time.perf_counter(), time.process_time()))
+        threads.append(_thread_cpu())
+        names.update({t.native_id: t.name for t in threading.enumerate() if t.native_id})
         log_step(step, metrics)
 
     trainer.logger.log = log  # type: ignore[method-assign]
@@ -70,6 +94,12 @@ def run(k: int, out: Path, warm: Path, steps: int, extra: list[str],
     # cores the process kept busy from the step-0 evaluation's log to the last step's
     (w0, c0), (w1, c1) = marks[0], marks[min(steps, len(marks) - 1)]
     cores_busy = (c1 - c0) / max(w1 - w0, 1e-9)
+    # CPU ms per RL step by thread group (others: OpenMP workers, env and helper threads)
+    t0, t1 = threads[0], threads[min(steps, len(threads) - 1)]
+    cpu_ms = {"learner": 0.0, "engine": 0.0, "producer": 0.0, "others": 0.0}
+    for tid, seconds in t1.items():
+        group = GROUPS.get(names.get(tid, ""), "others")
+        cpu_ms[group] += 1000 * (seconds - t0.get(tid, 0.0)) / steps
     if k:
         engine_idle = _mean([m["async/engine_idle_frac"] for m in h])
         learner_idle = _mean([m["async/learner_idle_frac"] for m in h])
@@ -89,6 +119,7 @@ def run(k: int, out: Path, warm: Path, steps: int, extra: list[str],
     return {"k": k, "inflight": inflight if k else "off", "steps": steps,
             "rl_seconds": result.rl_seconds, **learner_ms,
             "steps_per_s": steps / result.rl_seconds, "cores_busy": cores_busy,
+            **{f"cpu_ms_{group}": ms for group, ms in cpu_ms.items()},
             "engine_idle": engine_idle,
             "learner_idle": learner_idle, "heldout_before": result.warmup_accuracy or 0.0,
             "heldout_after": result.final_accuracy or 0.0, **extra_metrics}
