@@ -18,8 +18,12 @@ the table it prints where a k = 0 step's time goes (rollout vs prepare + update 
 of ``time/step``) and the best speed-up an overlap of the two could give (one over the larger
 share). Writes ``bench/results/bench_async.json`` (``--out``).
 
+``--tool-latency S`` (tool workload) trains RL on ``examples/calculator_agent.py``'s agent with a
+calculator that answers after S seconds: a tool behind a network, which costs wall time and no CPU.
+
 Usage: .venv/bin/python bench/bench_async.py [--workload quickstart|tool] [--ks 0 1 2]
-    [--inflight off continue abort] [--steps 40] [--warm DIR] [--override k=v ...]
+    [--inflight off continue abort] [--steps 40] [--warm DIR] [--tool-latency S]
+    [--override k=v ...]
 """
 
 from __future__ import annotations
@@ -52,6 +56,39 @@ def _mean(values: list[float]) -> float:
 #: Threads by name: the learner trains on the main thread; the engine decodes on its worker.
 GROUPS = {"MainThread": "learner", "TransformersEngine": "engine",
           "rlvr-async-rollout": "producer", "rlvr-inflight-weights": "producer"}
+
+
+SLOW_ENV = "bench/SlowCalculator-v0"
+
+
+def register_slow_calculator(latency: float) -> None:
+    """``SLOW_ENV``: the tool quickstart's task as ``examples/calculator_agent.py``'s agent, whose
+    calculator answers after ``latency`` seconds (a tool behind a network: wall time, no CPU)."""
+    import asyncio
+
+    from envs import register_agent
+    from examples.calculator_agent import CALL, calculator
+
+    async def agent(client: Any, task: Any) -> str:
+        messages, text = list(task.messages), ""
+        for _ in range(3):
+            reply = await client.chat.completions.create(model="policy", messages=messages)
+            text = reply.choices[0].message.content or ""
+            messages.append({"role": "assistant", "content": text})
+            calls = CALL.findall(text)
+            if not calls:
+                return text
+            for body in calls:
+                try:
+                    arguments = json.loads(body)["arguments"]
+                except (ValueError, KeyError, TypeError):
+                    arguments = {}
+                await asyncio.sleep(latency)
+                messages.append({"role": "tool", "name": "calculator",
+                                 "content": calculator(arguments)})
+        return text
+
+    register_agent(SLOW_ENV, agent, env="rlvr/CompactToolUse-v0")
 
 
 def _thread_cpu() -> dict[int, float]:
@@ -136,6 +173,9 @@ def main() -> None:
                         help="rollout.inflight_update values to run at each k >= 1")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--override", nargs="*", default=[], help="extra config overrides")
+    parser.add_argument("--tool-latency", type=float, default=None, metavar="SECONDS",
+                        help="tool workload: RL on the calculator agent whose tool answers after"
+                             " SECONDS (the warm-up stays the built-in env's)")
     parser.add_argument("--warm", type=Path, default=None,
                         help="keep the warm-up here: reused when DIR/sft_model exists")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -152,10 +192,16 @@ def main() -> None:
             t0 = time.perf_counter()
             Trainer(config, log=lambda *_: None).close()  # the warm-up runs in the constructor
             warm_seconds = time.perf_counter() - t0
+        extra = list(args.override)
+        if args.tool_latency is not None:
+            if args.workload != "tool":
+                parser.error("--tool-latency needs --workload tool")
+            register_slow_calculator(args.tool_latency)
+            extra.append(f"env.id={SLOW_ENV}")
         for k in args.ks:
             for mode in args.inflight if k else ["off"]:
                 rows.append(run(k, Path(tmp) / f"{len(rows)}-k{k}-{mode}", warm_dir / "sft_model",
-                                args.steps, args.override, mode, config_path))
+                                args.steps, extra, mode, config_path))
                 print(json.dumps(rows[-1]), flush=True)
     for r in rows:
         if r["k"] == 0:  # where the synchronous step's time goes; the best overlap
@@ -181,7 +227,8 @@ def main() -> None:
               f"{100 * r['heldout_before']:.1f}% -> {100 * r['heldout_after']:.1f}% |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
-        "workload": args.workload, "overrides": args.override, "steps": args.steps,
+        "workload": args.workload, "tool_latency": args.tool_latency,
+        "overrides": args.override, "steps": args.steps,
         "warmup_seconds": warm_seconds, "rows": rows,
         "machine": platform.processor() or platform.machine(),
         "cpus": os.cpu_count(), "load_at_start": load_at_start,
