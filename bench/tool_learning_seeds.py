@@ -11,8 +11,16 @@ run: the same RL from that warm-up, the calculator played by ``examples/calculat
 through the gateway); the JSON (default ``bench/results/agent_learning_from_warmup_seeds.json``)
 holds both.
 
+With ``--arms`` each seed is warmed up once and RL runs from that same warm-up once per arm (an
+arm is a space-separated list of overrides, ``""`` for none), so arms differ only in their RL:
+``--arms "" "rollout.max_staleness=1 actor.tis_cap=2.0"`` compares the asynchronous mode with the
+synchronous loop. ``--full`` runs the shipped tool quickstart (its warm-up, 8 x 8 RL steps, 200
+held-out tasks; ``--override trainer.steps=N`` shortens it) instead of the test's budget. With
+``--arms`` the JSON (default ``bench/results/tool_learning_arms.json``) holds one row per seed
+and arm, with the held-out accuracy at every mid-run evaluation (``eval.every``).
+
 Usage: .venv/bin/python bench/tool_learning_seeds.py [--seeds 0 1 2 3 4] [--override k=v ...]
-       [--agent]
+       [--agent] [--full] [--arms OVERRIDES ...]
 """
 
 from __future__ import annotations
@@ -32,13 +40,49 @@ from tool_learning_budget import (  # noqa: E402
     AGENT,
     BUDGET,
     CURVES,
+    TOOL_CONFIG,
     WINDOW,
+    _summary,
     run_agent_from,
     run_budget,
 )
+from trainer_helpers import QUIET  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "tool_learning_seeds.json"
 AGENT_RESULTS = REPO / "bench" / "results" / "agent_learning_from_warmup_seeds.json"
+ARMS_RESULTS = REPO / "bench" / "results" / "tool_learning_arms.json"
+#: ``--full``: the shipped tool quickstart without mid-run evaluations or checkpoints.
+FULL = ["eval.every=0", "eval.show_episodes=0", "trainer.checkpoint_every=0"]
+
+
+def run_arms(tmp: Path, seed: int, base: list[str], arms: list[str]) -> list[dict]:
+    """Warm up once with ``base``, then RL from that warm-up once per arm; a row per arm."""
+    from rlvr.config import load_config
+    from rlvr.trainer import Trainer, train
+
+    common = QUIET + base + [f"trainer.seed={seed}"]
+    t0, cpu = time.perf_counter(), time.process_time()
+    warm = Trainer(load_config(TOOL_CONFIG, common + [f"trainer.output_dir={tmp / 'warm'}"]),
+                   log=lambda *_: None)
+    sft_steps = warm.sft.steps if warm.sft is not None else 0
+    warm.close()
+    warm_s, warm_cpu = time.perf_counter() - t0, time.process_time() - cpu
+    rows = []
+    for i, arm in enumerate(arms):
+        cpu = time.process_time()
+        config = load_config(TOOL_CONFIG, common + [
+            f"model.path={tmp / 'warm' / 'sft_model'}", "sft.enabled=false",
+            f"trainer.output_dir={tmp / f'arm{i}'}", *arm.split()])
+        result = train(config, log=lambda *_: None)
+        row = _summary(result, seed)
+        row["heldout_by_step"] = {int(m["step"]): m["eval/accuracy"] for m in result.history
+                                  if m.get("eval/accuracy") is not None}
+        row.update(arm=arm, sft_steps=sft_steps, warmup_seconds=warm_s,
+                   warmup_cpu_seconds=warm_cpu, cpu_seconds=time.process_time() - cpu,
+                   gain=row["final_accuracy"] - row["warmup_accuracy"])
+        rows.append(row)
+        _print(f"seed {seed} arm {arm!r}", row)
+    return rows
 
 
 def _print(label: str, row: dict) -> None:
@@ -57,14 +101,23 @@ def main() -> None:
     parser.add_argument("--override", nargs="*", default=[], help="extra config overrides")
     parser.add_argument("--agent", action="store_true",
                         help="also run the gateway learning test's agent run from each warm-up")
+    parser.add_argument("--full", action="store_true",
+                        help="the shipped tool quickstart instead of the learning test's budget")
+    parser.add_argument("--arms", nargs="+", default=None, metavar="OVERRIDES",
+                        help="warm up once per seed, then RL once per arm from that warm-up")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    base = (FULL if args.full else BUDGET) + args.override
+    if args.arms is not None:
+        main_arms(args, base)
+        return
     out = args.out or (AGENT_RESULTS if args.agent else RESULTS)
     rows, agent_rows = [], []
     for seed in args.seeds:
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.process_time()
-            row = run_budget(Path(tmp), seed, args.override)
+            row = run_budget(Path(tmp), seed, args.override) if not args.full else \
+                run_arms(Path(tmp), seed, base, [""])[0]
             row["cpu_seconds"] = time.process_time() - t0
             rows.append(row)
             _print(f"seed {seed}", row)
@@ -78,7 +131,7 @@ def main() -> None:
     smallest = {k: min(r[k][1] - r[k][0] for r in rows) for k in CURVES}
     print("smallest rise (last - first window):",
           "  ".join(f"{k}: {v:+.3f}" for k, v in smallest.items()))
-    report = {"budget": BUDGET + args.override, "window": WINDOW, "machine":
+    report = {"budget": base, "window": WINDOW, "machine":
               platform.processor() or platform.machine(), "seeds": rows,
               "smallest_rise": smallest}
     if args.agent:
@@ -88,6 +141,33 @@ def main() -> None:
         report.update(agent=AGENT, agent_seeds=agent_rows, agent_smallest_rise=agent_smallest)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}")
+
+
+
+def main_arms(args: argparse.Namespace, base: list[str]) -> None:
+    """``--arms``: per seed one warm-up, RL per arm; the held-out gains per arm, the JSON."""
+    rows = []
+    for seed in args.seeds:
+        with tempfile.TemporaryDirectory() as tmp:
+            rows += run_arms(Path(tmp), seed, base, args.arms)
+    print("| seed | held-out before | " + " | ".join(f"during / after ({a or 'base'})"
+                                                  for a in args.arms)
+          + " |")
+    print("|---|---|" + "---|" * len(args.arms))
+    for seed in args.seeds:
+        mine = [r for r in rows if r["seed"] == seed]
+        print(f"| {seed} | {100 * mine[0]['warmup_accuracy']:.1f}% | " + " | ".join(
+            " / ".join(f"{100 * a:.1f}%" for a in r["heldout_by_step"].values())
+            + f" / {100 * r['final_accuracy']:.1f}% ({100 * r['gain']:+.1f})" for r in mine) + " |")
+    for arm in args.arms:
+        gains = [r["gain"] for r in rows if r["arm"] == arm]
+        print(f"mean gain ({arm or 'base'}): {100 * sum(gains) / len(gains):+.1f} points")
+    out = args.out or ARMS_RESULTS
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"base": base, "arms": args.arms, "window": WINDOW, "machine":
+                               platform.processor() or platform.machine(), "seeds": rows},
+                              indent=2) + "\n")
     print(f"wrote {out}")
 
 
