@@ -181,7 +181,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     config_path = WORKLOADS[args.workload]
-    rows = []
+    rows: list[dict[str, Any]] = []
     load_at_start = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         warm_dir = args.warm or Path(tmp) / "warm"
