@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from agents.engine import ScoringEngine, SharedEngine
+from agents.engine import ScoringEngine, SharedEngine, VersionedEngine
 from rlvr.algorithms.advantages import AdvantageInputs, compute_advantages, get_estimator
 from rlvr.algorithms.kl import apply_kl_in_reward, build_controller
 from rlvr.batch import RolloutBatch
@@ -467,7 +467,7 @@ class Trainer:
         self.engine.resume_memory(("weights",))
         self.engine.update_weights(self.actor.named_sync_tensors(adapter_only=self.adapter_sync))
         self.engine.resume_memory()
-        if self.config.rollout.max_staleness and isinstance(self.engine, SharedEngine):
+        if self.config.rollout.max_staleness and isinstance(self.engine, VersionedEngine):
             # named before the barrier: the other ranks' producers read this run's version,
             # never a number an earlier run left on the servers
             self.engine.set_weight_version(self.state.step)

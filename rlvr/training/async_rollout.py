@@ -151,8 +151,9 @@ class AsyncRollout:
         self.engine = engine
         self.follower = shared and not engine.leader
         """This rank's producer plays on servers another rank's producer loads."""
-        self.versioned = inflight != "off" or shared
-        """The engine records versions per token (from the servers when shared)."""
+        self.versioned = isinstance(engine, VersionedEngine)
+        """The engine records versions per token (a server engine: the versions its servers
+        were told, so each load names its version there too)."""
         self.probe = None if self.follower else probe  # the leader proves every server
         self.inflight = inflight
         self.inflight_updates = 0

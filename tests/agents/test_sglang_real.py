@@ -508,7 +508,7 @@ def test_inflight_abort_regenerates_under_the_new_version(server, tiny_model_pat
         sg.close()
 
 
-@pytest.mark.parametrize("inflight", ["continue", "abort"])
+@pytest.mark.parametrize("inflight", ["off", "continue", "abort"])
 def test_async_training_on_the_real_server_with_inflight_updates(server, tiny_model_path,
                                                                  tmp_path, inflight):
     """rollout.max_staleness=1 with the sglang engine: the producer plays ahead on the server,
@@ -541,8 +541,8 @@ def test_async_training_on_the_real_server_with_inflight_updates(server, tiny_mo
         proven = [m["sync/probe_logprob_diff"] for m in history if "sync/probe_logprob_diff" in m]
         assert proven and max(proven) < 1e-4 and history[-1]["sync/probe_checks"] >= 1
         print(f"\n[test_sglang_real] async {inflight} on sglang: in-flight updates "
-              f"{history[-1]['async/inflight_updates']:.0f}, regenerated "
-              f"{history[-1]['async/regenerated']:.0f}, stale tokens "
+              f"{history[-1].get('async/inflight_updates', 0):.0f}, regenerated "
+              f"{history[-1].get('async/regenerated', 0):.0f}, stale tokens "
               f"{[round(m['async/stale_token_frac'], 2) for m in history]}")
     finally:
         server.update_weights(str(tiny_model_path))
