@@ -48,10 +48,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import importlib.util
 import itertools
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -72,10 +70,9 @@ from agents.engine import (
     WeightsSource,
     check_score_request,
 )
-from agents.errors import EngineClosedError, MissingDependencyError, RequestError, SGLangError
+from agents.errors import EngineClosedError, RequestError, SGLangError
 from agents.sglang.client import ServerClient, SGLangHTTPError, check_success
 from agents.sglang.dist_sync import DistributedWeights
-from agents.sglang.launch import default_device, server_python
 from agents.sglang.lora import serving_refusal, write_peft_adapter
 from agents.sglang.placement import (
     SyncFacts,
@@ -85,7 +82,7 @@ from agents.sglang.placement import (
     trainer_nccl,
 )
 from agents.sglang.process import ServerProcess, free_port, local_address
-from agents.sglang.router import is_router_info, router_refusal, start_router, wait_router_ready
+from agents.sglang.router import is_router_info
 from agents.sglang.scoring import parse_scores, score_payload
 from agents.sglang.server_info import (
     ServerInfo,
@@ -96,7 +93,6 @@ from agents.sglang.server_info import (
 from agents.sglang.weights import (
     DEFAULT_BUCKET_BYTES,
     GroupFactory,
-    bracket_host,
     buckets,
     sglang_layout_group,
     write_shards,
@@ -258,59 +254,14 @@ class SGLangEngine:
             SGLangError: the server exited or was not healthy within ``startup_timeout_s``
                 (the message ends with the server log's tail).
         """
-        exe = server_python(python)
-        if exe == sys.executable and importlib.util.find_spec("sglang") is None:
-            raise MissingDependencyError(
-                "SGLangEngine.launch needs sglang: pip install 'rlvr[sglang]', or point "
-                "$RLVR_SGLANG_PYTHON at a venv that has it (bash dev.sh setup-sglang builds a "
-                "CPU one); or attach to running servers with SGLangEngine(urls)"
-            )
-        if not Path(exe).exists():
-            raise MissingDependencyError(f"the sglang server's python {exe!r} does not exist")
-        if isinstance(servers, bool) or not isinstance(servers, int) or servers < 1:
-            raise RequestError(f"servers must be an int >= 1; got {servers!r}")
-        if servers > 1:
-            why = router_refusal(exe)
-            if why is not None:
-                raise MissingDependencyError(f"{servers} servers need sglang-router: {why}")
-        device = device or default_device()
-        port = port or free_port(host)
-        extra = list(extra_args)
-        if mem_fraction_static is not None:
-            extra += ["--mem-fraction-static", str(mem_fraction_static)]
-        base = f"http://{bracket_host(host)}"
-        ports = [port] if servers == 1 else [free_port(host) for _ in range(servers)]
-        logs = _launch_logs(log_path, servers)
-        procs: list[ServerProcess] = []
-        try:
-            for i, (server_port, log) in enumerate(zip(ports, logs)):
-                procs.append(ServerProcess.start(
-                    model_path, python=exe, host=host, port=server_port, device=device,
-                    tp_size=tp_size, api_key=api_key, deterministic=deterministic,
-                    extra_args=_server_args(extra, i, servers, device, tp_size), log_path=log))
-        except BaseException:
-            for proc in procs:
-                proc.stop()
-            raise
-        server_urls = [f"{base}:{p}" for p in ports]
-        engine_kwargs.setdefault("server_python", exe)
-        router_url = f"{base}:{port}"
-        engine = cls(server_urls[0] if servers == 1 else router_url,
-                     server_urls=None if servers == 1 else server_urls, process=procs,
-                     api_key=api_key, **engine_kwargs)
-        try:
-            engine.wait_healthy(startup_timeout_s)
-            if servers > 1:
-                router = start_router(exe, host=host, port=port, worker_urls=server_urls,
-                                      api_key=api_key, extra_args=router_args,
-                                      log_path=logs[-1])
-                engine.processes.append(router)
-                wait_router_ready(engine.clients[router_url], server_urls, startup_timeout_s,
-                                  router)
-        except BaseException:
-            engine.close()
-            raise
-        return engine
+        from agents.sglang.startup import launch_engine
+
+        return launch_engine(
+            cls, model_path, python=python, device=device, host=host, port=port,
+            tp_size=tp_size, mem_fraction_static=mem_fraction_static,
+            deterministic=deterministic, api_key=api_key, extra_args=extra_args,
+            startup_timeout_s=startup_timeout_s, log_path=log_path, servers=servers,
+            router_args=router_args, **engine_kwargs)
 
     def wait_healthy(self, timeout_s: float = 60.0) -> None:
         """Block until every server answers ``GET /health`` with 200.
@@ -830,28 +781,3 @@ def _first_answer(client: ServerClient, paths: Sequence[str]) -> dict[str, Any] 
                 raise SGLangError(f"{client.url}{path}: HTTP {exc.status}; pass the server's "
                                   "--api-key (api_key=..., rollout.sglang.api_key)") from None
     return None
-
-
-def _launch_logs(log_path: str | PathLike[str] | None, servers: int) -> Sequence[Path | None]:
-    """Each launched server's log path (None: a temporary file) and the router's, last."""
-    if servers == 1:
-        return [Path(log_path) if log_path else None]
-    if not log_path:
-        root = Path(tempfile.mkdtemp(prefix="sglang-"))
-        return [root / f"server-{i}.log" for i in range(servers)] + [root / "router.log"]
-    path = Path(log_path)
-    return ([path.with_name(f"{path.stem}-{i}{path.suffix}") for i in range(servers)]
-            + [path.with_name(f"{path.stem}-router{path.suffix}")])
-
-
-def _server_args(extra: Sequence[str], index: int, servers: int, device: str,
-                 tp_size: int) -> list[str]:
-    """Server ``index``'s extra flags.
-
-    On GPUs, several servers get GPUs of their own (``--base-gpu-id index * tp_size``; all
-    would load onto GPU 0 otherwise).
-    """
-    out = list(extra)
-    if servers > 1 and device != "cpu" and "--base-gpu-id" not in out:
-        out += ["--base-gpu-id", str(index * tp_size)]
-    return out

@@ -18,7 +18,6 @@ import pytest
 from agents.errors import EngineConfigError, MissingDependencyError, SGLangError
 from agents.sglang import SGLangEngine, SGLangOptions
 from agents.sglang.client import ServerClient
-from agents.sglang.engine import _launch_logs, _server_args
 from agents.sglang.router import (
     ROUTER_VERSION,
     is_router_info,
@@ -26,6 +25,8 @@ from agents.sglang.router import (
     router_refusal,
     router_workers,
 )
+from agents.sglang.startup import launch_logs as _launch_logs
+from agents.sglang.startup import server_args as _server_args
 
 WORKERS = ["http://127.0.0.1:31002", "http://127.0.0.1:31001"]
 
