@@ -120,6 +120,8 @@ def test_colocated_sync_frees_cache_resumes_weights_updates_then_kv_cache(
     monkeypatch.setattr(fake, "calls", _Recorder(events))
     Trainer.sync_weights(SimpleNamespace(shares_weights=False, engine=sg, actor=actor,
                                          adapter_sync=False,
+                                         config=SimpleNamespace(
+                                             rollout=SimpleNamespace(max_staleness=0)),
                                          dist=SimpleNamespace(device=torch.device("cuda"))))
     steps = [e for e in events if e != "/flush_cache"]
     assert steps[:2] == ["empty_cache", "/resume_memory_occupation ['weights']"]
