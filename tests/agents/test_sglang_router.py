@@ -342,11 +342,14 @@ def test_inflight_abort_through_the_router_regenerates_under_the_new_version(
 
 
 @FULL
+@pytest.mark.parametrize("mode", ["sync", "async"])
 def test_two_torchrun_ranks_send_their_episodes_through_the_router(
-        routed, tiny_model_path, tmp_path, run_process_group):
+        routed, tiny_model_path, tmp_path, run_process_group, mode):
     """``torchrun --nproc_per_node=2 rlvr train`` with the router's URL: each rank generates its
     episodes through the router, rank 0 syncs the weights (gloo broadcast) into both servers,
-    and every step's rows, from both servers, pass the sync guard at the fp32 level."""
+    and every step's rows, from both servers, pass the sync guard at the fp32 level. ``async``:
+    k = 1 with in-flight updates, rank 0's producer loading both servers and rank 1's following
+    the versions they hold; every episode trained once, the probe proving both servers."""
     import sys
 
     from rlvr.config import load_config
@@ -362,7 +365,10 @@ def test_two_torchrun_ranks_send_their_episodes_through_the_router(
         "eval.every=0", "actor.optim.lr=3e-3", "actor.optim.schedule=constant",
         "rollout.engine=sglang", f"rollout.sglang.url={routed.urls[0]}",
         "rollout.sglang.allow_unseeded=true", "rollout.max_logprob_diff=1e-4",
+        *(["rollout.max_staleness=1", "actor.tis_cap=2.0", "rollout.inflight_update=continue",
+           "trainer.steps=3"] if mode == "async" else []),
     ])
+    steps = config.trainer.steps
     cfg_path = tmp_path / "config.yaml"
     dump_config(config, cfg_path)
     counts = _Counts(routed)
@@ -378,8 +384,16 @@ def test_two_torchrun_ranks_send_their_episodes_through_the_router(
         print(f"\n[test_sglang_router] 2 torchrun ranks via router: {via} /generate through "
               f"the router, per server {served}, logprob_diff per step "
               f"{[r['rollout/logprob_diff'] for r in rows]}")
-        assert len(rows) == 2 and max(r["rollout/logprob_diff"] for r in rows) < 1e-4
-        assert via >= 2 * 4 * 4 and sum(served) == via and min(served) >= 1, (served, via)
+        assert via >= steps * 4 * 4 and sum(served) == via and min(served) >= 1, (served, via)
+        if mode == "sync":
+            assert len(rows) == 2 and max(r["rollout/logprob_diff"] for r in rows) < 1e-4
+            return
+        logged = [r for r in read_jsonl(out / "metrics.jsonl") if "async/episodes_started" in r]
+        assert len(logged) == steps and logged[-1]["async/episodes_started"] == steps * 4 * 4
+        assert logged[-1]["async/dropped_stale"] == 0.0
+        assert all(r["async/staleness_max"] <= 1.0 for r in logged)
+        proven = [r["sync/probe_logprob_diff"] for r in logged if "sync/probe_logprob_diff" in r]
+        assert proven and max(proven) < 1e-4
     finally:
         routed.update_weights(str(tiny_model_path), weight_version="default")
 
