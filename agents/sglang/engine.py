@@ -111,6 +111,10 @@ _CONTEXT_ERRORS = ("context length", "maximum allowed length")
 """In sglang's HTTP 400s for a prompt (+ max_new_tokens) over the context or input limit."""
 
 
+FLUSH_WAIT_S = 600.0
+"""How long a prefix-cache flush waits for a moment when no request runs on a server."""
+
+
 class SGLangEngine:
     """A rollout engine over one or more SGLang servers.
 
@@ -516,6 +520,7 @@ class SGLangEngine:
             raise RequestError(f"mode must be one of {', '.join(INFLIGHT_MODES)}; got {mode!r}")
         if self._closed:
             raise EngineClosedError("SGLangEngine.update_weights_in_flight called after close()")
+        _ = self.infos  # attach first: attaching generates, which a paused server never answers
         with self._inflight_lock:
             if mode == "abort":
                 self._abort_epoch += 1
@@ -696,17 +701,22 @@ class SGLangEngine:
             if "weights" in now and not self.infos[url].weights_cpu_backup:
                 self._weights_stale = True
 
-    def flush_cache(self, retries: int = 20) -> None:
-        """Drop the servers' prefix caches (retried while sglang answers 400: requests run)."""
+    def flush_cache(self, wait_s: float = FLUSH_WAIT_S) -> None:
+        """Drop the servers' prefix caches, retried while sglang answers 400 (requests run).
+
+        Requests of other clients (other trainer ranks on shared servers) may be running: the
+        flush waits for a moment without any, up to ``wait_s`` seconds per server.
+        """
         for url in self.server_urls:
-            for attempt in range(retries + 1):
+            deadline = time.monotonic() + wait_s
+            while True:
                 try:
                     self.clients[url].post("/flush_cache", {})
                     break
                 except SGLangHTTPError as exc:
-                    if exc.status != 400 or attempt == retries:
+                    if exc.status != 400 or time.monotonic() > deadline:
                         raise
-                    time.sleep(0.25)
+                    time.sleep(0.1)
 
     def close(self) -> None:
         """Stop the HTTP pool, leave the weight group, stop the launched server. Idempotent."""

@@ -1,12 +1,14 @@
 """Scoring given tokens on SGLang servers (``ScoringEngine.score``): input-token logprobs.
 
-``/generate`` with ``max_new_tokens: 0``, ``return_logprob`` and ``logprob_start_len = start -
-1`` prefills the sequence and answers ``meta_info.input_token_logprobs``: one ``[logprob, id,
-text]`` entry per position from ``start - 1`` on, the first ``None`` (its prefix is outside the
-window), then the logprob of each token ``start ...`` given everything before it. Measured on
-sglang 0.5.23 (CPU, float32): equal to a transformers forward to float32 rounding, untempered
-whatever the request's temperature, and unchanged when the prefix is in the radix cache (sglang
-matches the cache only up to ``logprob_start_len``).
+``/generate`` with ``max_new_tokens: 0``, ``return_logprob`` and ``logprob_start_len: 0``
+prefills the whole sequence and answers ``meta_info.input_token_logprobs``: one ``[logprob, id,
+text]`` entry per position, the first ``None`` (it has no prefix), then the logprob of each
+token given everything before it; the entries from ``start`` on are the score. Starting the
+logprobs at 0 keeps sglang from reusing its radix cache (it matches a cached prefix only up to
+``logprob_start_len``): after an in-flight update that kept the cache, a cached prefix holds keys
+and values the previous weights computed, and the score must be the current weights' alone.
+Measured on sglang 0.5.23 (CPU, float32): equal to a transformers forward to float32 rounding,
+and untempered whatever the request's temperature.
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ from agents.errors import EngineError
 
 
 def score_payload(token_ids: list[int], start: int, lora_name: str | None) -> dict[str, Any]:
-    """The ``/generate`` body that scores ``token_ids[start:]`` (``start >= 1``)."""
+    """The ``/generate`` body that scores ``token_ids[start:]`` (``start >= 1``; no cache reuse)."""
     payload: dict[str, Any] = {
         "input_ids": list(token_ids),
         "sampling_params": {"max_new_tokens": 0, "temperature": 1.0},
         "return_logprob": True,
-        "logprob_start_len": start - 1,
+        "logprob_start_len": 0,
         "stream": False,
     }
     if lora_name is not None:
@@ -38,13 +40,12 @@ def parse_scores(body: dict[str, Any], token_ids: list[int], start: int) -> list
     """
     entries = (body.get("meta_info") or {}).get("input_token_logprobs")
     want = token_ids[start:]
-    if not isinstance(entries, list) or len(entries) != len(want) + 1:
-        raise EngineError(f"scoring {len(want)} tokens: the server answered "
+    if not isinstance(entries, list) or len(entries) != len(token_ids):
+        raise EngineError(f"scoring {len(token_ids)} tokens: the server answered "
                           f"{len(entries) if isinstance(entries, list) else entries!r} input "
-                          f"token logprobs, expected {len(want) + 1} (one per position from "
-                          f"logprob_start_len = {start - 1})")
+                          f"token logprobs, expected one per position")
     scores = []
-    for entry, token in zip(entries[1:], want):
+    for entry, token in zip(entries[start:], want):
         if entry[0] is None or int(entry[1]) != token:
             raise EngineError(f"scoring: the server scored token {entry[1]} ({entry[0]}) where "
                               f"{token} was sent")

@@ -219,6 +219,30 @@ def test_release_pauses_first_and_resume_restores_only_released_tags(make_fake, 
     sg.close()
 
 
+def test_a_flush_waits_for_another_clients_request_to_end(make_fake):
+    """Shared servers (several trainer ranks): another rank's request may run for a while when
+    rank 0 flushes the prefix cache after a load (sglang answers 400 meanwhile). The flush waits
+    for a quiet moment (it gave up after 5 s before, and the run failed at random under load),
+    and still fails past its limit."""
+    fake = make_fake()
+    sg = _engine(fake)
+    other = _engine(fake)  # another rank's engine on the same server
+    fake.hold = threading.Event()
+    running = threading.Thread(target=lambda: asyncio.run(other.generate([5, 6, 7], GREEDY)))
+    running.start()
+    while not fake.active:
+        time.sleep(0.01)
+    with pytest.raises(SGLangError, match="400"):
+        sg.flush_cache(wait_s=0.2)
+    threading.Timer(6.0, fake.hold.set).start()
+    t0 = time.monotonic()
+    sg.flush_cache()
+    assert 5.5 < time.monotonic() - t0 < 30
+    running.join(30)
+    sg.close()
+    other.close()
+
+
 def test_release_without_pause_kills_the_stand_in_like_sglang(make_fake):
     """The stand-in reproduces the failure the pause avoids (so the test above can fail)."""
     fake = make_fake()

@@ -130,6 +130,31 @@ def test_score_gives_the_sampled_tokens_logprobs(server, local):
         server.score([1, 2, 3], 3)
 
 
+def test_score_after_an_update_that_kept_the_cache_is_the_new_weights(server, tiny_model_path,
+                                                                       local, tmp_path):
+    """An in-flight ``continue`` update keeps sglang's prefix cache, whose keys and values the
+    old weights computed; a score must not reuse them (``agents.sglang.scoring``): the probe
+    would blame a sync that landed."""
+    from transformers import AutoModelForCausalLM
+
+    prompt = PROMPTS[0] * 4  # long enough that a reused prefix would count
+    out = asyncio.run(server.generate(prompt, SamplingParams(temperature=1.0, max_new_tokens=8)))
+    ids = prompt + out.token_ids
+    server.score(ids, len(prompt))  # the old weights' prefix is now in the radix cache
+    trained = _train_step(AutoModelForCausalLM.from_pretrained(tiny_model_path,
+                                                               dtype=torch.float32))
+    sg = _attach(server, sync_dir=tmp_path / "sync", weight_sync="disk")
+    try:
+        sg.update_weights_in_flight(trained.state_dict().items(), 1, "continue")  # no flush
+        got = torch.tensor(sg.score(ids, len(prompt))[server.urls[0]])
+        new = _logprobs(trained, prompt, out.token_ids, 1.0)
+        old = _logprobs(local, prompt, out.token_ids, 1.0)
+        assert (got - new).abs().max() < TOL and (got - old).abs().max() > 100 * TOL
+    finally:
+        sg.update_weights(str(tiny_model_path), weight_version="default")
+        sg.close()
+
+
 def test_stop_token_is_part_of_the_completion(server, tiny_model_path):
     """The token that ended a completion is its last, with a logprob: one of the stop ids or
     the model's eos (sglang stops at both; unseeded sampling on CPU draws the eos now and then)."""
