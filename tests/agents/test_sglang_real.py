@@ -22,28 +22,17 @@ from pathlib import Path
 import pytest
 import torch
 from agent_helpers import continued_logprobs
+from sglang_real_helpers import generate_through_an_inflight_update, many, require_venv
 
 from agents.engine import SamplingParams
 from agents.sglang import SGLangEngine
 
-SGLANG_PYTHON = os.environ.get("RLVR_SGLANG_PYTHON")
 TOL = 1e-4  # float32 server vs float32 transformers: measured max 6.7e-6 per token
-
-
-def _require_venv() -> str:
-    if SGLANG_PYTHON and Path(SGLANG_PYTHON).exists():
-        return SGLANG_PYTHON
-    reason = (f"real sglang venv absent (RLVR_SGLANG_PYTHON={SGLANG_PYTHON!r}): build it with "
-              "`bash dev.sh setup-sglang` or run `bash dev.sh test`")
-    if os.environ.get("RLVR_REQUIRE_SGLANG") == "1":
-        pytest.fail(reason)
-    print(f"\n[test_sglang_real] SKIPPED: {reason}")
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")
 def server(tiny_model_path, tmp_path_factory):
-    python = _require_venv()
+    python = require_venv("test_sglang_real")
     log = tmp_path_factory.mktemp("sglang") / "server.log"
     t0 = time.monotonic()
     engine = SGLangEngine.launch(tiny_model_path, python=python, device="cpu", log_path=log,
@@ -71,10 +60,6 @@ def _logprobs(model, prompt, tokens, temperature):
     return torch.log_softmax(logits, -1).gather(1, torch.tensor(tokens)[:, None])[:, 0]
 
 
-async def _many(engine, prompts, sampling):
-    return await asyncio.gather(*(engine.generate(p, sampling) for p in prompts))
-
-
 PROMPTS = [[5 + i, 17, 40 + 2 * i, 9, 100 + i] for i in range(8)]
 
 
@@ -97,7 +82,7 @@ def test_server_info_is_read_and_checked(server):
     SamplingParams(temperature=0, max_new_tokens=12),
 ], ids=["t1", "t0.7-top_p", "greedy"])
 def test_logprobs_equal_transformers(server, local, sampling):
-    outs = asyncio.run(_many(server, PROMPTS, sampling))
+    outs = asyncio.run(many(server, PROMPTS, sampling))
     assert all(len(o.token_ids) == len(o.logprobs) > 0 for o in outs)
     t = sampling.temperature or 1.0
     assert _max_gap(local, PROMPTS, outs, t) < TOL
@@ -114,7 +99,7 @@ def test_score_gives_the_sampled_tokens_logprobs(server, local):
     prefix now cached) too; at temperature 1 whatever the sampling temperature was."""
     from agents.errors import RequestError
 
-    outs = asyncio.run(_many(server, PROMPTS[:3], SamplingParams(temperature=1.0,
+    outs = asyncio.run(many(server, PROMPTS[:3], SamplingParams(temperature=1.0,
                                                                    max_new_tokens=12)))
     for prompt, out in zip(PROMPTS, outs):
         ids = prompt + out.token_ids
@@ -162,7 +147,7 @@ def test_stop_token_is_part_of_the_completion(server, tiny_model_path):
 
     stops = tuple(range(50, 300))  # most of the vocabulary: generation stops within a few tokens
     enders = {*stops, AutoTokenizer.from_pretrained(tiny_model_path).eos_token_id}
-    outs = asyncio.run(_many(server, PROMPTS, SamplingParams(max_new_tokens=30,
+    outs = asyncio.run(many(server, PROMPTS, SamplingParams(max_new_tokens=30,
                                                              stop_token_ids=stops)))
     stopped = [o for o in outs if o.finish_reason == "stop"]
     assert stopped
@@ -200,7 +185,7 @@ def test_weight_sync_after_a_training_step_lands(server, tiny_model_path, local,
         sg.update_weights(trained.state_dict().items(), weight_version="step-1")
         seconds = time.perf_counter() - t0
         sp = SamplingParams(temperature=1.0, max_new_tokens=12)
-        outs = asyncio.run(_many(sg, PROMPTS, sp))
+        outs = asyncio.run(many(sg, PROMPTS, sp))
         new_gap = _max_gap(trained, PROMPTS, outs, 1.0)
         old_gap = _max_gap(local, PROMPTS, outs, 1.0)
         print(f"\n[test_sglang_real] {weight_sync} sync {seconds:.2f} s; gap to the trained "
@@ -209,7 +194,7 @@ def test_weight_sync_after_a_training_step_lands(server, tiny_model_path, local,
     finally:
         sg.update_weights(str(tiny_model_path))  # back to the module's weights
         sg.close()
-    outs = asyncio.run(_many(server, PROMPTS[:2], SamplingParams(max_new_tokens=4)))
+    outs = asyncio.run(many(server, PROMPTS[:2], SamplingParams(max_new_tokens=4)))
     assert _max_gap(local, PROMPTS[:2], outs, 1.0) < TOL
 
 
@@ -242,7 +227,7 @@ def test_a_lora_policy_gets_merged_weights_equal_to_the_adapted_model(
         assert not built.serves_adapter
         assert any("without --enable-lora" in r.getMessage() for r in caplog.records)
         sg.update_weights(merged_tensors(iter(adapted.state_dict().items()), lora))
-        outs = asyncio.run(_many(sg, PROMPTS, SamplingParams(temperature=1.0, max_new_tokens=12)))
+        outs = asyncio.run(many(sg, PROMPTS, SamplingParams(temperature=1.0, max_new_tokens=12)))
         new_gap = _max_gap(adapted, PROMPTS, outs, 1.0)
         old_gap = _max_gap(local, PROMPTS, outs, 1.0)
         print(f"\n[test_sglang_real] LoRA merged sync: gap to the adapted model {new_gap:.2e}, "
@@ -448,23 +433,6 @@ def test_an_agent_function_on_real_sglang_is_token_exact(server, local, tiny_tok
         assert float((ref - torch.tensor(traj.rollout_logprobs))[mask].abs().max()) < TOL
 
 
-def _generate_through_an_inflight_update(sg, weights, mode, prompts, sampling, wait_s=1.0):
-    """Generate ``prompts`` on ``sg`` (version 0) and push ``weights`` as version 1 after
-    ``wait_s``, while they run."""
-    sg.set_weight_version(0)
-    results: list = []
-    thread = threading.Thread(target=lambda: results.append(asyncio.run(
-        _many(sg, prompts, sampling))))
-    thread.start()
-    time.sleep(wait_s)
-    t0 = time.perf_counter()
-    sg.update_weights_in_flight(weights, 1, mode)
-    seconds = time.perf_counter() - t0
-    thread.join(300)
-    assert results, "the requests never returned"
-    return results[0], seconds
-
-
 @pytest.mark.parametrize("weight_sync", ["disk", "distributed"])
 def test_inflight_continue_keeps_the_cache_and_later_tokens_carry_the_new_version(
         server, tiny_model_path, local, tmp_path, weight_sync):
@@ -481,7 +449,7 @@ def test_inflight_continue_keeps_the_cache_and_later_tokens_carry_the_new_versio
                  max_concurrency=len(PROMPTS))
     sp = SamplingParams(temperature=1.0, max_new_tokens=400)
     try:
-        outs, seconds = _generate_through_an_inflight_update(
+        outs, seconds = generate_through_an_inflight_update(
             sg, trained.state_dict().items(), "continue", PROMPTS, sp)
         mixed = 0
         for prompt, out in zip(PROMPTS, outs):
@@ -516,7 +484,7 @@ def test_inflight_abort_regenerates_under_the_new_version(server, tiny_model_pat
                  max_concurrency=len(PROMPTS))
     sp = SamplingParams(temperature=1.0, max_new_tokens=400)
     try:
-        outs, seconds = _generate_through_an_inflight_update(
+        outs, seconds = generate_through_an_inflight_update(
             sg, trained.state_dict().items(), "abort", PROMPTS, sp)
         assert sg.regenerated == sum(o.regenerated for o in outs) >= 1
         for prompt, out in zip(PROMPTS, outs):

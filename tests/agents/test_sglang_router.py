@@ -18,19 +18,18 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import threading
 import time
 from pathlib import Path
 
 import pytest
 import torch
 from agent_helpers import continued_logprobs
+from sglang_real_helpers import generate_through_an_inflight_update, many, require_venv
 
 from agents.engine import SamplingParams
 from agents.errors import SGLangError
 from agents.sglang import SGLangEngine
 
-SGLANG_PYTHON = os.environ.get("RLVR_SGLANG_PYTHON")
 TOL = 1e-4  # float32 server vs float32 transformers (test_sglang_real.py: measured 6.7e-6)
 PROMPTS = [[5 + i, 17, 40 + 2 * i, 9, 100 + i] for i in range(8)]
 FULL = pytest.mark.skipif(
@@ -39,21 +38,10 @@ FULL = pytest.mark.skipif(
            "\"Several sglang servers behind sglang-router\")")
 
 
-def _require_venv() -> str:
-    if SGLANG_PYTHON and Path(SGLANG_PYTHON).exists():
-        return SGLANG_PYTHON
-    reason = (f"real sglang venv absent (RLVR_SGLANG_PYTHON={SGLANG_PYTHON!r}): build it with "
-              "`bash dev.sh setup-sglang` or run `bash dev.sh test`")
-    if os.environ.get("RLVR_REQUIRE_SGLANG") == "1":
-        pytest.fail(reason)
-    print(f"\n[test_sglang_router] SKIPPED: {reason}")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def routed(tiny_model_path, tmp_path_factory):
     """The launched engine: ``urls`` is the router, ``server_urls`` the two servers."""
-    python = _require_venv()
+    python = require_venv("test_sglang_router")
     log = tmp_path_factory.mktemp("sglang-router") / "server.log"
     t0 = time.monotonic()
     engine = SGLangEngine.launch(tiny_model_path, python=python, device="cpu", log_path=log,
@@ -131,10 +119,6 @@ def _logprobs(model, prompt, tokens, temperature=1.0):
     return torch.log_softmax(logits, -1).gather(1, torch.tensor(tokens)[:, None])[:, 0]
 
 
-async def _many(engine, prompts, sampling):
-    return await asyncio.gather(*(engine.generate(p, sampling) for p in prompts))
-
-
 def _max_gap(model, prompts, outs):
     gaps = [(_logprobs(model, p, o.token_ids) - torch.tensor(o.logprobs)).abs().max()
             for p, o in zip(prompts, outs) if o.token_ids]
@@ -174,7 +158,7 @@ def test_the_router_is_found_and_refused_as_a_server(routed, tiny_model_path, tm
 
 def test_generation_through_the_router_reaches_both_servers(routed, local):
     counts = _Counts(routed)
-    outs = asyncio.run(_many(routed, PROMPTS * 2, SamplingParams(max_new_tokens=8)))
+    outs = asyncio.run(many(routed, PROMPTS * 2, SamplingParams(max_new_tokens=8)))
     served, via = counts.routed()  # the first use also attaches: probes go to each server
     print(f"\n[test_sglang_router] 16 requests through the router: per server {served}")
     assert via == sum(served) == 16 and min(served) >= 1, (served, via)
@@ -201,7 +185,7 @@ def test_a_weight_sync_lands_on_both_servers(routed, tiny_model_path, local, tmp
         sp = SamplingParams(temperature=1.0, max_new_tokens=12)
         gaps = []
         for server in direct:
-            outs = asyncio.run(_many(server, PROMPTS, sp))
+            outs = asyncio.run(many(server, PROMPTS, sp))
             gaps.append((_max_gap(trained, PROMPTS, outs), _max_gap(local, PROMPTS, outs)))
         print(f"\n[test_sglang_router] {weight_sync} sync to 2 servers {seconds:.2f} s; "
               f"(new, old) gap per server {gaps}")
@@ -230,19 +214,13 @@ def test_inflight_continue_pauses_and_updates_both_servers(routed, tiny_model_pa
     try:
         sg.set_weight_version(0)
         assert _weight_versions(routed) == ["0", "0"]
-        results: list = []
-        thread = threading.Thread(target=lambda: results.append(
-            asyncio.run(_many(sg, PROMPTS, sp))))
-        thread.start()
-        time.sleep(1.0)
-        sg.update_weights_in_flight(trained.state_dict().items(), 1, "continue")
-        thread.join(300)
-        assert results, "the requests never returned"
+        outs, _ = generate_through_an_inflight_update(
+            sg, trained.state_dict().items(), "continue", PROMPTS, sp)
         assert _weight_versions(routed) == ["1", "1"]
         served = [b - a for a, b in zip(before, _generates(routed))]
         assert min(served) >= 1, served
         mixed = 0
-        for prompt, out in zip(PROMPTS, results[0]):
+        for prompt, out in zip(PROMPTS, outs):
             assert out.finish_reason != "abort" and out.regenerated == 0
             k = out.versions.count(0)
             assert out.versions == [0] * k + [1] * (len(out.token_ids) - k)
@@ -315,16 +293,8 @@ def test_inflight_abort_through_the_router_regenerates_under_the_new_version(
                  max_concurrency=len(PROMPTS))
     sp = SamplingParams(temperature=1.0, max_new_tokens=400)
     try:
-        sg.set_weight_version(0)
-        results: list = []
-        thread = threading.Thread(target=lambda: results.append(
-            asyncio.run(_many(sg, PROMPTS, sp))))
-        thread.start()
-        time.sleep(1.0)
-        sg.update_weights_in_flight(trained.state_dict().items(), 1, "abort")
-        thread.join(300)
-        assert results, "the requests never returned"
-        outs = results[0]
+        outs, _ = generate_through_an_inflight_update(
+            sg, trained.state_dict().items(), "abort", PROMPTS, sp)
         assert _weight_versions(routed) == ["1", "1"]
         assert sg.regenerated == sum(o.regenerated for o in outs) >= 1
         for prompt, out in zip(PROMPTS, outs):
@@ -402,7 +372,7 @@ def test_two_torchrun_ranks_send_their_episodes_through_the_router(
 def test_rlvr_launches_two_servers_and_the_router_from_the_config(tiny_model_path, tmp_path):
     """``rollout.sglang.url: null, servers: 2``: the trainer's engine starts both servers and the
     router, trains through them with every step's rows at the fp32 level, and stops all three."""
-    python = _require_venv()
+    python = require_venv("test_sglang_router")
     from rlvr.config import load_config
     from rlvr.metrics import read_jsonl
     from rlvr.trainer import Trainer
