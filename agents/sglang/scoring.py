@@ -9,6 +9,12 @@ logprobs at 0 keeps sglang from reusing its radix cache (it matches a cached pre
 and values the previous weights computed, and the score must be the current weights' alone.
 Measured on sglang 0.5.23 (CPU, float32): equal to a transformers forward to float32 rounding,
 and untempered whatever the request's temperature.
+
+The ids sglang 0.5.23 reports beside the input logprobs are clipped for display
+(``logprob_result_processor``: ``x if x < vocab_size - 1 else 0``, meant for multimodal
+placeholders), so the model's last token id comes back as 0 while its logprob, and the sequence
+the model saw, are the real ones. ``parse_scores`` accepts a reported 0 only where the clip
+explains it: the sent id is above every id the server echoed unchanged.
 """
 
 from __future__ import annotations
@@ -44,9 +50,13 @@ def parse_scores(body: dict[str, Any], token_ids: list[int], start: int) -> list
         raise EngineError(f"scoring {len(token_ids)} tokens: the server answered "
                           f"{len(entries) if isinstance(entries, list) else entries!r} input "
                           f"token logprobs, expected one per position")
+    echoed = [int(e[1]) for e in entries[1:]]
+    kept = [t for t, e in zip(token_ids[1:], echoed) if t == e]
+    clip_floor = max(kept, default=0)  # the clip hides only ids above every one shown unchanged
     scores = []
-    for entry, token in zip(entries[start:], want):
-        if entry[0] is None or int(entry[1]) != token:
+    for entry, token, shown in zip(entries[start:], want, echoed[start - 1:]):
+        clipped = shown == 0 and token > clip_floor
+        if entry[0] is None or (shown != token and not clipped):
             raise EngineError(f"scoring: the server scored token {entry[1]} ({entry[0]}) where "
                               f"{token} was sent")
         scores.append(float(entry[0]))

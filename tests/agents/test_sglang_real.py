@@ -115,6 +115,16 @@ def test_score_gives_the_sampled_tokens_logprobs(server, local):
         server.score([1, 2, 3], 3)
 
 
+def test_score_of_the_last_vocabulary_id_is_that_tokens(server, local):
+    """sglang 0.5.23 echoes the model's last token id as 0 beside its input logprob
+    (``agents.sglang.scoring``); a sampled episode may hold it (about one in ten CI runs
+    sampled it here), and its score must be that token's, not an error."""
+    last = local.config.vocab_size - 1
+    ids = PROMPTS[0] + [last, 7, 8, last]
+    got = torch.tensor(server.score(ids, 1)[server.urls[0]])
+    assert (got - _logprobs(local, ids[:1], ids[1:], 1.0)).abs().max() < TOL
+
+
 def test_score_after_an_update_that_kept_the_cache_is_the_new_weights(server, tiny_model_path,
                                                                        local, tmp_path):
     """An in-flight ``continue`` update keeps sglang's prefix cache, whose keys and values the
