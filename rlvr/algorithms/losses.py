@@ -151,6 +151,27 @@ def register_policy_loss(name: str, *, paper: str = "") -> Callable[[PolicyLossF
     return decorator
 
 
+def _weighted_loss(per_token: torch.Tensor, x: PolicyLossInputs, log_ratio: torch.Tensor,
+                   clipped: torch.Tensor, **fractions: torch.Tensor,
+                   ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The clipped losses' common end: weighted, aggregated, with their metrics.
+
+    ``per_token`` times ``x.is_weights`` (if given), aggregated with ``x.agg``; metrics:
+    ``pg_loss``, ``pg_clipfrac`` (the valid tokens' fraction where ``clipped``), each of
+    ``fractions`` the same way, ``ppo_kl`` (``masked_mean(old - new)``), ``valid_tokens``.
+    """
+    mask = x.response_mask
+    if x.is_weights is not None:
+        per_token = per_token * masked(x.is_weights.detach(), mask)
+    loss = aggregate(per_token, mask, x.agg)
+    with torch.no_grad():
+        metrics = {"pg_loss": loss.detach(), "pg_clipfrac": masked_mean(clipped.float(), mask)}
+        metrics |= {name: masked_mean(where.float(), mask) for name, where in fractions.items()}
+        metrics |= {"ppo_kl": masked_mean(-log_ratio, mask),
+                    "valid_tokens": (mask != 0).sum().float()}
+    return loss, metrics
+
+
 @register_policy_loss("vanilla", paper="https://arxiv.org/abs/1707.06347")
 def ppo_clip_loss(x: PolicyLossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """PPO clipped surrogate with clip-higher and dual clip (verl's ``vanilla`` loss).
@@ -182,18 +203,8 @@ def ppo_clip_loss(x: PolicyLossInputs) -> tuple[torch.Tensor, dict[str, torch.Te
         negative = advantages < 0
         dual_engaged = negative & (per_token > bound)
         per_token = torch.where(negative, torch.minimum(per_token, bound), per_token)
-    if x.is_weights is not None:
-        per_token = per_token * masked(x.is_weights.detach(), mask)
-    loss = aggregate(per_token, mask, x.agg)
-    with torch.no_grad():
-        metrics = {
-            "pg_loss": loss.detach(),
-            "pg_clipfrac": masked_mean((clipped > unclipped).float(), mask),
-            "pg_clipfrac_lower": masked_mean(dual_engaged.float(), mask),
-            "ppo_kl": masked_mean(-log_ratio, mask),
-            "valid_tokens": (mask != 0).sum().float(),
-        }
-    return loss, metrics
+    return _weighted_loss(per_token, x, log_ratio, clipped > unclipped,
+                          pg_clipfrac_lower=dual_engaged)
 
 
 @register_policy_loss("gspo", paper="https://arxiv.org/abs/2507.18071")
@@ -228,17 +239,7 @@ def gspo_loss(x: PolicyLossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor
     unclipped = -advantages * ratio
     clipped = -advantages * ratio.clamp(1.0 - x.clip_low, 1.0 + x.clip_high)
     per_token = torch.maximum(unclipped, clipped)
-    if x.is_weights is not None:
-        per_token = per_token * masked(x.is_weights.detach(), mask)
-    loss = aggregate(per_token, mask, x.agg)
-    with torch.no_grad():
-        metrics = {
-            "pg_loss": loss.detach(),
-            "pg_clipfrac": masked_mean((clipped > unclipped).float(), mask),
-            "ppo_kl": masked_mean(-log_ratio, mask),
-            "valid_tokens": (mask != 0).sum().float(),
-        }
-    return loss, metrics
+    return _weighted_loss(per_token, x, log_ratio, clipped > unclipped)
 
 
 @register_policy_loss("cispo", paper="https://arxiv.org/abs/2506.13585")
@@ -265,17 +266,7 @@ def cispo_loss(x: PolicyLossInputs) -> tuple[torch.Tensor, dict[str, torch.Tenso
         ratio = torch.exp(log_ratio)
         weight = ratio.clamp(1.0 - x.clip_low, 1.0 + x.clip_high)
     per_token = -weight * advantages * logprobs
-    if x.is_weights is not None:
-        per_token = per_token * masked(x.is_weights.detach(), mask)
-    loss = aggregate(per_token, mask, x.agg)
-    with torch.no_grad():
-        metrics = {
-            "pg_loss": loss.detach(),
-            "pg_clipfrac": masked_mean((weight != ratio).float(), mask),
-            "ppo_kl": masked_mean(-log_ratio, mask),
-            "valid_tokens": (mask != 0).sum().float(),
-        }
-    return loss, metrics
+    return _weighted_loss(per_token, x, log_ratio, weight != ratio)
 
 
 def truncated_is_weights(
