@@ -24,10 +24,16 @@ from typing import Any
 
 from envs.errors import EnvArgumentError
 from envs.tasks import SourceSpec, Task
-from envs.tasks.base import gold_answer
 from envs.verifier_env import VerifierEnv
 from verifiers import Verdict
-from verifiers.math import extract_answer, find_boxed, find_numbers, verify, verify_answer
+from verifiers.math import (
+    extract_answer,
+    find_boxed,
+    find_numbers,
+    gold_answer,
+    verify,
+    verify_answer,
+)
 
 ANSWER_FORMATS = ("boxed", "plain", "auto")
 

@@ -17,8 +17,8 @@ from envs.base import Message, TextEnv
 from envs.errors import EnvArgumentError, EpisodeOverError, ResetNeededError, TaskSourceError
 from envs.spaces import DEFAULT_MAX_CHARS, ChatMessages, FreeText
 from envs.tasks import SourceSpec, Task, TaskSource, resolve_source
-from envs.tasks.base import gold_answer
 from envs.tasks.verl_layout import check_messages, is_message_list
+from verifiers.math import gold_answer
 
 RESET_OPTIONS = ("task_index", "task_id")
 """The keys ``reset(options=...)`` accepts."""

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from envs.errors import TaskSourceError
-from verifiers.math import extract_answer
 
 Task = dict[str, Any]
 """One task: a dict with a string ``task_id`` plus the fields its environment reads."""
@@ -137,10 +136,3 @@ DATA_DIR = Path(__file__).parent / "data"
 """Where the bundled task files live."""
 
 
-def gold_answer(gold: str) -> str:
-    r"""The final answer inside a gold solution (``\boxed{}``, ``#### 42``), else ``gold``."""
-    if "\\boxed" in gold or "\\fbox" in gold or "####" in gold:
-        extracted = extract_answer(gold)
-        if extracted:
-            return extracted
-    return gold.strip()

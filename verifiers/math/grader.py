@@ -237,10 +237,14 @@ def _check_arguments(pred: object, gold: object, timeout_s: float) -> None:
 
 
 def gold_answer(gold: str) -> str:
-    r"""The final answer of a gold string that is a whole solution (``\boxed{}``, ``####``)."""
+    r"""The final answer of a gold string that is a whole solution (``\boxed{}``, ``####``).
+
+    Else the gold itself; stripped either way. The one reading of a gold: the grader compares
+    with it and a scripted teacher (``envs``) writes it.
+    """
     if "\\boxed" in gold or "\\fbox" in gold or "####" in gold:
-        return extract_answer(gold, last_number_fallback=False) or gold
-    return gold
+        return (extract_answer(gold, last_number_fallback=False) or gold).strip()
+    return gold.strip()
 
 
 def _is_written_as_gold(response: str, gold: str) -> bool:
