@@ -18,8 +18,9 @@ Deviations and simplifications:
   every rank keeps the same row count, but with ``RolloutBatch.valid`` False and response mask 0:
   they are left out of their group's statistics and of every loss (``rlvr.batch``), and counted
   in ``rollout/error_episodes`` (over all ranks).
-- Dynamic sampling (DAPO) refills per rank; when ``max_refill_rounds`` runs out the batch is
-  topped up with dropped (zero-advantage) groups, so the batch size stays fixed.
+- Dynamic sampling (DAPO) refills per rank (its metrics reduced over ranks); when
+  ``max_refill_rounds`` runs out the batch is topped up with dropped (zero-advantage) groups, so
+  the batch size stays fixed.
 - With one rank and the transformers engine, the engine runs the actor's own (FSDP2) module, so
   there is nothing to sync; with several ranks each has an unsharded copy that receives the full
   weights after each update.
@@ -86,7 +87,7 @@ from rlvr.training.heldout import heldout_evaluator
 from rlvr.training.run_dir import RunLock, apply_plan, check_run_dir
 from rlvr.training.snapshots import EpisodeSnapshots
 from rlvr.training.state import Checkpoints, StageTimer, TrainerState
-from rlvr.training.stream import EpisodeStream
+from rlvr.training.stream import EpisodeStream, reduce_sampling_metrics
 from rlvr.training.sync_guard import SyncGuard
 from rlvr.training.version_probe import VersionProbe, reduce_probe_metrics
 from rlvr.training.warmup import check_env, warm_up
@@ -334,6 +335,7 @@ class Trainer:
                 with timer("rollout"), self.engine_weights(), collections_paused():  # stage A
                     trajs, metrics = self.stream.collect(step, self.state.tasks_drawn)
                     self.release_engine_memory()
+            metrics = reduce_sampling_metrics(metrics, self.dist.device)
             self.failures.check(step, trajs)  # a step with no valid episode teaches nothing
             if cfg.rollout.open_ahead and step < cfg.trainer.steps and \
                     self.async_rollout is None:  # beside stages B and C

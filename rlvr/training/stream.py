@@ -4,7 +4,8 @@ Each group's task depends only on its position in the run's task stream (epochs 
 replacement, ``rlvr.training.tasks``) and its sampling seed only on ``(seed, step, group)``, so
 the same config gives the same episodes on one rank or many, and after a resume. Dynamic
 sampling (DAPO) refills per rank; when ``max_refill_rounds`` runs out the batch is topped up with
-dropped (zero-advantage) groups, so the batch size stays fixed.
+dropped (zero-advantage) groups, so the batch size stays fixed; ``reduce_sampling_metrics``
+reports the refills of all ranks.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+import torch
+
 from rlvr.config import TrainConfig
+from rlvr.distributed import all_reduce_max, all_reduce_sum, rank_and_world
 from rlvr.errors import ConfigError
 from rlvr.seeds import derived_seed
 from rlvr.training.tasks import TaskOrder
@@ -124,7 +128,8 @@ class EpisodeStream:
             ``(trajectories, metrics)``: ``groups_per_rank * group_size`` trajectories, group
             by group; metrics ``data/epoch`` (epochs of the task stream completed after this
             step, when the env has ``num_tasks``), ``rollout/refill_rounds`` and
-            ``rollout/kept_group_frac`` with dynamic sampling.
+            ``rollout/kept_group_frac`` with dynamic sampling (this rank's; see
+            ``reduce_sampling_metrics``).
         """
         n = self.groups_per_rank
         keys, positions = self._first_round(step, position)
@@ -149,8 +154,7 @@ class EpisodeStream:
             kept += [g for g in more if _has_signal(g)]
             dropped += [g for g in more if not _has_signal(g)]
         chosen = kept[:n] + dropped[: max(0, n - len(kept))]
-        metrics = {"rollout/refill_rounds": float(rounds),
-                   "rollout/kept_group_frac": first_kept / n, **progress}
+        metrics = {REFILL_ROUNDS: float(rounds), KEPT_GROUP_FRAC: first_kept / n, **progress}
         return [t for g in chosen for t in g], metrics
 
 
@@ -159,3 +163,24 @@ def _has_signal(group: Sequence[Trajectory]) -> bool:
     rewards = [t.reward for t in group]
     return max(rewards) - min(rewards) > 1e-9
 
+
+
+REFILL_ROUNDS = "rollout/refill_rounds"
+KEPT_GROUP_FRAC = "rollout/kept_group_frac"
+
+
+def reduce_sampling_metrics(metrics: dict[str, float], device: torch.device) -> dict[str, float]:
+    """Dynamic sampling's metrics over all ranks (collective; every rank calls it).
+
+    ``rollout/refill_rounds``: the most rounds a rank played (the step waited for it);
+    ``rollout/kept_group_frac``: the mean over ranks (each plays the same number of groups).
+    Metrics without them (no dynamic sampling, the same on every rank) pass unchanged.
+    """
+    world = rank_and_world()[1]
+    if world == 1 or REFILL_ROUNDS not in metrics:
+        return metrics
+    rounds = all_reduce_max(torch.tensor([metrics[REFILL_ROUNDS]], dtype=torch.float64,
+                                         device=device)).item()
+    kept = all_reduce_sum(torch.tensor([metrics[KEPT_GROUP_FRAC]], dtype=torch.float64,
+                                       device=device)).item()
+    return metrics | {REFILL_ROUNDS: rounds, KEPT_GROUP_FRAC: kept / world}
