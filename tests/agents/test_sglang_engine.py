@@ -248,7 +248,15 @@ def test_release_without_pause_kills_the_stand_in_like_sglang(make_fake):
     fake = make_fake()
     sg = _engine(fake)
     fake.hold = threading.Event()
-    running = threading.Thread(target=lambda: asyncio.run(sg.generate([5, 6, 7], GREEDY)))
+    failed: list[BaseException] = []
+
+    def generate() -> None:
+        try:
+            asyncio.run(sg.generate([5, 6, 7], GREEDY))
+        except SGLangError as exc:  # the request held when the scheduler died
+            failed.append(exc)
+
+    running = threading.Thread(target=generate)
     running.start()
     while not fake.active:
         time.sleep(0.01)
@@ -257,6 +265,7 @@ def test_release_without_pause_kills_the_stand_in_like_sglang(make_fake):
     assert fake.dead
     fake.hold.set()
     running.join(30)
+    assert failed and "scheduler died" in str(failed[0])
     sg.close()
 
 
