@@ -8,8 +8,10 @@ expression length, the nesting depth, exponents, and the size of every intermedi
 from __future__ import annotations
 
 import ast
+import io
 import math
 import operator
+import tokenize
 from collections.abc import Callable
 from fractions import Fraction
 
@@ -77,6 +79,8 @@ def evaluate(expression: str) -> Number:
     source = expression.replace("^", "**").replace("×", "*").replace("÷", "/").strip()
     if not source:
         raise CalculatorError("empty expression")
+    if _has_words_python_warns_about(source):
+        raise CalculatorError(f"not a valid expression: {expression!r}")
     try:
         tree = parse_source(source, mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
@@ -87,6 +91,28 @@ def evaluate(expression: str) -> Number:
         raise CalculatorError("division by zero") from exc
     except (OverflowError, RecursionError) as exc:
         raise CalculatorError("result too large") from exc
+
+
+def _has_words_python_warns_about(source: str) -> bool:
+    """Whether ``source`` holds what Python's parser warns about before refusing it.
+
+    ``1if``, ``2or 3`` (a number run into a word: ``SyntaxWarning: invalid decimal literal``)
+    and backslashes in strings (invalid escapes) make the parser print a warning on stderr on
+    every call: a model that writes them each episode would flood the run's output. ``tokenize``
+    reads the same tokens silently; neither is arithmetic.
+    """
+    previous = None
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type == tokenize.STRING and "\\" in token.string:
+                return True
+            if (token.type == tokenize.NAME and previous is not None
+                    and previous.type == tokenize.NUMBER and previous.end == token.start):
+                return True
+            previous = token
+    except (tokenize.TokenError, SyntaxError):  # the parser refuses it below
+        pass
+    return False
 
 
 def format_number(value: Number, *, digits: int = 12) -> str:

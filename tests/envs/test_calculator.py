@@ -65,3 +65,17 @@ def test_refusals(expression, needle):
 def test_nesting_guard():
     with pytest.raises(CalculatorError, match="deeper"):
         evaluate("-" * 200 + "1")
+
+
+@pytest.mark.parametrize("expression", ["1if 2 else 3", "2or 3", "3in [3]", "1and 2",
+                                        "0x1for 2", "'\\d' * 2"])
+def test_what_python_warns_about_is_refused_without_a_warning_on_stderr(expression):
+    """Python's parser prints ``SyntaxWarning: invalid decimal literal`` for ``1if`` on every
+    call; a model writing such calls each episode flooded the run's output."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(CalculatorError, match="valid expression"):
+            evaluate(expression)
+    assert not caught, [str(w.message) for w in caught]
