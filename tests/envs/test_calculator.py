@@ -79,3 +79,19 @@ def test_what_python_warns_about_is_refused_without_a_warning_on_stderr(expressi
         with pytest.raises(CalculatorError, match="valid expression"):
             evaluate(expression)
     assert not caught, [str(w.message) for w in caught]
+
+
+@pytest.mark.parametrize("expression", ["'''", '"""abc', "\x00", "1\x00", " 1\n 2", "1\n\t2",
+                                        "(" * 999, "\\", "1\\\n", "1_", "0b12", "1..2", "#",
+                                        "1\r\n+2", "1;2"])
+def test_input_that_breaks_the_tokenizer_is_refused_quietly(expression):
+    """What a policy could write to get past the warning check or crash the tool: unterminated
+    strings, null bytes, bad indentation, deep nesting, stray continuations. Each is refused
+    as a CalculatorError (never another exception), without a warning."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(CalculatorError, match="valid expression|deeper"):
+            evaluate(expression)
+    assert not caught, [str(w.message) for w in caught]

@@ -57,6 +57,18 @@ def test_auto_format_and_gsm8k_gold():
     assert gold_answer(" 19 ") == "19"
 
 
+@pytest.mark.parametrize("gold", ["  19\n", "#### 7\n", "so \\boxed{ 3 } ", "so \\boxed{3",
+                                  "12 apples\n#### ", "\\fbox{2/4}"])
+def test_the_gold_answer_a_teacher_writes_is_what_the_grader_accepts(gold):
+    """One reading of a gold (``verifiers.math.gold_answer``): the scripted teacher's answer
+    passes the grader even for a malformed solution, where envs' own copy took the last number
+    ("3" of an unclosed box) and the grader compared with the whole gold."""
+    from verifiers.math import verify
+
+    assert verify(gold_answer(gold), gold).passed
+    assert not verify("190", gold).passed
+
+
 def test_multi_turn_retries_with_decay_and_feedback():
     env = _env(answer_format="plain", max_attempts=3, attempt_decay=0.5)
     env.reset(options={"task_index": 0})
