@@ -25,6 +25,24 @@ def require_venv(module: str) -> str:
     pytest.skip(reason)
 
 
+QUICKSTART = Path(__file__).parents[2] / "configs" / "quickstart.yaml"
+
+
+def short_run_overrides(model_path, out, url, steps):
+    """Overrides of ``QUICKSTART`` for a short quiet run on the sglang server at ``url``: no
+    warm-up, 4 prompts x 4, no mid-run evaluation, a constant learning rate, the sync guard at
+    the float32 level. Later overrides win, so a test appends what it changes."""
+    return [
+        f"model.path={model_path}", "sft.enabled=false", f"trainer.output_dir={out}",
+        f"trainer.steps={steps}", "trainer.progress=false", "trainer.tensorboard=false",
+        "trainer.plot=false", "trainer.export_at_end=false", "trainer.checkpoint_every=0",
+        "rollout.prompts_per_step=4", "rollout.group_size=4", "eval.tasks=8",
+        "eval.every=0", "actor.optim.lr=3e-3", "actor.optim.schedule=constant",
+        "rollout.engine=sglang", f"rollout.sglang.url={url}",
+        "rollout.sglang.allow_unseeded=true", "rollout.max_logprob_diff=1e-4",
+    ]
+
+
 async def many(engine, prompts, sampling):
     """Generate every prompt at once."""
     return await asyncio.gather(*(engine.generate(p, sampling) for p in prompts))

@@ -22,7 +22,13 @@ from pathlib import Path
 import pytest
 import torch
 from agent_helpers import continued_logprobs
-from sglang_real_helpers import generate_through_an_inflight_update, many, require_venv
+from sglang_real_helpers import (
+    QUICKSTART,
+    generate_through_an_inflight_update,
+    many,
+    require_venv,
+    short_run_overrides,
+)
 
 from agents.engine import SamplingParams
 from agents.sglang import SGLangEngine
@@ -40,13 +46,6 @@ def server(tiny_model_path, tmp_path_factory):
     print(f"\n[test_sglang_real] server healthy after {time.monotonic() - t0:.0f} s (log {log})")
     yield engine
     engine.close()
-
-
-@pytest.fixture(scope="module")
-def local(tiny_model_path):
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32).eval()
 
 
 def _attach(server, **kw):
@@ -81,19 +80,19 @@ def test_server_info_is_read_and_checked(server):
     SamplingParams(temperature=0.7, top_p=0.9, max_new_tokens=12),
     SamplingParams(temperature=0, max_new_tokens=12),
 ], ids=["t1", "t0.7-top_p", "greedy"])
-def test_logprobs_equal_transformers(server, local, sampling):
+def test_logprobs_equal_transformers(server, tiny_model, sampling):
     outs = asyncio.run(many(server, PROMPTS, sampling))
     assert all(len(o.token_ids) == len(o.logprobs) > 0 for o in outs)
     t = sampling.temperature or 1.0
-    assert _max_gap(local, PROMPTS, outs, t) < TOL
+    assert _max_gap(tiny_model, PROMPTS, outs, t) < TOL
     if sampling.greedy:
         for p, o in zip(PROMPTS, outs):
             with torch.no_grad():
-                logits = local(torch.tensor([p + o.token_ids])).logits[0, len(p) - 1: -1]
+                logits = tiny_model(torch.tensor([p + o.token_ids])).logits[0, len(p) - 1: -1]
             assert logits.argmax(-1).tolist() == o.token_ids
 
 
-def test_score_gives_the_sampled_tokens_logprobs(server, local):
+def test_score_gives_the_sampled_tokens_logprobs(server, tiny_model):
     """Teacher-forced scoring (the async sync guard's probe): input-token logprobs equal the
     ones reported while sampling and a transformers forward, from any start, a second time (the
     prefix now cached) too; at temperature 1 whatever the sampling temperature was."""
@@ -109,24 +108,24 @@ def test_score_gives_the_sampled_tokens_logprobs(server, local):
             got = torch.tensor(scored[server.urls[0]])
             assert (got - torch.tensor(out.logprobs)).abs().max() < TOL
         whole = torch.tensor(server.score(ids, 1)[server.urls[0]])
-        ref = _logprobs(local, ids[:1], ids[1:], 1.0)
+        ref = _logprobs(tiny_model, ids[:1], ids[1:], 1.0)
         assert (whole - ref).abs().max() < TOL
     with pytest.raises(RequestError):
         server.score([1, 2, 3], 3)
 
 
-def test_score_of_the_last_vocabulary_id_is_that_tokens(server, local):
+def test_score_of_the_last_vocabulary_id_is_that_tokens(server, tiny_model):
     """sglang 0.5.23 echoes the model's last token id as 0 beside its input logprob
     (``agents.sglang.scoring``); a sampled episode may hold it (about one in ten CI runs
     sampled it here), and its score must be that token's, not an error."""
-    last = local.config.vocab_size - 1
+    last = tiny_model.config.vocab_size - 1
     ids = PROMPTS[0] + [last, 7, 8, last]
     got = torch.tensor(server.score(ids, 1)[server.urls[0]])
-    assert (got - _logprobs(local, ids[:1], ids[1:], 1.0)).abs().max() < TOL
+    assert (got - _logprobs(tiny_model, ids[:1], ids[1:], 1.0)).abs().max() < TOL
 
 
 def test_score_after_an_update_that_kept_the_cache_is_the_new_weights(server, tiny_model_path,
-                                                                       local, tmp_path):
+                                                                       tiny_model, tmp_path):
     """An in-flight ``continue`` update keeps sglang's prefix cache, whose keys and values the
     old weights computed; a score must not reuse them (``agents.sglang.scoring``): the probe
     would blame a sync that landed."""
@@ -143,7 +142,7 @@ def test_score_after_an_update_that_kept_the_cache_is_the_new_weights(server, ti
         sg.update_weights_in_flight(trained.state_dict().items(), 1, "continue")  # no flush
         got = torch.tensor(sg.score(ids, len(prompt))[server.urls[0]])
         new = _logprobs(trained, prompt, out.token_ids, 1.0)
-        old = _logprobs(local, prompt, out.token_ids, 1.0)
+        old = _logprobs(tiny_model, prompt, out.token_ids, 1.0)
         assert (got - new).abs().max() < TOL and (got - old).abs().max() > 100 * TOL
     finally:
         sg.update_weights(str(tiny_model_path), weight_version="default")
@@ -179,7 +178,7 @@ def _train_step(model, lr=1e-2):
 
 
 @pytest.mark.parametrize("weight_sync", ["disk", "distributed"])
-def test_weight_sync_after_a_training_step_lands(server, tiny_model_path, local, tmp_path,
+def test_weight_sync_after_a_training_step_lands(server, tiny_model_path, tiny_model, tmp_path,
                                                  weight_sync):
     """Disk reload (bucketed shards) and the gloo broadcast, against the real server: after the
     sync the server's logprobs equal the trained model's at the fp32 level, and differ from the
@@ -197,7 +196,7 @@ def test_weight_sync_after_a_training_step_lands(server, tiny_model_path, local,
         sp = SamplingParams(temperature=1.0, max_new_tokens=12)
         outs = asyncio.run(many(sg, PROMPTS, sp))
         new_gap = _max_gap(trained, PROMPTS, outs, 1.0)
-        old_gap = _max_gap(local, PROMPTS, outs, 1.0)
+        old_gap = _max_gap(tiny_model, PROMPTS, outs, 1.0)
         print(f"\n[test_sglang_real] {weight_sync} sync {seconds:.2f} s; gap to the trained "
               f"weights {new_gap:.2e}, to the old ones {old_gap:.2e}")
         assert new_gap < TOL and old_gap > 100 * TOL
@@ -205,11 +204,11 @@ def test_weight_sync_after_a_training_step_lands(server, tiny_model_path, local,
         sg.update_weights(str(tiny_model_path))  # back to the module's weights
         sg.close()
     outs = asyncio.run(many(server, PROMPTS[:2], SamplingParams(max_new_tokens=4)))
-    assert _max_gap(local, PROMPTS[:2], outs, 1.0) < TOL
+    assert _max_gap(tiny_model, PROMPTS[:2], outs, 1.0) < TOL
 
 
 def test_a_lora_policy_gets_merged_weights_equal_to_the_adapted_model(
-        server, tiny_model_path, local, tmp_path, caplog):
+        server, tiny_model_path, tiny_model, tmp_path, caplog):
     """CPU sglang cannot serve LoRA (``agents.sglang.lora.CPU_REFUSAL``), so a LoRA policy's
     engine takes merged weights: after the sync the server's logprobs equal the learner's module
     with its adapter applied (peft's layers), and differ from the base's (the adapter landed)."""
@@ -239,7 +238,7 @@ def test_a_lora_policy_gets_merged_weights_equal_to_the_adapted_model(
         sg.update_weights(merged_tensors(iter(adapted.state_dict().items()), lora))
         outs = asyncio.run(many(sg, PROMPTS, SamplingParams(temperature=1.0, max_new_tokens=12)))
         new_gap = _max_gap(adapted, PROMPTS, outs, 1.0)
-        old_gap = _max_gap(local, PROMPTS, outs, 1.0)
+        old_gap = _max_gap(tiny_model, PROMPTS, outs, 1.0)
         print(f"\n[test_sglang_real] LoRA merged sync: gap to the adapted model {new_gap:.2e}, "
               f"to the base {old_gap:.2e}")
         assert new_gap < TOL and old_gap > 100 * TOL
@@ -355,15 +354,8 @@ def test_training_on_the_real_server_keeps_the_gap_at_fp32_level(server, tiny_mo
     from rlvr.metrics import read_jsonl
     from rlvr.trainer import train
 
-    config = load_config(Path(__file__).parents[2] / "configs" / "quickstart.yaml", [
-        f"model.path={tiny_model_path}", "sft.enabled=false", f"trainer.output_dir={tmp_path}",
-        "trainer.steps=3", "trainer.progress=false", "trainer.tensorboard=false",
-        "trainer.plot=false", "trainer.export_at_end=false", "trainer.checkpoint_every=0",
-        "rollout.prompts_per_step=4", "rollout.group_size=4", "eval.tasks=8",
-        "eval.every=0", "actor.optim.lr=3e-3", "actor.optim.schedule=constant",
-        "rollout.engine=sglang", f"rollout.sglang.url={server.urls[0]}",
-        "rollout.sglang.allow_unseeded=true", "rollout.max_logprob_diff=1e-4",
-    ])
+    config = load_config(QUICKSTART, short_run_overrides(tiny_model_path, tmp_path,
+                                                         server.urls[0], 3))
     try:
         train(config, log=lambda *_: None)
         rows = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if "rollout/logprob_diff" in r]
@@ -376,7 +368,7 @@ def test_training_on_the_real_server_keeps_the_gap_at_fp32_level(server, tiny_mo
         server.update_weights(str(tiny_model_path))
 
 
-def test_the_gateway_serves_openai_clients_on_real_sglang(server, local, tiny_tokenizer):
+def test_the_gateway_serves_openai_clients_on_real_sglang(server, tiny_model, tiny_tokenizer):
     """The gateway in front of the real server: chat with n and logprobs, streaming, token-id
     completions; the returned logprobs are the server's, equal to transformers' at fp32."""
     import openai
@@ -398,7 +390,7 @@ def test_the_gateway_serves_openai_clients_on_real_sglang(server, local, tiny_to
         for choice, kept in zip(out.choices, call.choices):
             got = [t.logprob for t in choice.logprobs.content]
             assert got == pytest.approx(kept.logprobs[: len(got)], abs=1e-6)
-            ref = _logprobs(local, call.prompt_ids, kept.token_ids, 1.0)
+            ref = _logprobs(tiny_model, call.prompt_ids, kept.token_ids, 1.0)
             assert float((ref - torch.tensor(kept.logprobs)).abs().max()) < TOL
         chunks = list(client.chat.completions.create(model="tiny", messages=user, max_tokens=6,
                                                      stream=True))
@@ -411,7 +403,7 @@ def test_the_gateway_serves_openai_clients_on_real_sglang(server, local, tiny_to
         assert text.choices[0].text == gateway.templates.reply_text(greedy.token_ids, ())[0]
 
 
-def test_an_agent_function_on_real_sglang_is_token_exact(server, local, tiny_tokenizer):
+def test_an_agent_function_on_real_sglang_is_token_exact(server, tiny_model, tiny_tokenizer):
     from agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
     from envs.agent_env import AgentEnv
     from verifiers import Verdict
@@ -439,13 +431,13 @@ def test_an_agent_function_on_real_sglang_is_token_exact(server, local, tiny_tok
         assert traj.finish_reason == "stop" and traj.reward == 1.0 and not traj.extra_rows
         assert traj.outcome.turns == 2
         mask = torch.tensor(traj.response_mask, dtype=torch.bool)
-        ref = _logprobs(local, traj.prompt_ids, traj.response_ids, 1.0)
+        ref = _logprobs(tiny_model, traj.prompt_ids, traj.response_ids, 1.0)
         assert float((ref - torch.tensor(traj.rollout_logprobs))[mask].abs().max()) < TOL
 
 
 @pytest.mark.parametrize("weight_sync", ["disk", "distributed"])
 def test_inflight_continue_keeps_the_cache_and_later_tokens_carry_the_new_version(
-        server, tiny_model_path, local, tmp_path, weight_sync):
+        server, tiny_model_path, tiny_model, tmp_path, weight_sync):
     """``/pause_generation`` in place, update with a weight version, ``/continue_generation``:
     the running requests go on; the tokens before the update carry version 0 and the old
     weights' logprobs, those after carry version 1 (sglang's ``weight_versions`` spans) and the
@@ -468,11 +460,11 @@ def test_inflight_continue_keeps_the_cache_and_later_tokens_carry_the_new_versio
             assert out.versions == [0] * k + [1] * (len(out.token_ids) - k)
             got = torch.tensor(out.logprobs)
             if k:
-                before = _logprobs(local, prompt, out.token_ids[:k], 1.0)
+                before = _logprobs(tiny_model, prompt, out.token_ids[:k], 1.0)
                 assert (before - got[:k]).abs().max() < TOL
             if 0 < k < len(out.token_ids):
                 mixed += 1
-                after = continued_logprobs(local, trained, prompt, out.token_ids, k)
+                after = continued_logprobs(tiny_model, trained, prompt, out.token_ids, k)
                 assert (after - got[k:]).abs().max() < TOL
         print(f"\n[test_sglang_real] in-flight continue ({weight_sync}): {seconds:.2f} s, "
               f"{mixed}/{len(outs)} requests span the update")
@@ -482,7 +474,7 @@ def test_inflight_continue_keeps_the_cache_and_later_tokens_carry_the_new_versio
         sg.close()
 
 
-def test_inflight_abort_regenerates_under_the_new_version(server, tiny_model_path, local,
+def test_inflight_abort_regenerates_under_the_new_version(server, tiny_model_path, tiny_model,
                                                           tmp_path):
     """``/pause_generation`` abort, update, continue: the requests that were running come back
     aborted and are sent again: every token carries version 1 and the new weights' logprobs."""
@@ -521,14 +513,8 @@ def test_async_training_on_the_real_server_with_inflight_updates(server, tiny_mo
     from rlvr.config import load_config
     from rlvr.trainer import Trainer
 
-    config = load_config(Path(__file__).parents[2] / "configs" / "quickstart.yaml", [
-        f"model.path={tiny_model_path}", "sft.enabled=false", f"trainer.output_dir={tmp_path}",
-        "trainer.steps=3", "trainer.progress=false", "trainer.tensorboard=false",
-        "trainer.plot=false", "trainer.export_at_end=false", "trainer.checkpoint_every=0",
-        "rollout.prompts_per_step=4", "rollout.group_size=4", "eval.tasks=8",
-        "eval.every=0", "actor.optim.lr=3e-3", "actor.optim.schedule=constant",
-        "rollout.engine=sglang", f"rollout.sglang.url={server.urls[0]}",
-        "rollout.sglang.allow_unseeded=true", "rollout.max_logprob_diff=1e-4",
+    config = load_config(QUICKSTART, [
+        *short_run_overrides(tiny_model_path, tmp_path, server.urls[0], 3),
         "rollout.max_staleness=1", "actor.tis_cap=2.0", f"rollout.inflight_update={inflight}",
     ])
     trainer = Trainer(config, log=lambda *_: None)

@@ -24,7 +24,13 @@ from pathlib import Path
 import pytest
 import torch
 from agent_helpers import continued_logprobs
-from sglang_real_helpers import generate_through_an_inflight_update, many, require_venv
+from sglang_real_helpers import (
+    QUICKSTART,
+    generate_through_an_inflight_update,
+    many,
+    require_venv,
+    short_run_overrides,
+)
 
 from agents.engine import SamplingParams
 from agents.errors import SGLangError
@@ -50,13 +56,6 @@ def routed(tiny_model_path, tmp_path_factory):
           f"(logs {log.parent})")
     yield engine
     engine.close()
-
-
-@pytest.fixture(scope="module")
-def local(tiny_model_path):
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32).eval()
 
 
 def _attach(routed, **kw):
@@ -156,17 +155,17 @@ def test_the_router_is_found_and_refused_as_a_server(routed, tiny_model_path, tm
     lone.close()
 
 
-def test_generation_through_the_router_reaches_both_servers(routed, local):
+def test_generation_through_the_router_reaches_both_servers(routed, tiny_model):
     counts = _Counts(routed)
     outs = asyncio.run(many(routed, PROMPTS * 2, SamplingParams(max_new_tokens=8)))
     served, via = counts.routed()  # the first use also attaches: probes go to each server
     print(f"\n[test_sglang_router] 16 requests through the router: per server {served}")
     assert via == sum(served) == 16 and min(served) >= 1, (served, via)
-    assert _max_gap(local, PROMPTS * 2, outs) < TOL
+    assert _max_gap(tiny_model, PROMPTS * 2, outs) < TOL
 
 
 @pytest.mark.parametrize("weight_sync", [pytest.param("disk", marks=FULL), "distributed"])
-def test_a_weight_sync_lands_on_both_servers(routed, tiny_model_path, local, tmp_path,
+def test_a_weight_sync_lands_on_both_servers(routed, tiny_model_path, tiny_model, tmp_path,
                                              weight_sync):
     """After one sync through the routed engine, EACH server (asked directly) gives the trained
     weights' logprobs at the fp32 level, and not the old ones'; then both carry the version."""
@@ -186,7 +185,7 @@ def test_a_weight_sync_lands_on_both_servers(routed, tiny_model_path, local, tmp
         gaps = []
         for server in direct:
             outs = asyncio.run(many(server, PROMPTS, sp))
-            gaps.append((_max_gap(trained, PROMPTS, outs), _max_gap(local, PROMPTS, outs)))
+            gaps.append((_max_gap(trained, PROMPTS, outs), _max_gap(tiny_model, PROMPTS, outs)))
         print(f"\n[test_sglang_router] {weight_sync} sync to 2 servers {seconds:.2f} s; "
               f"(new, old) gap per server {gaps}")
         assert all(new < TOL and old > 100 * TOL for new, old in gaps), gaps
@@ -198,7 +197,7 @@ def test_a_weight_sync_lands_on_both_servers(routed, tiny_model_path, local, tmp
             server.close()
 
 
-def test_inflight_continue_pauses_and_updates_both_servers(routed, tiny_model_path, local,
+def test_inflight_continue_pauses_and_updates_both_servers(routed, tiny_model_path, tiny_model,
                                                            tmp_path):
     """``update_weights_in_flight`` while requests run on both servers: each server is paused
     in place, updated and continued (the router forwards none of it); every request's tokens are
@@ -226,10 +225,11 @@ def test_inflight_continue_pauses_and_updates_both_servers(routed, tiny_model_pa
             assert out.versions == [0] * k + [1] * (len(out.token_ids) - k)
             got = torch.tensor(out.logprobs)
             if k:
-                assert (_logprobs(local, prompt, out.token_ids[:k]) - got[:k]).abs().max() < TOL
+                old = _logprobs(tiny_model, prompt, out.token_ids[:k])
+                assert (old - got[:k]).abs().max() < TOL
             if 0 < k < len(out.token_ids):
                 mixed += 1
-                after = continued_logprobs(local, trained, prompt, out.token_ids, k)
+                after = continued_logprobs(tiny_model, trained, prompt, out.token_ids, k)
                 assert (after - got[k:]).abs().max() < TOL
         print(f"\n[test_sglang_router] in-flight continue via router: per server {served} "
               f"requests, {mixed}/{len(PROMPTS)} span the update")
@@ -248,14 +248,8 @@ def test_async_training_through_the_router_accounts_every_episode(routed, tiny_m
     from rlvr.config import load_config
     from rlvr.trainer import Trainer
 
-    config = load_config(Path(__file__).parents[2] / "configs" / "quickstart.yaml", [
-        f"model.path={tiny_model_path}", "sft.enabled=false", f"trainer.output_dir={tmp_path}",
-        "trainer.steps=3", "trainer.progress=false", "trainer.tensorboard=false",
-        "trainer.plot=false", "trainer.export_at_end=false", "trainer.checkpoint_every=0",
-        "rollout.prompts_per_step=4", "rollout.group_size=4", "eval.tasks=8",
-        "eval.every=0", "actor.optim.lr=3e-3", "actor.optim.schedule=constant",
-        "rollout.engine=sglang", f"rollout.sglang.url={routed.urls[0]}",
-        "rollout.sglang.allow_unseeded=true", "rollout.max_logprob_diff=1e-4",
+    config = load_config(QUICKSTART, [
+        *short_run_overrides(tiny_model_path, tmp_path, routed.urls[0], 3),
         "rollout.max_staleness=1", "actor.tis_cap=2.0", "rollout.inflight_update=continue",
     ])
     counts = _Counts(routed)
@@ -327,14 +321,8 @@ def test_two_torchrun_ranks_send_their_episodes_through_the_router(
     from rlvr.metrics import read_jsonl
 
     out = tmp_path / "run"
-    config = load_config(Path(__file__).parents[2] / "configs" / "quickstart.yaml", [
-        f"model.path={tiny_model_path}", "sft.enabled=false", f"trainer.output_dir={out}",
-        "trainer.steps=2", "trainer.progress=false", "trainer.tensorboard=false",
-        "trainer.plot=false", "trainer.export_at_end=false", "trainer.checkpoint_every=0",
-        "rollout.prompts_per_step=4", "rollout.group_size=4", "eval.tasks=8",
-        "eval.every=0", "actor.optim.lr=3e-3", "actor.optim.schedule=constant",
-        "rollout.engine=sglang", f"rollout.sglang.url={routed.urls[0]}",
-        "rollout.sglang.allow_unseeded=true", "rollout.max_logprob_diff=1e-4",
+    config = load_config(QUICKSTART, [
+        *short_run_overrides(tiny_model_path, out, routed.urls[0], 2),
         *(["rollout.max_staleness=1", "actor.tis_cap=2.0", "rollout.inflight_update=continue",
            "trainer.steps=3"] if mode == "async" else []),
     ])
