@@ -43,6 +43,18 @@ def short_run_overrides(model_path, out, url, steps):
     ]
 
 
+def assert_every_episode_trained_once(trainer, history, steps, episodes_per_step=16):
+    """An asynchronous run's accounting: every episode started was trained once, none dropped,
+    no row staler than 1, and the first step (played by the starting weights) passed the sync
+    guard at the float32 level."""
+    producer = trainer.async_rollout
+    assert producer is not None and producer.accounted
+    assert producer.trained == steps * episodes_per_step
+    assert dict(producer.dropped) == {"stale": 0, "untrained": 0}
+    assert all(m["async/staleness_max"] <= 1.0 for m in history)
+    assert history[0]["rollout/logprob_diff"] < 1e-4
+
+
 async def many(engine, prompts, sampling):
     """Generate every prompt at once."""
     return await asyncio.gather(*(engine.generate(p, sampling) for p in prompts))

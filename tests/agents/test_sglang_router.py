@@ -26,6 +26,7 @@ import torch
 from agent_helpers import continued_logprobs
 from sglang_real_helpers import (
     QUICKSTART,
+    assert_every_episode_trained_once,
     generate_through_an_inflight_update,
     many,
     require_venv,
@@ -256,12 +257,7 @@ def test_async_training_through_the_router_accounts_every_episode(routed, tiny_m
     trainer = Trainer(config, log=lambda *_: None)
     try:
         history = trainer.train().history
-        producer = trainer.async_rollout
-        assert producer is not None and producer.accounted
-        assert producer.trained == 3 * 4 * 4
-        assert dict(producer.dropped) == {"stale": 0, "untrained": 0}
-        assert all(m["async/staleness_max"] <= 1.0 for m in history)
-        assert history[0]["rollout/logprob_diff"] < 1e-4
+        assert_every_episode_trained_once(trainer, history, steps=3)
         served, via = counts.routed()
         versions = _weight_versions(routed)
         print(f"\n[test_sglang_router] async training via router: {via} /generate through the "
