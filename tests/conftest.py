@@ -25,12 +25,17 @@ def run_process_group():
     """Run a command in its own session and kill its whole process group afterwards.
 
     ``torchrun`` starts worker processes; ``subprocess.run(timeout=...)`` kills only the direct
-    child and leaves the workers behind as orphans. This never does.
+    child and leaves the workers behind as orphans. This never does. The processes run with
+    ``PYTHONFAULTHANDLER=1``: one that dies by a signal (a C++ abort in the distributed runtime)
+    prints where each of its Python threads was. ``check=True`` fails the test on a non-zero
+    exit, with the first error of the output as well as its last lines (torchrun's own report of
+    a failed worker is long and pushes a rank's error out of the tail).
     """
     import signal
     import subprocess
 
-    def run(cmd, *, timeout: float, **kwargs) -> subprocess.CompletedProcess:
+    def run(cmd, *, timeout: float, check: bool = False, **kwargs) -> subprocess.CompletedProcess:
+        kwargs["env"] = dict(kwargs.get("env") or os.environ, PYTHONFAULTHANDLER="1")
         proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, **kwargs)
         try:
@@ -38,12 +43,28 @@ def run_process_group():
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate()
-            raise AssertionError(f"{cmd[:6]} timed out after {timeout} s:\n{err[-3000:]}") from None
+            raise AssertionError(f"{cmd[:6]} timed out after {timeout} s:\n{_first_error(err)}\n"
+                                 f"--- its last lines ---\n{err[-3000:]}") from None
         finally:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{cmd[:6]} exited with {proc.returncode}:\n"
+                                 f"{_first_error(err)}\n--- its last lines ---\n{err[-3000:]}")
         return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
     return run
+
+
+def _first_error(output: str, lines: int = 40) -> str:
+    """The first error report in a process's output (a traceback, a fatal signal, a C++ abort)."""
+    import re
+
+    text = output.splitlines()
+    marks = re.compile(r"Traceback \(most recent call last\)|Fatal Python error|terminate called")
+    first = next((i for i, line in enumerate(text) if marks.search(line)), None)
+    if first is None:
+        return "--- no traceback in its output ---"
+    return "--- its first error ---\n" + "\n".join(text[first:first + lines])

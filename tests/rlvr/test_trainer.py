@@ -110,13 +110,13 @@ def test_how_the_engine_batches_its_rows_changes_no_trained_number(warm_model, r
                                                                   tmp_path):
     """A step's requests meet in the engine's batch as thread timing has it; the engine's own
     logprobs round differently with its company, its sampled tokens do not. The reference run
-    again with at most 3 rows decoded together (16 per step there) trains on the same numbers to
+    again with one row decoded at a time (16 together there) trains on the same numbers to
     the bit; only the engine-vs-learner gap moves, within rounding (and it does move)."""
     _, reference = reference_run
     config = load_config(CONFIGS / "quickstart.yaml",
                          run_overrides(warm_model, tmp_path, "trainer.steps=6"))
     trainer = Trainer(config, log=_silent)
-    trainer.engine.max_batch_size = 3
+    trainer.engine.max_batch_size = 1
     result = trainer.train()
     assert_same_run(reference.history, result.history)
     assert any(a["rollout/logprob_diff"] != b["rollout/logprob_diff"]
@@ -162,11 +162,10 @@ def test_two_gloo_ranks_follow_the_one_rank_curve(warm_model, reference_run, tmp
     cfg_path = tmp_path / "config.yaml"
     dump_config(config, cfg_path)
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = run_process_group(
+    run_process_group(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
          "-m", "rlvr.cli", "train", str(cfg_path)],
-        cwd=REPO, env=env, timeout=400)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+        cwd=REPO, env=env, timeout=400, check=True)
     _assert_same(_history(ref_out / "metrics.jsonl"), _history(out / "metrics.jsonl"),
                  range(1, 4), tol=1e-4)
 
