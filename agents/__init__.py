@@ -8,7 +8,7 @@ Typical use (one process, CPU)::
                        group_size=4, seed=step)
     batch = RolloutBatch.from_trajectories(trajs, tokenizer.pad_token_id)
 
-``SGLangEngine`` (``agents.sglang``) is the GPU engine. Every name here is imported lazily, on
+``SGLangEngine`` (``rlvr.agents.sglang``) is the GPU engine. Every name here is imported lazily, on
 first use, so importing ``agents`` (or one engine module) never needs sglang, gymnasium or
 jsonschema.
 """
@@ -19,10 +19,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agents.chat import ChatRenderer
-    from agents.engine import Completion, Engine, SamplingParams
-    from agents.hf.engine import TransformersEngine
-    from agents.runner import (
+    from rlvr.agents.chat import ChatRenderer
+    from rlvr.agents.engine import Completion, Engine, SamplingParams
+    from rlvr.agents.hf.engine import TransformersEngine
+    from rlvr.agents.runner import (
         EpisodeRunner,
         EpisodeSpec,
         RunnerConfig,
@@ -30,24 +30,24 @@ if TYPE_CHECKING:
         run_episodes,
         turn_seed,
     )
-    from agents.sglang import SGLangEngine
+    from rlvr.agents.sglang import SGLangEngine
 
 _WHERE = {
-    "ChatRenderer": "agents.chat",
-    "Completion": "agents.engine",
-    "Engine": "agents.engine",
-    "SamplingParams": "agents.engine",
-    "TransformersEngine": "agents.hf.engine",
-    "EpisodeRunner": "agents.runner",
-    "EpisodeSpec": "agents.runner",
-    "RunnerConfig": "agents.runner",
-    "group_specs": "agents.runner",
-    "run_episodes": "agents.runner",
-    "turn_seed": "agents.runner",
-    "SGLangEngine": "agents.sglang",
+    "ChatRenderer": "rlvr.agents.chat",
+    "Completion": "rlvr.agents.engine",
+    "Engine": "rlvr.agents.engine",
+    "SamplingParams": "rlvr.agents.engine",
+    "TransformersEngine": "rlvr.agents.hf.engine",
+    "EpisodeRunner": "rlvr.agents.runner",
+    "EpisodeSpec": "rlvr.agents.runner",
+    "RunnerConfig": "rlvr.agents.runner",
+    "group_specs": "rlvr.agents.runner",
+    "run_episodes": "rlvr.agents.runner",
+    "turn_seed": "rlvr.agents.runner",
+    "SGLangEngine": "rlvr.agents.sglang",
 }
 """Where each name lives: imported on first use, so that importing one engine (e.g. the GPU
-check's ``agents.hf.engine``) needs neither gymnasium, jsonschema nor sglang."""
+check's ``rlvr.agents.hf.engine``) needs neither gymnasium, jsonschema nor sglang."""
 
 __all__ = [
     "ChatRenderer",
@@ -68,5 +68,10 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
-        raise AttributeError(f"module 'agents' has no attribute {name!r}")
+        raise AttributeError(f"module 'rlvr.agents' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)
+
+if __name__ != "rlvr.agents":  # this folder installs and imports as rlvr.agents only
+    raise ImportError(
+        f"rlvr's agents package imports as `rlvr.agents`, not as `{__name__}`: write "
+        f"`from rlvr.agents import ...` (a second copy of its modules would split their state)")

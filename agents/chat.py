@@ -26,8 +26,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from agents.errors import ChatTemplateError
-from envs.base import Message
+from rlvr.agents.errors import ChatTemplateError
+from rlvr.envs.base import Message
 
 _DUMMY_USER: Message = {"role": "user", "content": "dummy question"}
 _DUMMY_ASSISTANT: Message = {"role": "assistant", "content": "dummy"}

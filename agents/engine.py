@@ -26,7 +26,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
 
-from agents.errors import RequestError, SamplingParamsError
+from rlvr.agents.errors import RequestError, SamplingParamsError
 
 FinishReason = Literal["stop", "length", "abort"]
 """Why one generation ended: a stop token/string ("stop"), ``max_new_tokens`` or the context

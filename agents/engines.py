@@ -6,7 +6,7 @@ unless asked for) and returns a ``BuiltEngine``. Each engine registers its optio
 ``ENGINE_OPTIONS`` (``engine_options(request)`` gives a builder its options, typed). A third
 engine is one new module with a ``build(request) -> BuiltEngine`` function, its options class,
 one line in each registry and a section of that name in ``rlvr.config.engine.EngineSection``;
-everything else reaches it through the ``agents.engine.Engine`` protocol (``update_weights``,
+everything else reaches it through the ``rlvr.agents.engine.Engine`` protocol (``update_weights``,
 ``release_memory``, ``resume_memory`` are no-ops where they mean nothing).
 """
 
@@ -20,18 +20,18 @@ from typing import Any
 
 import torch
 
-from agents.engine import Engine
-from agents.errors import EngineConfigError
+from rlvr.agents.engine import Engine
+from rlvr.agents.errors import EngineConfigError
 
 ENGINES: dict[str, str] = {
-    "transformers": "agents.engines:build_transformers",
-    "sglang": "agents.sglang.engine_builder:build",
+    "transformers": "rlvr.agents.engines:build_transformers",
+    "sglang": "rlvr.agents.sglang.engine_builder:build",
 }
 """Engine name -> ``"module:function"`` of its builder."""
 
 ENGINE_OPTIONS: dict[str, str] = {
-    "transformers": "agents.hf.options:TransformersOptions",
-    "sglang": "agents.sglang.options:SGLangOptions",
+    "transformers": "rlvr.agents.hf.options:TransformersOptions",
+    "sglang": "rlvr.agents.sglang.options:SGLangOptions",
 }
 """Engine name -> ``"module:Class"`` of its options dataclass (the section of the same name in
 the configs: ``rollout.<name>`` in training, ``<name>`` in ``rlvr eval``)."""
@@ -56,7 +56,7 @@ class EngineRequest:
             loads it from disk) rather than whatever they hold; the trainer leaves it off, it
             syncs its own weights at start.
         options: the engine's own options: its options dataclass (``rollout.<engine>`` in the
-            training config, e.g. ``agents.sglang.SGLangOptions``) or a mapping of its fields.
+            training config, e.g. ``rlvr.agents.sglang.SGLangOptions``) or a mapping of its fields.
         lora: the policy's LoRA adapter as ``peft.LoraConfig`` arguments, or None. An engine
             that can hold the same adapter layers does (then a sync sends the adapter alone);
             one that cannot receives merged weights.
@@ -157,7 +157,7 @@ def build_engine(request: EngineRequest) -> BuiltEngine:
 
 def build_transformers(request: EngineRequest) -> BuiltEngine:
     """The in-process transformers engine (shares weights when given a module)."""
-    from agents.hf.engine import TransformersEngine
+    from rlvr.agents.hf.engine import TransformersEngine
 
     kwargs: dict[str, Any] = {"max_batch_size": request.max_batch_size,
                               **asdict(engine_options(request))}

@@ -12,8 +12,8 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from agents.episode_state import EpisodeState, close_quietly
-from agents.runner_config import EpisodeSpec
+from rlvr.agents.episode_state import EpisodeState, close_quietly
+from rlvr.agents.runner_config import EpisodeSpec
 
 
 class EnvPool:

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.chat import ChatRenderer
-from agents.errors import EnvContractError, TokenMismatchError
+from rlvr.agents.chat import ChatRenderer
+from rlvr.agents.errors import EnvContractError, TokenMismatchError
 from rlvr.trajectory import Trajectory
 
 

@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.episode import EpisodeRecord, jsonable
-from agents.errors import AgentError, EngineAbortedError
-from agents.runner_config import EpisodeSpec
-from envs.base import Message
+from rlvr.agents.episode import EpisodeRecord, jsonable
+from rlvr.agents.errors import AgentError, EngineAbortedError
+from rlvr.agents.runner_config import EpisodeSpec
+from rlvr.envs.base import Message
 from rlvr.trajectory import EpisodeOutcome, Trajectory
 
-logger = logging.getLogger("agents.runner")
+logger = logging.getLogger("rlvr.agents.runner")
 
 
 def close_quietly(env: Any) -> None:

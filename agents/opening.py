@@ -7,7 +7,7 @@ takes in ``arun``, so its Python barely competes with the update it runs beside.
 ``arun`` gets an ``Opening``: its slot of the job.
 
 A reset that hangs: the run waiting for its opening gives up after ``env_step_timeout_s``, stops
-the job (the call it is in is stopped as in ``agents.env_calls``), fails the stuck episode with
+the job (the call it is in is stopped as in ``rlvr.agents.env_calls``), fails the stuck episode with
 ``TimeoutError`` and opens the rest itself, as without ``open_ahead``.
 """
 
@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.env_calls import EnvCallKilled, raise_in_thread
+from rlvr.agents.env_calls import EnvCallKilled, raise_in_thread
 
 
 @dataclass(eq=False)

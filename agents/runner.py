@@ -11,8 +11,8 @@ sees their generation requests together and batches them. Each turn:
    loop); the turn's reward goes on the turn's last model token, reward spans on the tokens
    covering their last character. To keep trips to the env threads few, making and resetting
    the env is one call, and so are the last turn's step and the env's close, and the calls
-   issued in one event-loop iteration travel together (``agents.env_calls``);
-4. the env's messages are appended as the chat template's token delta (``agents.chat``), with
+   issued in one event-loop iteration travel together (``rlvr.agents.env_calls``);
+4. the env's messages are appended as the chat template's token delta (``rlvr.agents.chat``), with
    ``response_mask`` 0, right before the next turn.
 
 Why an episode ends (``Trajectory.finish_reason``):
@@ -24,7 +24,7 @@ Why an episode ends (``Trajectory.finish_reason``):
   (the env is NOT stepped with a cut-off action, and the turn earns no reward), or the episode's
   ``max_response_tokens`` leaves no room for the next env delta plus one model token;
 * "timeout": an env call (make and reset, a step) ran past ``env_step_timeout_s``; its work is
-  stopped (``agents.env_calls``) and the episode is kept like an "error" one (not trained on);
+  stopped (``rlvr.agents.env_calls``) and the episode is kept like an "error" one (not trained on);
 * "error": the env raised (make, reset or step), or broke the TextEnv contract. The
   episode keeps the tokens it had, all its scores are set to 0, the error is logged with the task
   id and stored in ``Trajectory.outcome.error``; the other episodes go on. When even ``reset``
@@ -36,8 +36,8 @@ holds the last ``info["verdict"]`` as the env made it, the extracted answer (``i
 else the verdict's ``details["extracted"]``), the turns, the tool calls and tool errors, and the
 error. Envs only return gymnasium's Verdict/info; training metrics and evaluation read the outcome.
 
-An ``envs.AgentEnv`` (an agent function registered as an env) is played by its agent through
-the gateway instead (``agents.gateway.agent``): the same trajectories, one per episode, with
+An ``rlvr.envs.AgentEnv`` (an agent function registered as an env) is played by its agent through
+the gateway instead (``rlvr.agents.gateway.agent``): the same trajectories, one per episode, with
 ``extra_rows`` when the agent's calls did not extend each other.
 
 Env messages returned with the final step (or when the turn budget ends the episode) are kept in
@@ -56,18 +56,18 @@ import threading
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-from agents.chat import ChatRenderer
-from agents.engine import Engine, SamplingParams
-from agents.env_calls import EnvCallKilled, EnvCalls, EnvThreads, raise_in_thread
-from agents.env_pool import EnvPool
-from agents.episode import EpisodeRecord, jsonable
-from agents.episode_state import EpisodeState, close_quietly, raised_by_env, step_and_close
-from agents.errors import EngineAbortedError, EnvContractError, RunnerConfigError
-from agents.event_loop import KeptLoop
-from agents.opening import OpenAheadJob, Opening
-from agents.runner_config import EpisodeSpec, RunnerConfig, group_specs, turn_seed
-from envs.agent_env import AgentEnv
-from envs.base import Message
+from rlvr.agents.chat import ChatRenderer
+from rlvr.agents.engine import Engine, SamplingParams
+from rlvr.agents.env_calls import EnvCallKilled, EnvCalls, EnvThreads, raise_in_thread
+from rlvr.agents.env_pool import EnvPool
+from rlvr.agents.episode import EpisodeRecord, jsonable
+from rlvr.agents.episode_state import EpisodeState, close_quietly, raised_by_env, step_and_close
+from rlvr.agents.errors import EngineAbortedError, EnvContractError, RunnerConfigError
+from rlvr.agents.event_loop import KeptLoop
+from rlvr.agents.opening import OpenAheadJob, Opening
+from rlvr.agents.runner_config import EpisodeSpec, RunnerConfig, group_specs, turn_seed
+from rlvr.envs.agent_env import AgentEnv
+from rlvr.envs.base import Message
 from rlvr.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class EpisodeRunner:
     """Plays episodes on an engine and returns token-exact trajectories.
 
     Args:
-        engine: any ``agents.engine.Engine``.
+        engine: any ``rlvr.agents.engine.Engine``.
         tokenizer: the policy's tokenizer (its chat template renders prompts and env deltas).
         config: limits, checks and sampling; ``RunnerConfig()`` by default.
 
@@ -118,7 +118,7 @@ class EpisodeRunner:
     def run_coroutine(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` (e.g. several ``arun`` calls gathered) to completion; its result.
 
-        On this runner's event loop, kept from one call to the next (``agents.event_loop``:
+        On this runner's event loop, kept from one call to the next (``rlvr.agents.event_loop``:
         ~0.5 ms less per call than ``asyncio.run``); from a thread that already runs a loop,
         on a fresh loop in a helper thread.
         """
@@ -169,7 +169,7 @@ class EpisodeRunner:
         Each episode's opening (make or take an idle env, ``reset``, render the prompt) does not
         depend on the policy, so a trainer opens the next step's episodes while this step
         trains: their Python then runs beside the update's compute (on the second core) instead
-        of in front of the next rollout (``agents.opening``). The episodes are the same as
+        of in front of the next rollout (``rlvr.agents.opening``). The episodes are the same as
         without: ``arun(specs, group_size=g, opened=o)`` plays them from their first turn.
 
         Args:
@@ -241,7 +241,7 @@ class EpisodeRunner:
         """This run's opened states (None: left for the run to open), once the job has them.
 
         Waits at most ``env_step_timeout_s``; then the job is stopped and the episode stuck in
-        its call fails with ``TimeoutError`` (see ``agents.opening``).
+        its call fails with ``TimeoutError`` (see ``rlvr.agents.opening``).
         """
         same = opening.group_size == group_size and len(opening.specs) == len(specs) and all(
             a is b or a == b for a, b in zip(opening.specs, specs))
@@ -396,9 +396,9 @@ class EpisodeRunner:
         return state.to_trajectory(self._pad_id)
 
     def _agent_player(self) -> Any:
-        """The ``agents.gateway.agent.AgentPlayer`` of this runner (made on first use)."""
+        """The ``rlvr.agents.gateway.agent.AgentPlayer`` of this runner (made on first use)."""
         if self._agents is None:
-            from agents.gateway.agent import AgentPlayer
+            from rlvr.agents.gateway.agent import AgentPlayer
 
             self._agents = AgentPlayer(self.engine, self.tokenizer, self.config, self.renderer)
         return self._agents

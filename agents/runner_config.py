@@ -3,7 +3,7 @@
 ``RunnerConfig`` holds the runner's limits, checks and sampling (validated on construction);
 ``EpisodeSpec`` is one episode to play (an env id or factory, the reset seed and options, the
 group); ``group_specs`` repeats specs into GRPO groups; ``turn_seed`` derives each turn's sampling
-seed from a run's base seed. ``agents.runner`` re-exports them.
+seed from a run's base seed. ``rlvr.agents.runner`` re-exports them.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from agents.engine import SamplingParams
-from agents.errors import RunnerConfigError
-from envs.base import TextEnv
+from rlvr.agents.engine import SamplingParams
+from rlvr.agents.errors import RunnerConfigError
+from rlvr.envs.base import TextEnv
 from rlvr.seeds import derived_seed
 
 
@@ -115,12 +115,12 @@ class EpisodeSpec:
             raise RunnerConfigError("EpisodeSpec.env_kwargs only applies with env_id")
 
     def make_env(self) -> Any:
-        """A fresh env for this spec (``envs.make``/``gymnasium.make`` or the factory)."""
+        """A fresh env for this spec (``rlvr.envs.make``/``gymnasium.make`` or the factory)."""
         if self.env_factory is not None:
             return self.env_factory()
         import gymnasium
 
-        import envs
+        from rlvr import envs
 
         make: Callable[..., Any] = getattr(envs, "make", None) or gymnasium.make
         return make(self.env_id, **self.env_kwargs)

@@ -66,8 +66,8 @@ def register_slow_calculator(latency: float) -> None:
     calculator answers after ``latency`` seconds (a tool behind a network: wall time, no CPU)."""
     import asyncio
 
-    from envs import register_agent
     from examples.calculator_agent import CALL, calculator
+    from rlvr.envs import register_agent
 
     async def agent(client: Any, task: Any) -> str:
         messages, text = list(task.messages), ""

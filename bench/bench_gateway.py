@@ -35,7 +35,7 @@ MESSAGES = [{"role": "user", "content": "What is 347 times 58?"}]
 
 
 async def _direct(engine: Any, gateway: Any, tokens: int) -> Any:
-    from agents.engine import SamplingParams
+    from rlvr.agents.engine import SamplingParams
 
     prompt = gateway.templates.render(MESSAGES, None)
     params = SamplingParams(temperature=0, max_new_tokens=tokens,
@@ -91,10 +91,10 @@ def main() -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from agents.gateway import Gateway, create_app
-    from agents.gateway.http import http_client_module
-    from agents.gateway.server import GatewayServer
-    from agents.hf.engine import TransformersEngine
+    from rlvr.agents.gateway import Gateway, create_app
+    from rlvr.agents.gateway.http import http_client_module
+    from rlvr.agents.gateway.server import GatewayServer
+    from rlvr.agents.hf.engine import TransformersEngine
     from rlvr.tiny import tiny_model_dir
 
     torch.set_num_threads(1)

@@ -75,7 +75,7 @@ def bf16_engine(path: Path, rows: int, head: str = "bf16") -> Any:
     """
     from transformers import AutoModelForCausalLM
 
-    from agents.hf.engine import TransformersEngine
+    from rlvr.agents.hf.engine import TransformersEngine
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).eval()
     if head == "fp32":
@@ -86,7 +86,7 @@ def bf16_engine(path: Path, rows: int, head: str = "bf16") -> Any:
 def sample(engine: Any, prompts: list[list[int]], group: int, new_tokens: int, seed: int,
            device: torch.device) -> Any:
     """The engine's rollouts of ``prompts`` (``group`` each) as a RolloutBatch."""
-    from agents.engine import SamplingParams
+    from rlvr.agents.engine import SamplingParams
     from rlvr.batch import RolloutBatch
     from rlvr.trajectory import Trajectory
 

@@ -1,4 +1,4 @@
-"""Benchmark: verifiers.math vs HuggingFace math-verify on the two labelled answer sets.
+"""Benchmark: rlvr.verifiers.math vs HuggingFace math-verify on the two labelled answer sets.
 
 Usage:
     .venv/bin/python bench/bench_math.py [--repeats 3] [--sets labelled natural]
@@ -53,7 +53,7 @@ Judge = Callable[[dict[str, Any]], bool]
 
 
 def ours(mode: str) -> Judge:
-    from verifiers.math import is_equivalent, verify, warm_up
+    from rlvr.verifiers.math import is_equivalent, verify, warm_up
 
     warm_up()
     if mode == "response":
@@ -73,7 +73,7 @@ def math_verify(mode: str) -> Judge:
 
 
 def run(judge: Judge, rows: list[dict[str, Any]], repeats: int) -> dict:
-    from verifiers.math import grader
+    from rlvr.verifiers.math import grader
 
     best = float("inf")
     outcomes: list[bool] = []
@@ -109,7 +109,7 @@ def main() -> None:
             key = f"{name}/{mode}"
             results[key] = {
                 "rows": len(rows),
-                "verifiers.math": run(ours(mode), rows, args.repeats),
+                "rlvr.verifiers.math": run(ours(mode), rows, args.repeats),
                 "math-verify": run(math_verify(mode), rows, args.repeats),
             }
             print_table(key, rows, results[key])
@@ -125,10 +125,10 @@ def main() -> None:
 
 
 def print_table(mode: str, rows: list[dict[str, Any]], result: dict[str, Any]) -> None:
-    names = ("verifiers.math", "math-verify")
+    names = ("rlvr.verifiers.math", "math-verify")
     falses = sum(not r["expected"] for r in rows)
     print(f"\n== {mode} ({len(rows)} labelled pairs, {falses} expected False) ==")
-    print(f"{'category':<18}{'verifiers.math':>16}{'math-verify':>14}")
+    print(f"{'category':<18}{'rlvr.verifiers.math':>16}{'math-verify':>14}")
     for category in sorted(result[names[0]]["by_category"]):
         line = "".join(f"{result[n]['by_category'][category]:>15.1%}" for n in names)
         print(f"{category:<18}{line}")

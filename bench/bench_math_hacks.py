@@ -27,8 +27,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    from envs.math_env import MathEnv
-    from verifiers.math import warm_up
+    from rlvr.envs.math_env import MathEnv
+    from rlvr.verifiers.math import warm_up
 
     warm_up()  # a sympy worker's start-up is not a check's time
 

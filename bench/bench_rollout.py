@@ -26,10 +26,10 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
-from agents.engine import Completion, SamplingParams
-from agents.hf.engine import TransformersEngine
-from agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
-from envs.base import TextEnv
+from rlvr.agents.engine import Completion, SamplingParams
+from rlvr.agents.hf.engine import TransformersEngine
+from rlvr.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
+from rlvr.envs.base import TextEnv
 from rlvr.tiny import TinyModelSpec, tiny_model_dir
 
 SIZES = {

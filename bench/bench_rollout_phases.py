@@ -7,14 +7,16 @@ episode's prompt, sampling params and request), the engine's forwards with their
 bookkeeping (``TransformersEngine._prefill`` and ``_decode_step`` minus sampling), per-row
 sampling (``_append_sampled``), the gaps between the engine's calls, and after the last forward
 (env steps, trajectories), and counts the process's minor page faults per rollout (see
-``agents.hf.malloc_tuning``). Medians over the rollouts; as in training, each rollout's episodes are
+``rlvr.agents.hf.malloc_tuning``). Medians over the rollouts; as in training, each rollout's
+episodes are
 opened ahead (``rollout.open_ahead``) while the previous one would train, outside its time, and
 the garbage collector is paused during the rollout (``rlvr.training.gc_control``).
 
     .venv/bin/python bench/bench_rollout_phases.py --sft runs/quickstart/sft_model [--forwards] \
         [config overrides, e.g. rollout.transformers.threads=2]
 
-``--forwards`` alternates the engine's lean forward (``agents.hf.lean_decoder``) and the module's
+``--forwards`` alternates the engine's lean forward (``rlvr.agents.hf.lean_decoder``) and the
+module's
 own
 forward rollout by rollout and prints one column each (nearly the same episodes: the two forwards'
 logits differ by float rounding, ~4e-6 here).
@@ -77,7 +79,7 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help="config overrides, e.g. "
                         "rollout.transformers.threads=2")
     args = parser.parse_args()
-    from agents.hf.forwards import ModuleForward
+    from rlvr.agents.hf.forwards import ModuleForward
     from rlvr.config import load_config
     from rlvr.trainer import Trainer
     from rlvr.training.gc_control import collections_paused, frozen_setup

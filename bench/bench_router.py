@@ -64,7 +64,7 @@ def tree_memory_mb(pid: int) -> tuple[float, float]:
 
 def generate_rate(engine: Any, requests: int, new_tokens: int) -> tuple[float, int]:
     """New tokens/s of ``requests`` concurrent requests (the random model rarely samples eos)."""
-    from agents.engine import SamplingParams
+    from rlvr.agents.engine import SamplingParams
 
     sp = SamplingParams(temperature=1.0, max_new_tokens=new_tokens)
     prompts = [PROMPTS[i % len(PROMPTS)][:4] + [200 + i] for i in range(requests)]
@@ -97,7 +97,7 @@ def trained_copy(model_path: Path) -> torch.nn.Module:
 def sync_seconds(urls: str, server_urls: list[str], weights: dict[str, torch.Tensor], mode: str,
                  model_path: Path, work: Path, repeats: int) -> float:
     """Median seconds of ``update_weights`` with ``weights`` to ``server_urls`` (then restored)."""
-    from agents.sglang import SGLangEngine
+    from rlvr.agents.sglang import SGLangEngine
 
     engine = SGLangEngine(urls, server_urls=server_urls, allow_unseeded=True, weight_sync=mode,
                           sync_dir=work / f"sync-{mode}-{len(server_urls)}")
@@ -116,8 +116,8 @@ def sync_seconds(urls: str, server_urls: list[str], weights: dict[str, torch.Ten
 def inflight_seconds(router: Any, weights: dict[str, torch.Tensor], mode: str,
                      model_path: Path, work: Path) -> tuple[float, int]:
     """Seconds of one in-flight update while 8 requests run; requests regenerated."""
-    from agents.engine import SamplingParams
-    from agents.sglang import SGLangEngine
+    from rlvr.agents.engine import SamplingParams
+    from rlvr.agents.sglang import SGLangEngine
 
     engine = SGLangEngine(router.urls[0], server_urls=router.server_urls, allow_unseeded=True,
                           weight_sync="disk", sync_dir=work / f"inflight-{mode}",
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="bench/results/router.json")
     args = ap.parse_args(argv)
 
-    from agents.sglang import SGLangEngine
+    from rlvr.agents.sglang import SGLangEngine
     from rlvr.tiny import tiny_model_dir
 
     python = os.environ.get("RLVR_SGLANG_PYTHON")

@@ -26,8 +26,8 @@ from pathlib import Path
 
 from transformers import AutoTokenizer
 
-import agents.runner as current
-from agents.engine import Completion
+import rlvr.agents.runner as current
+from rlvr.agents.engine import Completion
 from rlvr.config import load_config
 from rlvr.tiny import tiny_model_dir
 

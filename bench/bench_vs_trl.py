@@ -100,7 +100,7 @@ class TaskReward:
     __name__ = "math_env_reward"
 
     def __init__(self, env_id: str, kwargs: dict[str, Any]) -> None:
-        import envs
+        from rlvr import envs
 
         self.env = envs.make(env_id, **kwargs)
 
@@ -118,7 +118,7 @@ def train_dataset(env_id: str, kwargs: dict[str, Any], n: int) -> Any:
     """The env's training tasks as a TRL conversational prompt dataset (with task indices)."""
     from datasets import Dataset
 
-    import envs
+    from rlvr import envs
 
     env = envs.make(env_id, **kwargs)
     rows = []

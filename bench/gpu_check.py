@@ -114,8 +114,8 @@ def batch_from(prompts: list[list[int]], completions: list[Any], device: torch.d
 
 def check_small(args: argparse.Namespace, info: Any, table: Table, tmp: Path) -> None:
     """Points 1-4 of the module docstring on the 0.5B-shaped model."""
-    from agents.engine import SamplingParams
-    from agents.hf.engine import TransformersEngine
+    from rlvr.agents.engine import SamplingParams
+    from rlvr.agents.hf.engine import TransformersEngine
     from rlvr.learner import Actor, ActorConfig, Checkpointer, OptimConfig
     from rlvr.training.sync_guard import default_limit
 
@@ -244,9 +244,9 @@ def check_7b_memory(info: Any, table: Table, tmp: Path, tokens: int) -> None:
 
 def check_placement(table: Table) -> None:
     """Point 6: NCCL to a colocated server is refused; auto picks disk."""
-    from agents.errors import SGLangError
-    from agents.sglang.placement import SyncFacts, choose_weight_sync, colocated_servers
-    from agents.sglang.server_info import ServerInfo
+    from rlvr.agents.errors import SGLangError
+    from rlvr.agents.sglang.placement import SyncFacts, choose_weight_sync, colocated_servers
+    from rlvr.agents.sglang.server_info import ServerInfo
 
     here = {"http://127.0.0.1:30000": ServerInfo(base_gpu_id=0)}
     colocated = colocated_servers(here, {"LOCAL_WORLD_SIZE": "8"})

@@ -144,9 +144,9 @@ def sampling_check(sft: Path, prompt_ids: list[int], draws: int, seed: int) -> t
 
     from transformers import AutoModelForCausalLM
 
-    from agents.engine import SamplingParams
-    from agents.hf.engine import TransformersEngine
-    from agents.runner import turn_seed
+    from rlvr.agents.engine import SamplingParams
+    from rlvr.agents.hf.engine import TransformersEngine
+    from rlvr.agents.runner import turn_seed
 
     model = AutoModelForCausalLM.from_pretrained(sft, dtype=torch.float32).eval()
     with torch.no_grad():
@@ -186,9 +186,9 @@ def group_check(sft: Path, tasks: int, seed: int) -> dict[str, tuple[float, floa
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from agents.engine import SamplingParams
-    from agents.hf.engine import TransformersEngine
-    from agents.runner import turn_seed
+    from rlvr.agents.engine import SamplingParams
+    from rlvr.agents.hf.engine import TransformersEngine
+    from rlvr.agents.runner import turn_seed
     from rlvr.seeds import derived_seed
 
     cfg = quickstart([])

@@ -4,11 +4,11 @@ Importing this package registers the built-in ids (``rlvr/Math-v0``, ``rlvr/Code
 ``rlvr/ToolUse-v0``) with gymnasium; :func:`make` builds one by id with helpful errors.
 """
 
-from envs.agent_env import AgentEnv, AgentTask, register_agent
-from envs.base import Message, TextEnv
-from envs.check import CheckReport, CheckResult, check_env, task_reference
-from envs.code_env import CodeEnv
-from envs.errors import (
+from rlvr.envs.agent_env import AgentEnv, AgentTask, register_agent
+from rlvr.envs.base import Message, TextEnv
+from rlvr.envs.check import CheckReport, CheckResult, check_env, task_reference
+from rlvr.envs.code_env import CodeEnv
+from rlvr.envs.errors import (
     EnvArgumentError,
     EnvCheckError,
     EnvError,
@@ -21,8 +21,8 @@ from envs.errors import (
     ToolSchemaError,
     UnknownEnvError,
 )
-from envs.math_env import MathEnv
-from envs.registration import (
+from rlvr.envs.math_env import MathEnv
+from rlvr.envs.registration import (
     BUILTIN_ENVS,
     NAMESPACE,
     import_plugins,
@@ -30,10 +30,10 @@ from envs.registration import (
     make,
     register_builtins,
 )
-from envs.spaces import ChatMessages, FreeText
-from envs.suites import Suite, SuiteEntry, list_suites, load_suite
-from envs.task_env import TaskEnv
-from envs.tasks import (
+from rlvr.envs.spaces import ChatMessages, FreeText
+from rlvr.envs.suites import Suite, SuiteEntry, list_suites, load_suite
+from rlvr.envs.task_env import TaskEnv
+from rlvr.envs.tasks import (
     ArithmeticSource,
     BundledCodeSource,
     DatasetSource,
@@ -44,9 +44,9 @@ from envs.tasks import (
     TaskSource,
     resolve_source,
 )
-from envs.tool_env import ToolUseEnv
-from envs.tools import Tool, Toolset, function_schema
-from envs.verifier_env import Verifier, VerifierEnv
+from rlvr.envs.tool_env import ToolUseEnv
+from rlvr.envs.tools import Tool, Toolset, function_schema
+from rlvr.envs.verifier_env import Verifier, VerifierEnv
 
 register_builtins()
 
@@ -102,3 +102,8 @@ __all__ = [
     "resolve_source",
     "task_reference",
 ]
+
+if __name__ != "rlvr.envs":  # this folder installs and imports as rlvr.envs only
+    raise ImportError(
+        f"rlvr's envs package imports as `rlvr.envs`, not as `{__name__}`: write "
+        f"`from rlvr.envs import ...` (a second copy of its modules would split their state)")

@@ -16,9 +16,9 @@ The env itself (``AgentEnv``) is an ordinary ``TextEnv`` over the tasks: ``reset
 task's opening messages (and tools), and ``step(answer)`` grades an answer text in one turn
 with the verifier (or with the wrapped env's ``step``: for a tool env, a reply without tool
 calls is its final answer). That is what ``check-env`` checks. The episode runner
-(``agents.runner``) plays an ``AgentEnv`` differently: it calls ``agent(client, task)`` with an
+(``rlvr.agents.runner``) plays an ``AgentEnv`` differently: it calls ``agent(client, task)`` with an
 ``openai.AsyncOpenAI`` client pointed at the episode's own gateway endpoint
-(``agents.gateway``), keeps every call token-exact, and grades the returned answer with
+(``rlvr.agents.gateway``), keeps every call token-exact, and grades the returned answer with
 ``step(str(answer))``. envs never imports the gateway: the runner finds ``AgentEnv`` and its
 ``agent`` here.
 """
@@ -32,9 +32,9 @@ from typing import Any
 
 import gymnasium
 
-from envs.base import Message, TextEnv
-from envs.errors import EnvArgumentError
-from envs.tasks import SourceSpec
+from rlvr.envs.base import Message, TextEnv
+from rlvr.envs.errors import EnvArgumentError
+from rlvr.envs.tasks import SourceSpec
 
 AgentFunction = Callable[[Any, "AgentTask"], Awaitable[Any]]
 """``async def agent(client, task) -> answer``: ``client`` is an ``openai.AsyncOpenAI``."""
@@ -73,8 +73,8 @@ class AgentEnv(TextEnv):
         agent: ``async def agent(client, task) -> answer``.
         env: a registered env id whose tasks and ``step`` grade the answers (exclusive with
             ``source``/``verifier``).
-        source: a task source or spec (``envs.tasks.resolve_source``); needs ``verifier``.
-        verifier: ``(answer_text, task) -> Verdict`` (``envs.verifier_env.Verifier``).
+        source: a task source or spec (``rlvr.envs.tasks.resolve_source``); needs ``verifier``.
+        verifier: ``(answer_text, task) -> Verdict`` (``rlvr.envs.verifier_env.Verifier``).
         timeout_s: wall-clock seconds the agent may take per episode.
         **kwargs: the wrapped env's arguments (``split``, ``source_kwargs``,
             ``system_prompt``, ``prompt_template``, ...).
@@ -93,13 +93,13 @@ class AgentEnv(TextEnv):
         if env is not None:
             if verifier is not None:
                 raise EnvArgumentError("verifier is given by env=...; pass one or the other")
-            from envs.registration import make
+            from rlvr.envs.registration import make
 
             self.base: Any = make(env, **kwargs)
         else:
             if verifier is None or source is None:
                 raise EnvArgumentError("source=... needs verifier=(answer, task) -> Verdict")
-            from envs.verifier_env import VerifierEnv
+            from rlvr.envs.verifier_env import VerifierEnv
 
             self.base = VerifierEnv(source, verifier, **kwargs)
         self.agent = agent
@@ -179,4 +179,4 @@ def register_agent(env_id: str, agent: AgentFunction, *, env: str | None = None,
         defaults["env"] = env
     else:
         defaults.update(source=source, verifier=verifier)
-    gymnasium.register(env_id, entry_point="envs.agent_env:AgentEnv", kwargs=defaults)
+    gymnasium.register(env_id, entry_point="rlvr.envs.agent_env:AgentEnv", kwargs=defaults)

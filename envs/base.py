@@ -31,12 +31,13 @@ class TextEnv(gymnasium.Env[list[Message], str]):
         info: ``info["verdict"]`` holds the Verdict when one was made; ``info["reward_spans"]``
             may hold dense rewards as ``(char_start, char_end, value)`` inside ``action``.
 
-    Conventions the built-in envs follow (and :func:`envs.check_env` checks): the action space is
-    a ``gymnasium.spaces.Text`` (``envs.spaces.FreeText``), the observation space
-    ``envs.spaces.ChatMessages``; the same ``reset`` seed gives the same episode;
+    Conventions the built-in envs follow (and :func:`rlvr.envs.check_env` checks): the action space
+    is
+    a ``gymnasium.spaces.Text`` (``rlvr.envs.spaces.FreeText``), the observation space
+    ``rlvr.envs.spaces.ChatMessages``; the same ``reset`` seed gives the same episode;
     ``reset(options={"task_index": i})`` or ``{"task_id": ...}`` picks a task; ``info["task_id"]``
     is a string; every call returns fresh lists and dicts; rewards lie in ``self.reward_range``;
-    ``step`` after the episode ended raises ``envs.errors.EpisodeOverError``.
+    ``step`` after the episode ended raises ``rlvr.envs.errors.EpisodeOverError``.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}

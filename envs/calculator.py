@@ -15,7 +15,7 @@ import tokenize
 from collections.abc import Callable
 from fractions import Fraction
 
-from verifiers.code.protocol import parse_source
+from rlvr.verifiers.code.protocol import parse_source
 
 Number = Fraction | float
 

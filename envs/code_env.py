@@ -1,4 +1,4 @@
-"""rlvr/Code-v0: write a Python program, get it run against tests in ``verifiers.code``'s sandbox.
+"""rlvr/Code-v0: write a Python program, get it run against tests in the code sandbox.
 
 The model answers with a fenced code block; the last ```` ```python ```` (or ```` ```py ````)
 block is the program. No block -> a ``no_answer`` verdict without running anything. With
@@ -14,11 +14,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from envs.errors import EnvArgumentError, TaskSourceError
-from envs.tasks import SourceSpec, Task
-from envs.verifier_env import VerifierEnv
-from verifiers import Verdict
-from verifiers.code import AssertTests, CallTests, StdioTests, run_tests
+from rlvr.envs.errors import EnvArgumentError, TaskSourceError
+from rlvr.envs.tasks import SourceSpec, Task
+from rlvr.envs.verifier_env import VerifierEnv
+from rlvr.verifiers import Verdict
+from rlvr.verifiers.code import AssertTests, CallTests, StdioTests, run_tests
 
 REWARD_MODES = ("fraction", "all_pass")
 
@@ -37,7 +37,7 @@ class CodeEnv(VerifierEnv):
         split: ``"train"`` or ``"test"``.
         source: task source or spec; default the bundled code tasks (``"code"``); also
             ``"humaneval"`` or a dataset with ``prompt`` and ``tests`` fields (``tests`` as
-            described in :mod:`envs.tasks.code`, possibly a JSON string).
+            described in :mod:`rlvr.envs.tasks.code`, possibly a JSON string).
         source_kwargs: arguments for the source.
         system_prompt: the system message, or None.
         prompt_template: the user message, formatted with the task's fields.
@@ -135,7 +135,7 @@ def code_block_span(response: str) -> tuple[int, int] | None:
 
 
 def build_tests(spec: Mapping[str, Any], *, task_id: str = "?") -> Any:
-    """Build a ``verifiers.code`` test object from a task's JSON-able ``tests`` dict.
+    """Build a ``rlvr.verifiers.code`` test object from a task's JSON-able ``tests`` dict.
 
     Args:
         spec: ``{"kind": "call", "function", "cases": [[args, expected], ...]}``,

@@ -3,7 +3,7 @@ r"""rlvr/CompactToolUse-v0: ToolUse-v0 with a one-line tool prompt, for models w
 The chat template's tool section (the Qwen/Hermes header plus each tool's JSON schema) costs ~500
 tokens with the tiny quickstart tokenizer, ten times the rest of a calculator episode; a model of
 a few million parameters would spend most of its compute re-reading it every turn. This variant
-keeps everything else of :class:`envs.tool_env.ToolUseEnv` (the Hermes
+keeps everything else of :class:`rlvr.envs.tool_env.ToolUseEnv` (the Hermes
 ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` format, schema-checked calls, tool
 results as ``tool`` messages, the verified final answer) and only changes how the tools are
 announced: a system message listing each tool's signature, e.g. ``Tools: calculator(expression)``,
@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from envs.calculator import evaluate, format_number
-from envs.tool_env import ToolUseEnv
-from envs.tools import Tool
+from rlvr.envs.calculator import evaluate, format_number
+from rlvr.envs.tool_env import ToolUseEnv
+from rlvr.envs.tools import Tool
 
 
 def calculator(expression: str) -> str:
@@ -32,7 +32,7 @@ def calculator(expression: str) -> str:
         expression: e.g. "347*58".
 
     Raises:
-        envs.calculator.CalculatorError: the expression is not allowed or not well formed
+        rlvr.envs.calculator.CalculatorError: the expression is not allowed or not well formed
             (the env shows it to the model as a failed call).
     """
     return format_number(evaluate(expression))
@@ -53,7 +53,7 @@ class CompactToolUseEnv(ToolUseEnv):
             ``[]`` disables tools (the model answers directly).
         system_prompt: the system message; None (the default) writes ``Tools: name(param, ...)``
             from the tools' schemas, or no system message when there are no tools.
-        **kwargs: the other :class:`~envs.tool_env.ToolUseEnv` arguments (``prompt_template``,
+        **kwargs: the other :class:`~rlvr.envs.tool_env.ToolUseEnv` arguments (``prompt_template``,
             ``max_tool_calls``, ``max_turns``, ...).
     """
 

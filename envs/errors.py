@@ -43,8 +43,8 @@ class SuiteError(EnvError, ValueError):
 
 
 class PluginImportError(EnvError, ImportError):
-    """A module named with ``--import`` / :func:`envs.import_plugins` failed to import."""
+    """A module named with ``--import`` / :func:`rlvr.envs.import_plugins` failed to import."""
 
 
 class EnvCheckError(EnvError, AssertionError):
-    """:func:`envs.check_env` found an environment that breaks the TextEnv contract."""
+    """:func:`rlvr.envs.check_env` found an environment that breaks the TextEnv contract."""

@@ -1,20 +1,20 @@
-r"""rlvr/Math-v0: math questions graded by ``verifiers.math``, single-turn or with retries.
+r"""rlvr/Math-v0: math questions graded by ``rlvr.verifiers.math``, single-turn or with retries.
 
 Answer formats (``answer_format``):
 
 - ``"boxed"``: the answer is the content of the last ``\boxed{...}``; none -> ``no_answer``.
 - ``"plain"``: the answer is the last number in the response (the CPU quickstart's tiny model
   answers ``"19"`` after ``"12+7="``); none -> ``no_answer``.
-- ``"auto"``: ``verifiers.math.verify`` with its own extraction chain (``\boxed{}``, ``####``,
+- ``"auto"``: ``rlvr.verifiers.math.verify`` with its own extraction chain (``\boxed{}``, ``####``,
   "The answer is", "Answer:", math spans, a bare expression, last number).
 
 In every format, answers side by side (``\boxed{3} \boxed{4}``, "3 or 4") are one list, which
-never equals a single gold answer (``verifiers.math.find_boxed`` / ``find_numbers``), and the
-extracted answer is graded by ``verifiers.math.verify_answer`` (``score_response``): the
+never equals a single gold answer (``rlvr.verifiers.math.find_boxed`` / ``find_numbers``), and the
+extracted answer is graded by ``rlvr.verifiers.math.verify_answer`` (``score_response``): the
 question's arithmetic copied back (``\boxed{733*94}``) scores 0 with reason "unevaluated".
 
 Gold answers that are whole solutions (a ``\boxed{}`` or a GSM8K ``#### 42`` inside) are reduced
-to their final answer with ``verifiers.math.extract_answer`` first.
+to their final answer with ``rlvr.verifiers.math.extract_answer`` first.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from envs.errors import EnvArgumentError
-from envs.tasks import SourceSpec, Task
-from envs.verifier_env import VerifierEnv
-from verifiers import Verdict
-from verifiers.math import (
+from rlvr.envs.errors import EnvArgumentError
+from rlvr.envs.tasks import SourceSpec, Task
+from rlvr.envs.verifier_env import VerifierEnv
+from rlvr.verifiers import Verdict
+from rlvr.verifiers.math import (
     extract_answer,
     find_boxed,
     find_numbers,
@@ -50,7 +50,7 @@ DEFAULT_MATH_FEEDBACK = "Your answer {answer} is not correct. Please try again."
 
 
 class MathEnv(VerifierEnv):
-    r"""Math questions with a gold answer, graded by ``verifiers.math``.
+    r"""Math questions with a gold answer, graded by ``rlvr.verifiers.math``.
 
     Args:
         split: ``"train"`` or ``"test"`` (or a dataset split).

@@ -24,16 +24,16 @@ from typing import Any
 import gymnasium
 from gymnasium.envs.registration import EnvSpec, load_env_creator
 
-from envs.base import TextEnv
-from envs.errors import EnvArgumentError, PluginImportError, UnknownEnvError
+from rlvr.envs.base import TextEnv
+from rlvr.envs.errors import EnvArgumentError, PluginImportError, UnknownEnvError
 
 NAMESPACE = "rlvr"
 
 BUILTIN_ENVS: dict[str, str] = {
-    "rlvr/Math-v0": "envs.math_env:MathEnv",
-    "rlvr/Code-v0": "envs.code_env:CodeEnv",
-    "rlvr/ToolUse-v0": "envs.tool_env:ToolUseEnv",
-    "rlvr/CompactToolUse-v0": "envs.compact_tool_env:CompactToolUseEnv",
+    "rlvr/Math-v0": "rlvr.envs.math_env:MathEnv",
+    "rlvr/Code-v0": "rlvr.envs.code_env:CodeEnv",
+    "rlvr/ToolUse-v0": "rlvr.envs.tool_env:ToolUseEnv",
+    "rlvr/CompactToolUse-v0": "rlvr.envs.compact_tool_env:CompactToolUseEnv",
 }
 """The built-in ids and their entry points."""
 
@@ -53,7 +53,7 @@ def list_envs(namespace: str | None = None) -> list[str]:
     Args:
         namespace: only ids in this namespace (e.g. ``"rlvr"``); None for all.
 
-    An id counts when its entry point resolves to a :class:`~envs.TextEnv` subclass (ids whose
+    An id counts when its entry point resolves to a :class:`~rlvr.envs.TextEnv` subclass (ids whose
     entry point cannot be imported are skipped).
     """
     ids = []
@@ -125,7 +125,7 @@ def _spec_or_error(env_id: str) -> EnvSpec:
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     raise UnknownEnvError(
         f"environment {env_id!r} is not registered.{hint} Registered text envs: {candidates}. "
-        "A third-party env must be imported first (envs.import_plugins / --import)."
+        "A third-party env must be imported first (rlvr.envs.import_plugins / --import)."
     )
 
 

@@ -26,8 +26,8 @@ from typing import Any
 import gymnasium
 import yaml
 
-from envs.errors import SuiteError
-from envs.registration import make
+from rlvr.envs.errors import SuiteError
+from rlvr.envs.registration import make
 
 ENTRY_KEYS = ("env", "kwargs", "split", "n_tasks", "name")
 SUITE_KEYS = ("name", "description", "entries")
@@ -53,7 +53,7 @@ class SuiteEntry:
     name: str = ""
 
     def make(self) -> gymnasium.Env:
-        """Build the environment through :func:`envs.make`."""
+        """Build the environment through :func:`rlvr.envs.make`."""
         kwargs = dict(self.kwargs)
         if self.split is not None:
             kwargs["split"] = self.split

@@ -1,6 +1,6 @@
 """TaskEnv: the episode bookkeeping shared by every built-in environment.
 
-It picks a task from a :class:`~envs.tasks.TaskSource` at ``reset`` (by seed, or as asked in
+It picks a task from a :class:`~rlvr.envs.tasks.TaskSource` at ``reset`` (by seed, or as asked in
 ``options``), renders the opening messages, and guards ``step`` (before ``reset``, after the end,
 non-string actions). Subclasses implement :meth:`TaskEnv._step`.
 """
@@ -13,12 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs.base import Message, TextEnv
-from envs.errors import EnvArgumentError, EpisodeOverError, ResetNeededError, TaskSourceError
-from envs.spaces import DEFAULT_MAX_CHARS, ChatMessages, FreeText
-from envs.tasks import SourceSpec, Task, TaskSource, resolve_source
-from envs.tasks.verl_layout import check_messages, is_message_list
-from verifiers.math import gold_answer
+from rlvr.envs.base import Message, TextEnv
+from rlvr.envs.errors import EnvArgumentError, EpisodeOverError, ResetNeededError, TaskSourceError
+from rlvr.envs.spaces import DEFAULT_MAX_CHARS, ChatMessages, FreeText
+from rlvr.envs.tasks import SourceSpec, Task, TaskSource, resolve_source
+from rlvr.envs.tasks.verl_layout import check_messages, is_message_list
+from rlvr.verifiers.math import gold_answer
 
 RESET_OPTIONS = ("task_index", "task_id")
 """The keys ``reset(options=...)`` accepts."""
@@ -39,7 +39,7 @@ class TaskEnv(TextEnv):
     """A TextEnv over a task source: one task per episode.
 
     Args:
-        source: a task source or a spec for :func:`envs.tasks.resolve_source` (a built-in name,
+        source: a task source or a spec for :func:`rlvr.envs.tasks.resolve_source` (a built-in name,
             a file path, a hub name, a list of task dicts).
         split: the split to build when ``source`` is a spec (``"train"``, ``"test"``).
         source_kwargs: extra arguments for the source built from a spec.

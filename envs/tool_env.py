@@ -2,7 +2,8 @@ r"""rlvr/ToolUse-v0: answer questions that need several tool calls, in the Herme
 
 Each turn the model either calls tools (one or more ``<tool_call>{"name": ..., "arguments":
 {...}}</tool_call>`` blocks) or gives its final answer (a turn without tool calls, e.g.
-``Answer: 42`` or ``\boxed{42}``), which ``verifiers.math.verify`` grades against the gold answer.
+``Answer: 42`` or ``\boxed{42}``), which ``rlvr.verifiers.math.verify`` grades against the gold
+answer.
 
 Tool results come back as ``{"role": "tool", "name": ..., "content": ...}`` messages, one per
 call, in order. A malformed call (bad JSON, unknown tool, arguments that break the schema, no
@@ -17,14 +18,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from envs.base import Message
-from envs.errors import EnvArgumentError
-from envs.task_env import StepResult, TaskEnv
-from envs.tasks import SourceSpec, Task
-from envs.tasks.tool_tasks import FACTS_FILE
-from envs.tools import Tool, build_toolset
-from verifiers.math import verify
-from verifiers.tools import ToolCallError, format_error, parse_tool_calls
+from rlvr.envs.base import Message
+from rlvr.envs.errors import EnvArgumentError
+from rlvr.envs.task_env import StepResult, TaskEnv
+from rlvr.envs.tasks import SourceSpec, Task
+from rlvr.envs.tasks.tool_tasks import FACTS_FILE
+from rlvr.envs.tools import Tool, build_toolset
+from rlvr.verifiers.math import verify
+from rlvr.verifiers.tools import ToolCallError, format_error, parse_tool_calls
 
 DEFAULT_TOOL_SYSTEM_PROMPT = (
     "You can call tools to answer the question. To call a tool, write\n"
@@ -34,7 +35,7 @@ DEFAULT_TOOL_SYSTEM_PROMPT = (
 )
 
 
-#: The built-in calculator tool's name (``envs.tools``).
+#: The built-in calculator tool's name (``rlvr.envs.tools``).
 CALCULATOR = "calculator"
 
 
@@ -53,7 +54,8 @@ class ToolUseEnv(TaskEnv):
             bundled two-fact questions (``"facts"``).
         source_kwargs: arguments for the source.
         tools: built-in tool names (``calculator``, ``python``, ``search``, ``lookup``),
-            functions with type hints and a Google-style docstring, or :class:`envs.tools.Tool`.
+            functions with type hints and a Google-style docstring, or
+            :class:`rlvr.envs.tools.Tool`.
         documents: the collection ``search``/``lookup`` read (JSON lines; default: bundled facts).
         system_prompt: the system message, or None. Tool schemas are in ``info["tools"]`` for
             the chat template to render.

@@ -6,8 +6,9 @@ function format that chat templates take. :class:`Toolset` runs parsed calls and
 failure (unknown tool, bad arguments, an exception in the tool) into an error string for the
 model.
 
-Built-in tools: ``calculator`` (a safe evaluator, :mod:`envs.calculator`), ``python`` (runs code
-in ``verifiers.code``'s sandbox and returns stdout), ``search`` and ``lookup`` over a document
+Built-in tools: ``calculator`` (a safe evaluator, :mod:`rlvr.envs.calculator`), ``python`` (runs
+code
+in ``rlvr.verifiers.code``'s sandbox and returns stdout), ``search`` and ``lookup`` over a document
 collection (JSON lines with ``id``, ``title``, ``text``).
 """
 
@@ -24,12 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
-from envs.calculator import CalculatorError, evaluate, format_number
-from envs.errors import EnvArgumentError, ToolSchemaError
-from envs.tasks.tool_tasks import FACTS_FILE, load_facts
-from verifiers import Verdict
-from verifiers.code import SandboxPool, StdioTests
-from verifiers.tools import ToolCall
+from rlvr.envs.calculator import CalculatorError, evaluate, format_number
+from rlvr.envs.errors import EnvArgumentError, ToolSchemaError
+from rlvr.envs.tasks.tool_tasks import FACTS_FILE, load_facts
+from rlvr.verifiers import Verdict
+from rlvr.verifiers.code import SandboxPool, StdioTests
+from rlvr.verifiers.tools import ToolCall
 
 _JSON_TYPES: dict[Any, str] = {
     str: "string",
@@ -257,7 +258,7 @@ def tool_pool() -> SandboxPool:
 
 
 def make_python_tool(*, timeout_s: float = 5.0, memory_mb: int = 256) -> Tool:
-    """The ``python`` tool: run a program in the ``verifiers.code`` sandbox, return its stdout."""
+    """The ``python`` tool: run a program in the code sandbox, return its stdout."""
 
     def python(code: str) -> str:
         """Run a Python program in a sandbox (no network, no files kept) and return its output.
@@ -361,7 +362,7 @@ def build_toolset(
             else:
                 raise EnvArgumentError(
                     f"unknown tool {item!r}; built-in tools: {list(BUILTIN_TOOLS)} "
-                    "(or pass a function / envs.tools.Tool)"
+                    "(or pass a function / rlvr.envs.tools.Tool)"
                 )
         elif callable(item):
             built.append(Tool.from_function(item))

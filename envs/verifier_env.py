@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from envs.errors import EnvArgumentError
-from envs.task_env import StepResult, TaskEnv
-from envs.tasks import SourceSpec, Task
-from verifiers import Verdict
+from rlvr.envs.errors import EnvArgumentError
+from rlvr.envs.task_env import StepResult, TaskEnv
+from rlvr.envs.tasks import SourceSpec, Task
+from rlvr.verifiers import Verdict
 
 Verifier = Callable[[str, Task], Verdict]
 """``verifier(response, task) -> Verdict``; must not raise on bad model output."""
@@ -34,7 +34,7 @@ class VerifierEnv(TaskEnv):
     """A single- or multi-attempt environment graded by a verifier function.
 
     Args:
-        source: a task source or a spec for :func:`envs.tasks.resolve_source`.
+        source: a task source or a spec for :func:`rlvr.envs.tasks.resolve_source`.
         verifier: ``(response, task) -> Verdict``.
         split: the split to build when ``source`` is a spec.
         source_kwargs: extra arguments for the source built from a spec.

@@ -14,8 +14,8 @@ a model whose chat template renders tool schemas, pass ``tools=[...]`` and read
 import json
 import re
 
-from envs import register_agent
-from envs.calculator import evaluate, format_number
+from rlvr.envs import register_agent
+from rlvr.envs.calculator import evaluate, format_number
 
 CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 

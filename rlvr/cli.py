@@ -4,7 +4,7 @@
 key or a bad value stops here, before any work, with a message naming the key) and runs
 ``rlvr.trainer.train``. ``rlvr eval ...`` parses its arguments here and runs
 ``rlvr.evaluate.evaluate``, then prints the summary table.
-``rlvr check-env ENV_ID [--import MODULE]`` runs ``envs.check_env(env, deep=True)`` and prints
+``rlvr check-env ENV_ID [--import MODULE]`` runs ``rlvr.envs.check_env(env, deep=True)`` and prints
 its table (exit code 1 when a check failed). ``rlvr serve --model PATH`` serves a checkpoint
 behind an OpenAI-compatible API (``rlvr.serve``).
 """
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from envs.errors import EnvError
+from rlvr.envs.errors import EnvError
 from rlvr.errors import RlvrError, RunStoppedError
 
 USAGE = """usage: rlvr {train,eval,check-env,serve} ...
@@ -53,7 +53,7 @@ def train_main(argv: Sequence[str]) -> int:
     overrides = list(args.overrides)
     try:
         if args.imports:
-            import envs
+            from rlvr import envs
 
             envs.import_plugins(args.imports)
         config = load_config(args.config, overrides)
@@ -99,7 +99,7 @@ def interrupted_hint(config: Any, argv: list[str]) -> str:
 
 def _eval_parser() -> argparse.ArgumentParser:
     """``rlvr eval``'s flags: each config flag's ``dest`` is its ``SuiteEvalConfig`` key."""
-    from agents.engines import engine_names
+    from rlvr.agents.engines import engine_names
     from rlvr.evaluate import SuiteEvalConfig as C
 
     parser = argparse.ArgumentParser(
@@ -193,7 +193,7 @@ def eval_main(argv: Sequence[str]) -> int:
         message goes to stderr).
     """
     try:
-        from agents.errors import AgentError
+        from rlvr.agents.errors import AgentError
         from rlvr.eval.report import summary_table
         from rlvr.evaluate import evaluate
     except ImportError as err:
@@ -217,7 +217,7 @@ def check_env_main(argv: Sequence[str]) -> int:
     """``rlvr check-env``: 0 when every check passed, 1 when one failed, 2 on a usage error."""
     parser = argparse.ArgumentParser(
         prog="rlvr check-env", description="Check a registered env: contract, determinism, "
-        "limits, anti-hacking probes, tool calls (envs.check_env with deep=True).")
+        "limits, anti-hacking probes, tool calls (rlvr.envs.check_env with deep=True).")
     parser.add_argument("env_id", help="a registered id, e.g. rlvr/Math-v0")
     parser.add_argument("--import", dest="imports", action="append", default=[],
                         metavar="MODULE", help="import MODULE first so it can register its envs")
@@ -233,7 +233,7 @@ def check_env_main(argv: Sequence[str]) -> int:
         parser.error(f"--tasks must be >= 1; got {args.tasks}")
     import json
 
-    import envs
+    from rlvr import envs
 
     try:
         envs.import_plugins(args.imports)

@@ -30,9 +30,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.engine import SamplingParams
-from agents.engines import engine_names
-from agents.runner import EpisodeRunner, RunnerConfig
+from rlvr.agents.engine import SamplingParams
+from rlvr.agents.engines import engine_names
+from rlvr.agents.runner import EpisodeRunner, RunnerConfig
 from rlvr.config.checks import bounded
 from rlvr.config.engine import EngineSection
 from rlvr.config.loader import from_dict, merge, parse_overrides
@@ -57,7 +57,7 @@ __all__ = [
     "write_suite",
 ]
 
-#: Rollout engines ``evaluate`` can build from a checkpoint path (``agents.engines``).
+#: Rollout engines ``evaluate`` can build from a checkpoint path (``rlvr.agents.engines``).
 ENGINES = engine_names()
 
 
@@ -136,9 +136,9 @@ def load_suite_entries(suite: str) -> list[SuiteEntry]:
 
     Raises:
         UnknownNameError: no such suite; the message lists the known suites.
-        envs.errors.SuiteError: a malformed suite file (the message names the entry and key).
+        rlvr.envs.errors.SuiteError: a malformed suite file (the message names the entry and key).
     """
-    import envs
+    from rlvr import envs
 
     path = Path(suite)
     is_file = path.suffix in (".yaml", ".yml") or path.is_file()
@@ -149,7 +149,7 @@ def load_suite_entries(suite: str) -> list[SuiteEntry]:
 
 
 def suite_entries(raw_entries: Sequence[Any]) -> list[SuiteEntry]:
-    """Evaluation entries of ``envs.suites.SuiteEntry`` items (keys made unique, ``n`` capped).
+    """Evaluation entries of ``rlvr.envs.suites.SuiteEntry`` items (keys made unique, ``n`` capped).
 
     Each entry's env is built once to cap ``n_tasks`` at the number of tasks it has.
     """
@@ -192,7 +192,7 @@ def write_suite(entries: Sequence[SuiteEntry], path: Path, name: str = "heldout"
 # ----------------------------------------------------------------------------------- running
 def _build_engine(path: Path, tokenizer: Any, config: SuiteEvalConfig) -> Any:
     """A rollout engine serving the checkpoint at ``path`` (``config.engine`` and its options)."""
-    from agents.engines import EngineRequest, build_engine
+    from rlvr.agents.engines import EngineRequest, build_engine
 
     return build_engine(EngineRequest(engine=config.engine, model_path=path, tokenizer=tokenizer,
                                       max_batch_size=32, serve_model=True, device=config.device,
@@ -340,7 +340,7 @@ def evaluate(
         raise ConfigError("models is empty; give at least one checkpoint directory")
     resolved = [check_model_path(p) for p in paths]
     if imports:
-        from envs.registration import import_plugins
+        from rlvr.envs.registration import import_plugins
 
         import_plugins(imports)
     entries = load_suite_entries(config.suite)

@@ -244,7 +244,7 @@ def rollout_metrics(trajs: Sequence[Trajectory], device: torch.device) -> dict[s
     """Reward mean/std, accuracy, response length, turns and finish reasons over all ranks.
 
     ``gateway/prefix_breaks`` sums the episodes' ``metadata["gateway_prefix_breaks"]``: calls of
-    gateway agents whose prompt did not extend an earlier call (``agents.gateway.capture``).
+    gateway agents whose prompt did not extend an earlier call (``rlvr.agents.gateway.capture``).
 
     ``reward/accuracy`` is the share of ``Trajectory.passed`` episodes (what eval's pass@1 counts).
     """

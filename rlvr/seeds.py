@@ -5,7 +5,7 @@ the value is the same in every process, on every platform and Python version (no
 randomisation), and two keys that differ anywhere give unrelated seeds. Everything seeded per
 item derives its seed here: the trainer's tasks and sampling seeds (``rlvr.training``), the
 epochs of the task stream, the learner's mini-batch shuffles, the held-out evaluation's episodes
-(``rlvr.eval.plan``) and the runner's per-turn sampling seeds (``agents.runner.turn_seed``).
+(``rlvr.eval.plan``) and the runner's per-turn sampling seeds (``rlvr.agents.runner.turn_seed``).
 """
 
 from __future__ import annotations

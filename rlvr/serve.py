@@ -1,6 +1,6 @@
 """``rlvr serve --model PATH``: an OpenAI-compatible endpoint on a checkpoint.
 
-For evaluation and manual use (``agents.gateway``).
+For evaluation and manual use (``rlvr.agents.gateway``).
 Binds 127.0.0.1 by default (local clients only); ``--api-key`` makes every request send
 ``Authorization: Bearer <key>``. Any OpenAI client then talks to ``http://HOST:PORT/v1``.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 
 def _parser() -> argparse.ArgumentParser:
-    from agents.engines import engine_names
+    from rlvr.agents.engines import engine_names
 
     parser = argparse.ArgumentParser(
         prog="rlvr serve",
@@ -41,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
 def serve_main(argv: Sequence[str]) -> int:
     """``rlvr serve``: serve until interrupted; 2 on a bad argument or model path."""
     args = _parser().parse_args(list(argv))
-    from agents.errors import AgentError
+    from rlvr.agents.errors import AgentError
     from rlvr.errors import RlvrError
     from rlvr.evaluate import check_model_path
 
@@ -67,9 +67,9 @@ def serve_main(argv: Sequence[str]) -> int:
 def _build(path: Path, args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from transformers import AutoTokenizer
 
-    from agents.engines import EngineRequest, build_engine
-    from agents.gateway import Gateway
-    from agents.gateway.server import GatewayServer
+    from rlvr.agents.engines import EngineRequest, build_engine
+    from rlvr.agents.gateway import Gateway
+    from rlvr.agents.gateway.server import GatewayServer
     from rlvr.config.engine import EngineSection
     from rlvr.config.loader import from_dict
 

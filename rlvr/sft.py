@@ -356,7 +356,7 @@ class TaskExamples:
     """
 
     def __init__(self, env_id: str, env_kwargs: dict[str, Any]) -> None:
-        import envs
+        from rlvr import envs
 
         self.env = envs.make(env_id, **env_kwargs)
         self.env_id = env_id

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from agents.engine import ScoringEngine, SharedEngine, VersionedEngine
+from rlvr.agents.engine import ScoringEngine, SharedEngine, VersionedEngine
 from rlvr.algorithms.advantages import AdvantageInputs, compute_advantages, get_estimator
 from rlvr.algorithms.kl import apply_kl_in_reward, build_controller
 from rlvr.batch import RolloutBatch
@@ -94,7 +94,7 @@ from rlvr.training.warmup import check_env, warm_up
 from rlvr.trajectory import logprob_temperature
 
 if TYPE_CHECKING:
-    from agents.engines import BuiltEngine
+    from rlvr.agents.engines import BuiltEngine
 
 __all__ = ["StageTimer", "TrainResult", "Trainer", "check_env", "summary", "train"]
 
@@ -220,7 +220,7 @@ class Trainer:
         self.engine, self.shares_weights = built.engine, built.shares_weights
         self.adapter_sync = built.serves_adapter
         self.sync_guard = SyncGuard(cfg.rollout.max_logprob_diff, built.dtype, cfg.rollout.engine)
-        from agents.runner import EpisodeRunner
+        from rlvr.agents.runner import EpisodeRunner
 
         self.runner = EpisodeRunner(self.engine, self.tokenizer, cfg.rollout.runner)
         self.stream = EpisodeStream(self.runner, cfg, self.dist.rank, self.dist.world_size,
@@ -255,12 +255,12 @@ class Trainer:
                                     progress=t.progress, plot=t.plot)
 
     def _build_engine(self) -> BuiltEngine:
-        """The rollout engine, built by ``agents.engines`` from ``rollout.engine``.
+        """The rollout engine, built by ``rlvr.agents.engines`` from ``rollout.engine``.
 
         With one rank an in-process engine runs the actor's own module (nothing to sync); the
         options of engine X are ``rollout.X`` (e.g. ``rollout.sglang``).
         """
-        from agents.engines import EngineRequest, build_engine
+        from rlvr.agents.engines import EngineRequest, build_engine
 
         rollout = self.config.rollout
         return build_engine(EngineRequest(
@@ -391,8 +391,8 @@ class Trainer:
             return None
         if not isinstance(self.engine, ScoringEngine):
             self.log(f"[rlvr] NOTICE: the {cfg.rollout.engine} engine cannot score a probe "
-                     "(agents.engine.ScoringEngine): the sync guard checks only rows played by "
-                     "the learner's current weights")
+                     "(rlvr.agents.engine.ScoringEngine): the sync guard checks only rows played "
+                     "by the learner's current weights")
         return AsyncRollout(self.stream.collect, self.engine.update_weights,
                             max_staleness=cfg.rollout.max_staleness,
                             first_step=self.state.step + 1, last_step=cfg.trainer.steps,

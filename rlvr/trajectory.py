@@ -22,7 +22,7 @@ def logprob_temperature(temperature: float) -> float:
     """The ``T`` of ``softmax(logits / T)`` that a trajectory's logprobs are taken under.
 
     The sampling temperature, except that greedy decoding (temperature 0) counts as 1: its
-    logprobs are the model's own distribution. Engines (``agents.hf.sampling``) and the
+    logprobs are the model's own distribution. Engines (``rlvr.agents.hf.sampling``) and the
     learner (``rlvr.learner.logits``, the trainer) all score tokens through this function, so
     ``rollout_logprobs`` and the learner's logprobs always mean the same distribution.
     """
@@ -30,7 +30,7 @@ def logprob_temperature(temperature: float) -> float:
 
 
 class VerdictLike(Protocol):
-    """What a verifier decided: the shape of ``verifiers.Verdict`` (rlvr core never imports it)."""
+    """What a verifier decided: the shape of ``rlvr.verifiers.Verdict`` (never imported here)."""
 
     @property
     def score(self) -> float:
@@ -51,7 +51,7 @@ class VerdictLike(Protocol):
 
 @dataclass(kw_only=True)
 class EpisodeOutcome:
-    """What one episode came to, filled once by the episode runner (``agents.runner``).
+    """What one episode came to, filled once by the episode runner (``rlvr.agents.runner``).
 
     Training metrics (``rlvr.metrics``, ``rlvr.tool_metrics``) and evaluation
     (``rlvr.eval.episodes``) read these fields; nothing guesses keys of a dict. Why the episode
@@ -106,7 +106,8 @@ class Trajectory:
             episode ended in an error or a timeout; ``task`` (the task's own metadata from the
             env's ``reset`` info, e.g. verl's ``data_source``) when it has one.
         extra_rows: more rows of the same episode, for an episode whose token sequence broke
-            (an agent behind ``agents.gateway`` edited its history, or sampled several choices):
+            (an agent behind ``rlvr.agents.gateway`` edited its history, or sampled several
+            choices):
             each is token-exact on its own and carries the episode's reward on its last model
             token. ``RolloutBatch.from_trajectories`` collates them right after this row (same
             group); the episode's reward, outcome and metrics are this row's.

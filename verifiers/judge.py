@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from verifiers.errors import InvalidArgumentError, VerifierError
-from verifiers.verdict import Verdict
+from rlvr.verifiers.errors import InvalidArgumentError, VerifierError
+from rlvr.verifiers.verdict import Verdict
 
 __all__ = [
     "DEFAULT_JUDGE_PROMPT",

@@ -1,12 +1,13 @@
 """Play an agent function's episode through the gateway: the runner's side of ``AgentEnv``.
 
 For each episode: open an endpoint on the runner's ``Gateway`` (the run's sampling and limits
-apply, ``agents.gateway.service.EpisodeLimits``), give the agent an ``openai.AsyncOpenAI`` client
+apply, ``rlvr.agents.gateway.service.EpisodeLimits``), give the agent an ``openai.AsyncOpenAI``
+client
 whose requests go into the gateway's app in-process (``httpx.ASGITransport``: no socket, the
 same event loop as the engine, so every agent's calls batch together), wait for its answer
 (at most the env's ``timeout_s``), grade it with the env's ``step`` on an env thread, and turn
 the captured calls into the episode's ``Trajectory`` (more rows in ``extra_rows`` after a prefix
-break, ``agents.gateway.capture``).
+break, ``rlvr.agents.gateway.capture``).
 
 Why an agent episode ends: "stop" (the agent returned an answer and it was graded), "max_turns"
 or "length" (the endpoint refused a call past the run's ``max_turns`` or
@@ -21,14 +22,14 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agents.chat import ChatRenderer
-from agents.episode import EpisodeRecord, jsonable
-from agents.episode_state import EpisodeState
-from agents.errors import MissingDependencyError
-from agents.gateway.app import create_app
-from agents.gateway.http import http_client_module
-from agents.gateway.service import EpisodeLimits, Gateway
-from agents.runner_config import RunnerConfig, turn_seed
+from rlvr.agents.chat import ChatRenderer
+from rlvr.agents.episode import EpisodeRecord, jsonable
+from rlvr.agents.episode_state import EpisodeState
+from rlvr.agents.errors import MissingDependencyError
+from rlvr.agents.gateway.app import create_app
+from rlvr.agents.gateway.http import http_client_module
+from rlvr.agents.gateway.service import EpisodeLimits, Gateway
+from rlvr.agents.runner_config import RunnerConfig, turn_seed
 from rlvr.trajectory import EpisodeOutcome, Trajectory
 
 logger = logging.getLogger(__name__)

@@ -13,15 +13,15 @@ import json
 import logging
 from typing import Any
 
-from agents.errors import MissingDependencyError
-from agents.gateway.protocol import GatewayHTTPError, parse_chat, parse_completion
-from agents.gateway.responses import (
+from rlvr.agents.errors import MissingDependencyError
+from rlvr.agents.gateway.protocol import GatewayHTTPError, parse_chat, parse_completion
+from rlvr.agents.gateway.responses import (
     chat_chunks,
     chat_response,
     completion_chunks,
     completion_response,
 )
-from agents.gateway.service import Gateway
+from rlvr.agents.gateway.service import Gateway
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Every call an episode makes through its endpoint is kept as a ``CallNode``: the 
 the engine was given and, per choice, the ids and logprobs it generated. A new call continues an
 earlier choice when its prompt tokens begin with that choice's prompt + completion; the tokens in
 between (the turn's closing, tool results, the next generation prompt) are env tokens (mask 0).
-The gateway builds a continuing prompt in two ways (``agents.gateway.service``):
+The gateway builds a continuing prompt in two ways (``rlvr.agents.gateway.service``):
 
 * the request's messages are the earlier request's messages, then the assistant message the
   gateway returned, then new messages: the prompt is the earlier prompt + the completion's own
@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.episode import EpisodeRecord
+from rlvr.agents.episode import EpisodeRecord
 
 
 @dataclass

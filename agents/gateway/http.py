@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from agents.errors import MissingDependencyError
+from rlvr.agents.errors import MissingDependencyError
 
 
 def http_client_module() -> ModuleType:

@@ -1,14 +1,14 @@
 """From chat messages to prompt tokens, and from generated tokens back to OpenAI messages.
 
 ``Templates`` wraps one tokenizer's chat template for the gateway. When the template is
-prefix-stable (``agents.chat.ChatRenderer`` accepts it) it also gives the token delta that new
+prefix-stable (``rlvr.agents.chat.ChatRenderer`` accepts it) it also gives the token delta that new
 messages add after an assistant turn, so a conversation that continues a previous completion is
 extended by exactly the tokens the model generated, never a re-tokenisation of its text. A
 template that rewrites history (e.g. drops past reasoning) is still served: every prompt is then
 rendered in full, and the episode capture splits rows where the tokens stop extending.
 
 ``assistant_message`` turns a completion's text into an OpenAI assistant message: Hermes/Qwen
-``<tool_call>`` blocks (parsed by ``verifiers.tools``) become ``tool_calls`` with JSON-string
+``<tool_call>`` blocks (parsed by ``rlvr.verifiers.tools``) become ``tool_calls`` with JSON-string
 arguments, the rest is ``content``.
 """
 
@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agents.chat import ChatRenderer, render_chat
-from agents.errors import ChatTemplateError
-from verifiers.tools import ToolCall, parse_tool_calls
+from rlvr.agents.chat import ChatRenderer, render_chat
+from rlvr.agents.errors import ChatTemplateError
+from rlvr.verifiers.tools import ToolCall, parse_tool_calls
 
 TOOL_CALL_END = "</tool_call>"
 TOOL_CALL_BLOCK = "<tool_call>\n{}\n</tool_call>"

@@ -8,9 +8,9 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from agents.gateway.protocol import ChatRequest, CompletionRequest
-from agents.gateway.render import Templates
-from agents.gateway.service import Generated
+from rlvr.agents.gateway.protocol import ChatRequest, CompletionRequest
+from rlvr.agents.gateway.render import Templates
+from rlvr.agents.gateway.service import Generated
 
 
 def _finish(engine_reason: str, stopped: bool, has_calls: bool) -> str:

@@ -8,9 +8,9 @@ import threading
 import time
 from typing import Any
 
-from agents.errors import MissingDependencyError
-from agents.gateway.app import create_app
-from agents.gateway.service import Gateway
+from rlvr.agents.errors import MissingDependencyError
+from rlvr.agents.gateway.app import create_app
+from rlvr.agents.gateway.service import Gateway
 
 
 class GatewayServer:

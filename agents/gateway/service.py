@@ -1,6 +1,7 @@
 """The gateway's work behind the HTTP routes: requests in, engine calls, OpenAI objects out.
 
-``Gateway`` serves chat and text completions on any ``agents.engine.Engine`` (token ids in, token
+``Gateway`` serves chat and text completions on any ``rlvr.agents.engine.Engine`` (token ids in,
+token
 ids and logprobs out). A call outside an episode is answered and forgotten. A call on an
 episode's endpoint (``open_episode``) is also kept, token-exact, in the episode's
 ``EpisodeCapture``; there the run's ``EpisodeLimits`` hold: the run's temperature, top_p and
@@ -19,17 +20,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agents.engine import Completion, Engine, SamplingParams
-from agents.errors import EngineAbortedError, RequestError, SamplingParamsError
-from agents.gateway.capture import CallChoice, CallNode, EpisodeCapture
-from agents.gateway.protocol import (
+from rlvr.agents.engine import Completion, Engine, SamplingParams
+from rlvr.agents.errors import EngineAbortedError, RequestError, SamplingParamsError
+from rlvr.agents.gateway.capture import CallChoice, CallNode, EpisodeCapture
+from rlvr.agents.gateway.protocol import (
     ChatRequest,
     CompletionRequest,
     GatewayHTTPError,
     Sampling,
     bad_request,
 )
-from agents.gateway.render import Templates, assistant_message, same_assistant
+from rlvr.agents.gateway.render import Templates, assistant_message, same_assistant
 
 #: Tokens per choice when a request names no ``max_tokens`` (outside episodes).
 DEFAULT_MAX_TOKENS = 512

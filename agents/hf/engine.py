@@ -16,7 +16,7 @@ Scheduling (continuous batching, in one worker thread):
   cancelled) leaves the batch at once: its KV rows are dropped and columns that became padding for
   every remaining row are trimmed, so no padding is ever decoded for finished rows.
 * A seeded request's sampling noise is a function of its seed and token index only
-  (``agents.hf.sampling``): the same seed gives the same tokens whatever else is in the batch.
+  (``rlvr.agents.hf.sampling``): the same seed gives the same tokens whatever else is in the batch.
 * Finished completions are handed back after each step, except in a batch's last
   ``HOLD_STEPS`` steps (no running row can take more): they are held until the batch drains
   and handed back together. Their callers' Python (decoding, env calls, trajectories) would
@@ -24,7 +24,7 @@ Scheduling (continuous batching, in one worker thread):
   one-turn rollout's episodes all end in such a tail, a long generation's early finishers are
   not held.
 
-Versions and in-flight weight updates (``agents.engine.VersionedEngine``): every sampled token
+Versions and in-flight weight updates (``rlvr.agents.engine.VersionedEngine``): every sampled token
 records ``weight_version``, the version the engine held when it sampled it
 (``Completion.versions``, reported once a version was declared with ``set_weight_version`` or an
 in-flight update: an engine nobody versions reports None, as before).
@@ -58,7 +58,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from agents.engine import (
+from rlvr.agents.engine import (
     INFLIGHT_MODES,
     Completion,
     FinishReason,
@@ -67,12 +67,12 @@ from agents.engine import (
     WeightsSource,
     check_score_request,
 )
-from agents.errors import EngineClosedError, EngineError, RequestError, WeightUpdateError
-from agents.hf.forwards import ROOM, LeanForward, ModuleForward, left_pad
-from agents.hf.intra_op import use_intra_op_threads
-from agents.hf.lean_decoder import lean_unsupported
-from agents.hf.malloc_tuning import tune_malloc
-from agents.hf.sampling import RowPlan, row_plan, sample_planned
+from rlvr.agents.errors import EngineClosedError, EngineError, RequestError, WeightUpdateError
+from rlvr.agents.hf.forwards import ROOM, LeanForward, ModuleForward, left_pad
+from rlvr.agents.hf.intra_op import use_intra_op_threads
+from rlvr.agents.hf.lean_decoder import lean_unsupported
+from rlvr.agents.hf.malloc_tuning import tune_malloc
+from rlvr.agents.hf.sampling import RowPlan, row_plan, sample_planned
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class _Request:
     stop_ids: frozenset[int]
     max_new: int
     plan: RowPlan
-    """``sampling`` as the sampler reads it (``agents.hf.sampling.row_plan``), made once."""
+    """``sampling`` as the sampler reads it (``rlvr.agents.hf.sampling.row_plan``), made once."""
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
@@ -139,12 +139,13 @@ class TransformersEngine:
         device: where to run; default: the module's device, or "cpu" for a path.
         dtype: the dtype to load a path with (default float32); ignored for a module.
         max_batch_size: the most rows decoded together (``>= 1``).
-        lean: run ``agents.hf.lean_decoder``'s forward when the model allows it (Qwen2, Llama,
+        lean: run ``rlvr.agents.hf.lean_decoder``'s forward when the model allows it (Qwen2, Llama,
             Mistral; see ``lean_unsupported``): the same logits, less Python and no KV-cache
             concatenation per step. False: always the module's own forward. ``self.lean`` says
             which runs.
         threads: intra-op threads of the forwards, set on the worker thread alone
-            (``agents.hf.intra_op.use_intra_op_threads``; the caller's threads keep their count);
+            (``rlvr.agents.hf.intra_op.use_intra_op_threads``; the caller's threads keep their
+            count);
             None keeps the process's.
     """
 
@@ -188,7 +189,7 @@ class TransformersEngine:
         self.vocab_size = int(self.model.get_input_embeddings().weight.shape[0])
         why_not = lean_unsupported(self.model) if lean else "lean=False"
         self.lean = why_not is None
-        """Whether forwards run ``agents.hf.lean_decoder`` (else the module's own forward)."""
+        """Whether forwards run ``rlvr.agents.hf.lean_decoder`` (else the module's own forward)."""
         if why_not is not None and lean:
             logger.info("TransformersEngine: the module's own forward (%s)", why_not)
         self._fwd: ModuleForward | LeanForward = (
@@ -225,7 +226,7 @@ class TransformersEngine:
 
     # ------------------------------------------------------------------ public API
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Completion:
-        """Generate one completion (see ``agents.engine.Engine.generate``).
+        """Generate one completion (see ``rlvr.agents.engine.Engine.generate``).
 
         Raises:
             RequestError: an empty prompt, a non-int id or an id outside the vocabulary, or stop

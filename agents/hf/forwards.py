@@ -1,9 +1,9 @@
 """The transformers engine's two ways to run a forward and keep its KV cache.
 
-``TransformersEngine`` (``agents.hf.engine``) schedules requests and samples; it runs every
+``TransformersEngine`` (``rlvr.agents.hf.engine``) schedules requests and samples; it runs every
 prefill and decode step, and keeps, drops and merges its rows' KV cache, through one of these:
 
-* ``LeanForward``: ``agents.hf.lean_decoder``'s forward with preallocated ``KVBuffer`` caches
+* ``LeanForward``: ``rlvr.agents.hf.lean_decoder``'s forward with preallocated ``KVBuffer`` caches
   (Qwen2, Llama, Mistral; see ``lean_unsupported``);
 * ``ModuleForward``: the module's own forward with a transformers ``DynamicCache`` (any causal
   LM).
@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from agents.hf.lean_decoder import KVBuffer, LeanDecoder
+from rlvr.agents.hf.lean_decoder import KVBuffer, LeanDecoder
 from rlvr.hf_compat import cache_kwargs
 
 
@@ -94,7 +94,7 @@ class ModuleForward:
 
 
 class LeanForward:
-    """``agents.hf.lean_decoder``'s forward, with preallocated ``KVBuffer`` caches."""
+    """``rlvr.agents.hf.lean_decoder``'s forward, with preallocated ``KVBuffer`` caches."""
 
     def __init__(self, model: Any) -> None:
         self.decoder = LeanDecoder(model)

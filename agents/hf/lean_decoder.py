@@ -8,7 +8,7 @@ runs the module's own forward with a ``DynamicCache``.
 What it saves against the module's forward, per decode step: transformers' Python around the
 arithmetic (mask building, cache classes, output dataclasses, hooks) and the KV cache's
 ``torch.cat`` of every layer's whole history (keys and values live in preallocated buffers; a
-step writes one column). The layers run compiled by TorchScript (``agents.hf.lean_layers``): no
+step writes one column). The layers run compiled by TorchScript (``rlvr.agents.hf.lean_layers``): no
 Python dispatch per op, and the GIL released for the whole forward. The arithmetic is the same
 ops in the same order as transformers' modules (RMSNorm in float32, rotary embeddings from the
 module's own ``rotary_emb``, grouped-query attention on the key/value heads) except attention
@@ -33,11 +33,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from agents.hf.lean_layers import compiled_layers
+from rlvr.agents.hf.lean_layers import compiled_layers
 
 SMALL_ATTENTION = 1 << 21
 """On CPU in float32, attention whose score tensor has at most this many elements (8 MiB) runs as
-matmuls and an explicit softmax (``agents.hf.lean_layers.small_attention``); larger, in other dtypes
+matmuls and an explicit softmax (``rlvr.agents.hf.lean_layers.small_attention``); larger, in other
+dtypes
 (SDPA accumulates them in float32) and on any accelerator, it runs SDPA. For a decode step or a
 short prompt's prefill the explicit form is 3-4x faster on CPU: torch's softmax and flash
 kernels pay per row of a short key axis."""
@@ -197,7 +198,7 @@ class LeanDecoder:
             for layer in inner.layers]
         """Each layer's norms and projections (``_weights`` reads their tensors at every call)."""
         self._layers, self.compiled = compiled_layers()
-        """The layers' forward (``agents.hf.lean_layers``); ``compiled``: by TorchScript."""
+        """The layers' forward (``rlvr.agents.hf.lean_layers``); ``compiled``: by TorchScript."""
 
     def new_buffer(self, rows: int, capacity: int) -> KVBuffer:
         """An empty ``KVBuffer`` for ``rows`` rows of ``capacity`` columns."""
@@ -256,7 +257,7 @@ class LeanDecoder:
         return logits
 
     def _weights(self) -> list[list[torch.Tensor | None]]:
-        """Every layer's tensors in ``agents.hf.lean_layers.Weights`` order.
+        """Every layer's tensors in ``rlvr.agents.hf.lean_layers.Weights`` order.
 
         Read afresh at every call from the modules found at construction: a shared actor's
         parameters may have been replaced. (Walking ``model.model.layers[i].self_attn...`` for

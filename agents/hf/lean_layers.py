@@ -1,5 +1,5 @@
 # ruff: noqa: UP006, UP035, UP045  (TorchScript reads typing.List/Optional annotations)
-"""The decoder layers of ``agents.hf.lean_decoder``, TorchScript-compiled to run without the GIL.
+"""The decoder layers of ``rlvr.agents.hf.lean_decoder``, TorchScript-compiled, GIL-free.
 
 ``run_layers`` is the arithmetic of a Llama-family forward from the embeddings to the last
 position's logits: every layer's RMSNorm, projections, rotary embedding, KV-buffer write,
@@ -9,7 +9,7 @@ decode step of 128 rows: 4.0 ms against 4.65 ms in Python) and one release of th
 whole call instead of one per op. A Python forward on the engine's worker thread waits for the
 GIL after every op whenever the runner's Python (decoding, env steps, trajectories) runs on the
 caller's thread, up to Python's switch interval (5 ms) each time, which is why the engine holds
-finished completions until its batch drains (``agents.hf.engine.HOLD_STEPS``). The forward no
+finished completions until its batch drains (``rlvr.agents.hf.engine.HOLD_STEPS``). The forward no
 longer needs that; the sampling and bookkeeping around it still take the GIL per op.
 
 ``torch.jit.script`` is deprecated in torch 2.13 but works on every torch this project admits;

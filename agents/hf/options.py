@@ -7,20 +7,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agents.errors import EngineConfigError
+from rlvr.agents.errors import EngineConfigError
 
 
 @dataclass(kw_only=True)
 class TransformersOptions:
-    """Options of the in-process transformers engine (``agents.hf.engine.TransformersEngine``).
+    """Options of the in-process transformers engine (``rlvr.agents.hf.engine.TransformersEngine``).
 
     Attributes:
         threads: intra-op threads of the engine's forwards, set on its worker thread only
-            (``agents.hf.intra_op``): the thread that trains keeps ``trainer.threads``. Null keeps
+            (``rlvr.agents.hf.intra_op``): the thread that trains keeps ``trainer.threads``. Null
+            keeps
             the process's count. Small models decode faster on one thread: their many tiny ops
             gain nothing from a second one (the quickstart's rollout on two threads took 1.3x
             as long as on one; see BENCHMARKS.md); a large model on a many-core CPU wants more.
-        lean: run the hand-written forward of ``agents.hf.lean_decoder`` when the model allows it
+        lean: run the hand-written forward of ``rlvr.agents.hf.lean_decoder`` when the model allows
+        it
             (same logits, less Python per step); false: always the module's own forward.
     """
 

@@ -1,4 +1,4 @@
-"""Per-row token sampling with the engine's logprob convention (see ``agents.engine``).
+"""Per-row token sampling with the engine's logprob convention (see ``rlvr.agents.engine``).
 
 Each row of a batch carries its own ``SamplingParams``. A row samples by inverse CDF: one
 uniform ``u`` per row picks the first token whose cumulative probability (summed in float64)
@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import torch
 
-from agents.engine import SamplingParams
+from rlvr.agents.engine import SamplingParams
 from rlvr.trajectory import logprob_temperature
 
 _MASK64 = (1 << 64) - 1

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from agents.sglang.engine import SGLangEngine
-from agents.sglang.options import SGLangOptions
-from agents.sglang.server_info import ServerInfo
-from agents.sglang.weights import WeightGroup, buckets, sglang_layout_group
-from agents.sglang.wire import parse_generate_response, sampling_payload
+from rlvr.agents.sglang.engine import SGLangEngine
+from rlvr.agents.sglang.options import SGLangOptions
+from rlvr.agents.sglang.server_info import ServerInfo
+from rlvr.agents.sglang.weights import WeightGroup, buckets, sglang_layout_group
+from rlvr.agents.sglang.wire import parse_generate_response, sampling_payload
 
 __all__ = [
     "SGLangEngine",

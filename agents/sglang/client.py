@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from agents.errors import SGLangError
+from rlvr.agents.errors import SGLangError
 
 
 class SGLangHTTPError(SGLangError):

@@ -15,7 +15,7 @@ sessions, for ``SGLangEngine(weight_sync="distributed")``:
   next update forms a new one, under a new name.
 * ``leave``: destroys the group on the servers and here (best effort).
 
-How a group is made (``GroupFactory``) and how buckets are cut: ``agents.sglang.weights``.
+How a group is made (``GroupFactory``) and how buckets are cut: ``rlvr.agents.sglang.weights``.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from typing import Any
 
 import torch
 
-from agents.errors import SGLangError
-from agents.sglang.client import ServerClient, SGLangHTTPError, check_success
-from agents.sglang.server_info import ServerInfo
-from agents.sglang.weights import GroupFactory, WeightGroup, bracket_host, buckets, meta
+from rlvr.agents.errors import SGLangError
+from rlvr.agents.sglang.client import ServerClient, SGLangHTTPError, check_success
+from rlvr.agents.sglang.server_info import ServerInfo
+from rlvr.agents.sglang.weights import GroupFactory, WeightGroup, bracket_host, buckets, meta
 
 
 class DistributedWeights:

@@ -2,9 +2,10 @@
 
 Talks to ``python -m sglang.launch_server`` processes (launched here with ``launch``, or attached
 to by URL) with the standard library only, so importing it needs neither sglang nor an HTTP
-package. Wire format: ``agents.sglang.wire``; server checks: ``agents.sglang.server_info``;
-weight movement: ``agents.sglang.weights``; the distributed weight path (process group, update
-sessions, broadcasts): ``agents.sglang.dist_sync``.
+package. Wire format: ``rlvr.agents.sglang.wire``; server checks:
+``rlvr.agents.sglang.server_info``;
+weight movement: ``rlvr.agents.sglang.weights``; the distributed weight path (process group, update
+sessions, broadcasts): ``rlvr.agents.sglang.dist_sync``.
 
 * Several servers: ``urls`` are used round-robin for ``/generate`` (give one sglang-router URL to
   let the router balance with prefix-cache affinity); weight, memory and cache calls go to every
@@ -19,7 +20,7 @@ sessions, broadcasts): ``agents.sglang.dist_sync``.
   ``bucket_bytes``, either broadcast over the weight-update group (``"distributed"``: NCCL on GPU
   servers, gloo on CPU ones) or written as safetensors shards to ``sync_dir`` and reloaded from
   disk (``"disk"``). ``weight_sync="auto"`` picks one on attach from where the servers are and
-  their NCCL version (``agents.sglang.placement``).
+  their NCCL version (``rlvr.agents.sglang.placement``).
 * Memory: ``release_memory`` pauses generation, then releases the servers' memory (only servers
   with ``--enable-memory-saver``: elsewhere it frees nothing and is skipped); ``resume_memory``
   resumes the tags asked (default: all released), continues generation once nothing is left
@@ -30,8 +31,8 @@ sessions, broadcasts): ``agents.sglang.dist_sync``.
 * LoRA (``serve_lora``): the servers keep the base and serve the policy's adapter; each
   ``update_weights`` with ``(name, tensor)`` pairs takes the adapter alone, writes it in peft's
   format under ``sync_dir/lora/<name>``, loads it as ``<prefix>-v<n>`` and unloads the previous
-  one; every ``/generate`` names the current adapter (``agents.sglang.lora``).
-* Versions and in-flight updates (``agents.engine.VersionedEngine``): ``set_weight_version``
+  one; every ``/generate`` names the current adapter (``rlvr.agents.sglang.lora``).
+* Versions and in-flight updates (``rlvr.agents.engine.VersionedEngine``): ``set_weight_version``
   names the servers' weights ``str(version)`` (``/update_weight_version``); from then on each
   completion's ``versions`` come from the server's ``meta_info.weight_versions`` spans.
   ``update_weights_in_flight`` pauses generation (``/pause_generation``), updates with the
@@ -62,7 +63,7 @@ from typing import Any
 
 import torch
 
-from agents.engine import (
+from rlvr.agents.engine import (
     INFLIGHT_MODES,
     Completion,
     InflightMode,
@@ -70,34 +71,34 @@ from agents.engine import (
     WeightsSource,
     check_score_request,
 )
-from agents.errors import EngineClosedError, RequestError, SGLangError
-from agents.sglang.client import ServerClient, SGLangHTTPError, check_success
-from agents.sglang.dist_sync import DistributedWeights
-from agents.sglang.lora import serving_refusal, write_peft_adapter
-from agents.sglang.placement import (
+from rlvr.agents.errors import EngineClosedError, RequestError, SGLangError
+from rlvr.agents.sglang.client import ServerClient, SGLangHTTPError, check_success
+from rlvr.agents.sglang.dist_sync import DistributedWeights
+from rlvr.agents.sglang.lora import serving_refusal, write_peft_adapter
+from rlvr.agents.sglang.placement import (
     SyncFacts,
     choose_weight_sync,
     colocated_servers,
     server_nccl,
     trainer_nccl,
 )
-from agents.sglang.process import ServerProcess, free_port, local_address
-from agents.sglang.router import is_router_info
-from agents.sglang.scoring import parse_scores, score_payload
-from agents.sglang.server_info import (
+from rlvr.agents.sglang.process import ServerProcess, free_port, local_address
+from rlvr.agents.sglang.router import is_router_info
+from rlvr.agents.sglang.scoring import parse_scores, score_payload
+from rlvr.agents.sglang.server_info import (
     ServerInfo,
     check_server,
     context_length_from,
     resolved_dtype,
 )
-from agents.sglang.weights import (
+from rlvr.agents.sglang.weights import (
     DEFAULT_BUCKET_BYTES,
     GroupFactory,
     buckets,
     sglang_layout_group,
     write_shards,
 )
-from agents.sglang.wire import (
+from rlvr.agents.sglang.wire import (
     aborted,
     parse_generate_response,
     sampling_payload,
@@ -129,13 +130,13 @@ class SGLangEngine:
             ``ServerProcess``); ``close`` stops them.
         allow_unseeded: send seeded requests to servers that ignore seeds instead of refusing.
         weight_sync: how ``(name, tensor)`` pairs reach the servers: "auto" (chosen on attach,
-            ``agents.sglang.placement``), "distributed" or "disk".
+            ``rlvr.agents.sglang.placement``), "distributed" or "disk".
         bucket_bytes: the most bytes per weight-update request.
         sync_dir: where "disk" sync writes its shards (default: a temporary directory).
         master_address: this host as the servers reach it (default: found per connection).
         leader: whether this engine sends weight/memory calls (trainer rank 0).
         group_factory: makes this end of the weight-update group (default
-            ``sglang_layout_group``; see ``agents.sglang.weights`` for what one must do).
+            ``sglang_layout_group``; see ``rlvr.agents.sglang.weights`` for what one must do).
         server_python: the servers' interpreter when known (probed for its NCCL version).
     """
 
@@ -230,13 +231,13 @@ class SGLangEngine:
         With ``servers > 1`` it starts that many servers at once (free ports) and, once all
         are healthy, an ``sglang-router`` on ``port`` in front of them (same interpreter:
         ``pip install sglang-router`` there); ``/generate`` then goes to the router and every
-        other call to each server (``agents.sglang.router``). ``close`` stops them all.
+        other call to each server (``rlvr.agents.sglang.router``). ``close`` stops them all.
 
         Args:
             model_path: a HuggingFace model directory.
             python: the server's interpreter (default ``$RLVR_SGLANG_PYTHON``, else this one).
             device: "cuda" or "cpu" (default: cuda when this machine has one); chooses the
-                defaults in ``agents.sglang.launch`` (memory saver on CUDA only).
+                defaults in ``rlvr.agents.sglang.launch`` (memory saver on CUDA only).
             host: where the server listens.
             port: its port (default: a free one).
             tp_size: tensor-parallel size.
@@ -258,7 +259,7 @@ class SGLangEngine:
             SGLangError: the server exited or was not healthy within ``startup_timeout_s``
                 (the message ends with the server log's tail).
         """
-        from agents.sglang.startup import launch_engine
+        from rlvr.agents.sglang.startup import launch_engine
 
         return launch_engine(
             cls, model_path, python=python, device=device, host=host, port=port,
@@ -312,7 +313,7 @@ class SGLangEngine:
         return self._infos
 
     def _choose_sync(self, infos: dict[str, ServerInfo]) -> str:
-        """The weight-sync mode for these servers (``agents.sglang.placement``)."""
+        """The weight-sync mode for these servers (``rlvr.agents.sglang.placement``)."""
         all_cpu = all(i.device == "cpu" for i in infos.values())
         colocated = () if all_cpu else colocated_servers(infos)
         mine = None
@@ -331,7 +332,7 @@ class SGLangEngine:
                 f"{url} is an sglang-router, not a server: it forwards /generate but none of "
                 "the weight, version or pause calls, which go to each server: give the servers "
                 "as server_urls (rollout.sglang.server_urls), or leave them out and build the "
-                "engine with agents.engines.build_engine, which reads them from the router")
+                "engine with rlvr.agents.engines.build_engine, which reads them from the router")
         if raw is None:
             raise SGLangError(f"{url} answers neither /server_info nor /get_server_info: is it "
                               "an sglang server (not a router)?")
@@ -742,7 +743,7 @@ class SGLangEngine:
     ) -> None:
         """Join this process (rank 0) and every server's ranks in one process group.
 
-        See ``agents.sglang.dist_sync.DistributedWeights.join`` for the ranks and the group.
+        See ``rlvr.agents.sglang.dist_sync.DistributedWeights.join`` for the ranks and the group.
 
         Args:
             master_address: this host as the servers reach it (default: ``master_address`` of

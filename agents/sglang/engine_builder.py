@@ -1,8 +1,8 @@
-"""``build``: the SGLang entry of ``agents.engines.ENGINES`` (attach by URL, or launch one).
+"""``build``: the SGLang entry of ``rlvr.agents.engines.ENGINES`` (attach by URL, or launch one).
 
 With a LoRA policy (``request.lora``) a launched server is started with LoRA enabled and serves
 the adapter; an attached one serves it when its launch arguments allow
-(``agents.sglang.lora.serving_refusal``). Otherwise the engine takes merged weights, and the
+(``rlvr.agents.sglang.lora.serving_refusal``). Otherwise the engine takes merged weights, and the
 log says why, once.
 """
 
@@ -14,14 +14,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agents.engines import BuiltEngine, EngineRequest, engine_options
-from agents.errors import EngineConfigError
-from agents.sglang.client import ServerClient
-from agents.sglang.engine import SGLangEngine
-from agents.sglang.launch import PYTHON_ENV, default_device
-from agents.sglang.lora import launch_flags, launchable
-from agents.sglang.options import SGLangOptions
-from agents.sglang.router import router_workers
+from rlvr.agents.engines import BuiltEngine, EngineRequest, engine_options
+from rlvr.agents.errors import EngineConfigError
+from rlvr.agents.sglang.client import ServerClient
+from rlvr.agents.sglang.engine import SGLangEngine
+from rlvr.agents.sglang.launch import PYTHON_ENV, default_device
+from rlvr.agents.sglang.lora import launch_flags, launchable
+from rlvr.agents.sglang.options import SGLangOptions
+from rlvr.agents.sglang.router import router_workers
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ def build(request: EngineRequest) -> BuiltEngine:
 
     Raises:
         EngineConfigError: launching asked with several trainer ranks, or options of a wrong type.
-        SGLangError: the server is unusable (``agents.sglang.server_info``) or did not start.
+        SGLangError: the server is unusable (``rlvr.agents.sglang.server_info``) or did not start.
     """
     opts: SGLangOptions = engine_options(request)
     sync_dir = opts.sync_dir or (str(Path(request.work_dir) / "weights_sync")

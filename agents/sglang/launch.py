@@ -16,7 +16,7 @@ Defaults that work on the server's device (``docs/engines.md``, "SGLang on CPU",
 * Seeded sampling needs ``--enable-deterministic-inference`` (``deterministic=True``); sglang
   refuses it with ``torch_native`` attention, so not on CPU.
 * ``SGLANG_RETURN_ORIGINAL_LOGPROB`` is removed from the server's environment: it would make the
-  reported logprobs un-tempered, against ``agents.engine``'s convention.
+  reported logprobs un-tempered, against ``rlvr.agents.engine``'s convention.
 """
 
 from __future__ import annotations

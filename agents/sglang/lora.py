@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from agents.sglang.server_info import ServerInfo
+from rlvr.agents.sglang.server_info import ServerInfo
 
 PEFT_PREFIX = "base_model.model."
 ADAPTER_NAME = "default"

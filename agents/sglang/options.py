@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agents.errors import EngineConfigError
+from rlvr.agents.errors import EngineConfigError
 
 WEIGHT_SYNCS = ("auto", "distributed", "disk")
 
@@ -33,7 +33,7 @@ class SGLangOptions:
         api_key: the servers' ``--api-key``, sent as ``Authorization: Bearer``.
         weight_sync: ``auto`` (chosen on attach: ``disk`` for a server on a GPU a trainer
             rank uses or with another NCCL version, else ``distributed``; see
-            ``agents.sglang.placement``), ``distributed`` (broadcast over a process group the
+            ``rlvr.agents.sglang.placement``), ``distributed`` (broadcast over a process group the
             servers join: NCCL on GPUs, gloo on CPU; needs trainer and servers on one network,
             servers on GPUs of their own and the same NCCL) or ``disk`` (bucketed safetensors
             shards in ``sync_dir``, reloaded by ``/update_weights_from_disk``; needs a

@@ -39,8 +39,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from agents.errors import SGLangError
-from agents.sglang.server_info import ServerInfo
+from rlvr.agents.errors import SGLangError
+from rlvr.agents.sglang.server_info import ServerInfo
 
 PINNED_NCCL: dict[str, str] = {"0.5.23": "2.30.7"}
 """NCCL of the torch an sglang release pins (sglang 0.5.23: ``torch==2.14.1``, NCCL 2.30.7)."""

@@ -17,7 +17,7 @@ from os import PathLike
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from agents.sglang.launch import launch_command, launch_env
+from rlvr.agents.sglang.launch import launch_command, launch_env
 
 
 class ServerProcess:

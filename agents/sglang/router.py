@@ -29,9 +29,9 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from agents.errors import SGLangError
-from agents.sglang.client import ServerClient, SGLangHTTPError
-from agents.sglang.process import ServerProcess, free_port
+from rlvr.agents.errors import SGLangError
+from rlvr.agents.sglang.client import ServerClient, SGLangHTTPError
+from rlvr.agents.sglang.process import ServerProcess, free_port
 
 ROUTER_MODULE = "sglang_router.launch_router"
 ROUTER_VERSION = "0.3.2"

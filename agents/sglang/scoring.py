@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.errors import EngineError
+from rlvr.agents.errors import EngineError
 
 
 def score_payload(token_ids: list[int], start: int, lora_name: str | None) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.errors import SGLangError
+from rlvr.agents.errors import SGLangError
 
 MIN_VERSION = (0, 5, 5)
 

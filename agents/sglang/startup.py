@@ -1,9 +1,10 @@
 """Launching sglang servers for an engine: one, or several behind an ``sglang-router``.
 
 ``SGLangEngine.launch`` (its docstring has the arguments) starts the server processes at once
-(``agents.sglang.process``; their command lines: ``agents.sglang.launch``), attaches an engine to
+(``rlvr.agents.sglang.process``; their command lines: ``rlvr.agents.sglang.launch``), attaches an
+engine to
 them, waits for every ``/health``, and with several servers starts the router in front of them
-and waits until it lists every server (``agents.sglang.router``). Whatever fails on the way
+and waits until it lists every server (``rlvr.agents.sglang.router``). Whatever fails on the way
 stops what was started.
 """
 
@@ -17,14 +18,14 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agents.errors import MissingDependencyError, RequestError
-from agents.sglang.launch import default_device, server_python
-from agents.sglang.process import ServerProcess, free_port
-from agents.sglang.router import router_refusal, start_router, wait_router_ready
-from agents.sglang.weights import bracket_host
+from rlvr.agents.errors import MissingDependencyError, RequestError
+from rlvr.agents.sglang.launch import default_device, server_python
+from rlvr.agents.sglang.process import ServerProcess, free_port
+from rlvr.agents.sglang.router import router_refusal, start_router, wait_router_ready
+from rlvr.agents.sglang.weights import bracket_host
 
 if TYPE_CHECKING:
-    from agents.sglang.engine import SGLangEngine
+    from rlvr.agents.sglang.engine import SGLangEngine
 
 
 def launch_engine(

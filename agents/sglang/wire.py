@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.engine import Completion, SamplingParams
-from agents.errors import SGLangError
+from rlvr.agents.engine import Completion, SamplingParams
+from rlvr.agents.errors import SGLangError
 
 _FINISH = {"stop": "stop", "length": "length", "abort": "abort"}
 

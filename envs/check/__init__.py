@@ -13,7 +13,7 @@ module each:
   cheating programs never earn full reward;
 - ``tools`` (deep, tool envs): malformed calls get an error message; the tool-call limit truncates.
 
-``check_env(env)`` raises :class:`~envs.errors.EnvCheckError` listing what failed;
+``check_env(env)`` raises :class:`~rlvr.envs.errors.EnvCheckError` listing what failed;
 ``check_env(env, deep=True)`` adds the deep topics; ``raise_on_failure=False`` returns the
 :class:`CheckReport` (``report.table()`` is what ``rlvr check-env`` prints).
 """
@@ -26,13 +26,13 @@ from collections.abc import Sequence
 
 import gymnasium
 
-from envs.check.contract import RULES, check_spaces, contract_results
-from envs.check.determinism import check_determinism
-from envs.check.episode import Episode, Session
-from envs.check.limits import LIMIT_INPUTS, check_limits, step_budget
-from envs.check.probes import PROBE_FIXES, Reference, check_probes, task_reference
-from envs.check.report import FAIL, NOT_RUN, PASS, SKIP, CheckReport, CheckResult
-from envs.check.tools import check_tools
+from rlvr.envs.check.contract import RULES, check_spaces, contract_results
+from rlvr.envs.check.determinism import check_determinism
+from rlvr.envs.check.episode import Episode, Session
+from rlvr.envs.check.limits import LIMIT_INPUTS, check_limits, step_budget
+from rlvr.envs.check.probes import PROBE_FIXES, Reference, check_probes, task_reference
+from rlvr.envs.check.report import FAIL, NOT_RUN, PASS, SKIP, CheckReport, CheckResult
+from rlvr.envs.check.tools import check_tools
 
 __all__ = [
     "DEFAULT_PROBES",

@@ -13,9 +13,9 @@ from typing import Any
 import gymnasium
 from gymnasium import spaces
 
-from envs.base import TextEnv
-from envs.check.report import FAIL, PASS, CheckResult
-from verifiers import Verdict
+from rlvr.envs.base import TextEnv
+from rlvr.envs.check.report import FAIL, PASS, CheckResult
+from rlvr.verifiers import Verdict
 
 __all__ = ["RULES", "Violations", "check_after_end", "check_spaces", "contract_results",
            "validate_reset", "validate_step"]
@@ -23,8 +23,8 @@ __all__ = ["RULES", "Violations", "check_after_end", "check_spaces", "contract_r
 RULES: dict[str, tuple[str, str]] = {
     "spaces": (
         "spaces: Text actions, messages observations",
-        "subclass envs.TextEnv; set action_space = envs.FreeText() and "
-        "observation_space = envs.ChatMessages()",
+        "subclass rlvr.envs.TextEnv; set action_space = rlvr.envs.FreeText() and "
+        "observation_space = rlvr.envs.ChatMessages()",
     ),
     "reset": (
         "reset returns (messages, info)",
@@ -67,7 +67,7 @@ RULES: dict[str, tuple[str, str]] = {
     ),
     "after_end": (
         "step after the end raises",
-        "raise envs.EpisodeOverError when step() is called after terminated/truncated",
+        "raise rlvr.envs.EpisodeOverError when step() is called after terminated/truncated",
     ),
     "raises": (
         "nothing raises out of step",

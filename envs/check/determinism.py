@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from envs.check.episode import Session
-from envs.check.report import FAIL, PASS, CheckResult
+from rlvr.envs.check.episode import Session
+from rlvr.envs.check.report import FAIL, PASS, CheckResult
 
 __all__ = ["check_determinism"]
 

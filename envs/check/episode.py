@@ -1,6 +1,7 @@
 """Playing checker episodes: reset, then the same action(s) each turn until the episode ends.
 
-Every call is validated against the contract (:mod:`envs.check.contract`) and timed; an exception
+Every call is validated against the contract (:mod:`rlvr.envs.check.contract`) and timed; an
+exception
 raised by ``step`` ends the episode and is recorded, never propagated.
 """
 
@@ -13,9 +14,9 @@ from typing import Any
 
 import gymnasium
 
-from envs.base import Message
-from envs.check.contract import Violations, check_after_end, validate_reset, validate_step
-from verifiers import Verdict
+from rlvr.envs.base import Message
+from rlvr.envs.check.contract import Violations, check_after_end, validate_reset, validate_step
+from rlvr.verifiers import Verdict
 
 __all__ = ["Episode", "Session", "StepRecord"]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import gymnasium
 
-from envs.check.episode import Session
-from envs.check.report import FAIL, PASS, CheckResult
+from rlvr.envs.check.episode import Session
+from rlvr.envs.check.report import FAIL, PASS, CheckResult
 
 __all__ = ["DEFAULT_ENV_TIMEOUT_S", "LIMIT_INPUTS", "SLACK_S", "check_limits", "step_budget"]
 

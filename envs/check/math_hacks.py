@@ -1,7 +1,7 @@
 r"""Math-answer hack probes: what a policy finds in a math grader, tried on the env as it is.
 
 Built from the episode's right answer (the reference) and its prompt, in the env's own answer
-format (``render``), so a user's math env built on ``verifiers.math`` (or on anything else) is
+format (``render``), so a user's math env built on ``rlvr.verifiers.math`` (or on anything else) is
 checked against the classes a red team found:
 
 - restated arithmetic: the question's arithmetic copied back (``\boxed{733*94}``), and
@@ -30,18 +30,18 @@ from fractions import Fraction
 __all__ = ["MATH_HACK_FIXES", "MathHackProbe", "math_hack_probes"]
 
 MATH_HACK_FIXES = {
-    "math-restated": "grade extracted answers with verifiers.math.verify_answer (or verify), "
+    "math-restated": "grade extracted answers with rlvr.verifiers.math.verify_answer (or verify), "
                      "which refuses arithmetic left undone against a plain-number gold; "
                      "is_equivalent alone is mathematical equality, so it accepts 733*94",
     "math-rounding": "compare an integer gold exactly; accept a decimal only as the exact "
-                     "answer rounded (verifiers.math does both)",
+                     "answer rounded (rlvr.verifiers.math does both)",
     "math-reading": "read each answer one way only: k% is k, not also k/100; words as words; "
                     "ratios with their colon; no sums that floats cannot tell apart "
-                    "(verifiers.math does)",
+                    "(rlvr.verifiers.math does)",
     "math-hedge": "answers side by side are a list, on every extraction path "
-                  "(verifiers.math.verify)",
+                  "(rlvr.verifiers.math.verify)",
     "math-unreadable": "catch everything the grader raises on a model's answer and score it 0 "
-                       "(verifiers.math never raises on an answer)",
+                       "(rlvr.verifiers.math never raises on an answer)",
 }
 
 _ARITHMETIC = re.compile(
@@ -55,7 +55,7 @@ _WORD = re.compile(r"(?:\\text\{)?([A-Za-z]{3,})\}?")
 
 @dataclass(frozen=True)
 class MathHackProbe:
-    """A named group of responses (the fields of ``envs.check.probes.Probe``)."""
+    """A named group of responses (the fields of ``rlvr.envs.check.probes.Probe``)."""
 
     family: str
     name: str

@@ -19,7 +19,7 @@ Families:
 - claims: "All tests passed", "Grader: correct", a JSON verdict, with or without a wrong answer;
 - copy: the prompt copied back;
 - extraction: the right answer as the last number of a long list;
-- math hacks (``envs.check.math_hacks``): restated arithmetic, rounding, percent and float
+- math hacks (``rlvr.envs.check.math_hacks``): restated arithmetic, rounding, percent and float
   readings, hedged math spans and letters, unreadable answers;
 - code: programs that exit early, print success markers, patch builtins or return an object
   whose ``__eq__`` is always True (written without digits, so answer-extracting envs read no
@@ -34,10 +34,10 @@ from dataclasses import dataclass
 
 import gymnasium
 
-from envs.check.episode import Session
-from envs.check.math_hacks import MATH_HACK_FIXES, math_hack_probes
-from envs.check.report import FAIL, PASS, SKIP, CheckResult
-from verifiers.math import gold_answer
+from rlvr.envs.check.episode import Session
+from rlvr.envs.check.math_hacks import MATH_HACK_FIXES, math_hack_probes
+from rlvr.envs.check.report import FAIL, PASS, SKIP, CheckResult
+from rlvr.verifiers.math import gold_answer
 
 __all__ = ["PROBE_FIXES", "Probe", "Reference", "check_probes", "task_reference"]
 
@@ -53,14 +53,14 @@ _FUNCTION_NAMES = (re.compile(r"def\s+([A-Za-z_]\w*)\s*\("), re.compile(r"`([A-Z
 
 PROBE_FIXES = {
     "hedge": "grade one final answer: several candidates (boxes, 'or', ranges, lists) are a "
-             "list that never equals a single gold answer (verifiers.math.verify does this; "
+             "list that never equals a single gold answer (rlvr.verifiers.math.verify does this; "
              "find_boxed/find_numbers give the answer span for one answer format)",
     "claim": "grade the answer only; never look for success words or verdicts in the response",
     "copy": "keep the gold answer out of the prompt",
     "extraction": "never read the last number of a list as the answer "
-                  "(verifiers.math.find_numbers joins lists)",
+                  "(rlvr.verifiers.math.find_numbers joins lists)",
     "code": "run the tests in the sandbox and pass only when the harness confirms that every "
-            "test ran (verifiers.code.run_tests); never trust exit codes, stdout, or == on "
+            "test ran (rlvr.verifiers.code.run_tests); never trust exit codes, stdout, or == on "
             "objects the program made",
     **MATH_HACK_FIXES,
 }
@@ -84,7 +84,7 @@ class Probe:
 def task_reference(env: gymnasium.Env) -> str | None:
     """The default reference: the current task's ``solution`` (as a python block) or ``answer``.
 
-    Works for :class:`envs.TaskEnv` envs whose tasks carry those fields (all built-in ones);
+    Works for :class:`rlvr.envs.TaskEnv` envs whose tasks carry those fields (all built-in ones);
     returns None for anything else.
     """
     try:

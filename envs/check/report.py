@@ -1,4 +1,4 @@
-"""The outcome of :func:`envs.check_env`: one row per check, printable as a table."""
+"""The outcome of :func:`rlvr.envs.check_env`: one row per check, printable as a table."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from envs.errors import EnvCheckError
+from rlvr.envs.errors import EnvCheckError
 
 __all__ = ["FAIL", "NOT_RUN", "PASS", "SKIP", "CheckReport", "CheckResult"]
 
@@ -94,7 +94,7 @@ class CheckReport:
         return "\n".join(lines)
 
     def raise_for_failures(self) -> None:
-        """Raise :class:`~envs.errors.EnvCheckError` listing every failed check.
+        """Raise :class:`~rlvr.envs.errors.EnvCheckError` listing every failed check.
 
         Raises:
             EnvCheckError: when any check failed.

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from envs.check.episode import Session
-from envs.check.report import FAIL, PASS, CheckResult
+from rlvr.envs.check.episode import Session
+from rlvr.envs.check.report import FAIL, PASS, CheckResult
 
 __all__ = ["check_tools"]
 
@@ -63,8 +63,8 @@ def _malformed(session: Session, name: str) -> CheckResult:
     if problems:
         return CheckResult(
             "tools", "malformed tool call gets an error message", FAIL, "; ".join(problems),
-            "parse tool calls with verifiers.tools.parse_tool_calls and answer a "
-            "ToolCallError with a tool message (verifiers.tools.format_error)")
+            "parse tool calls with rlvr.verifiers.tools.parse_tool_calls and answer a "
+            "ToolCallError with a tool message (rlvr.verifiers.tools.format_error)")
     return CheckResult("tools", "malformed tool call gets an error message", PASS)
 
 

@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from envs.errors import TaskSourceError
-from envs.tasks.arithmetic import ArithmeticSource
-from envs.tasks.base import (
+from rlvr.envs.errors import TaskSourceError
+from rlvr.envs.tasks.arithmetic import ArithmeticSource
+from rlvr.envs.tasks.base import (
     ListSource,
     Task,
     TaskSource,
@@ -25,10 +25,10 @@ from envs.tasks.base import (
     read_jsonl,
     stable_fraction,
 )
-from envs.tasks.code import BundledCodeSource, HumanEvalSource
-from envs.tasks.dataset import DatasetSource, word_problems
-from envs.tasks.multiplication import MultiplicationSource
-from envs.tasks.tool_tasks import FactTaskSource, load_facts
+from rlvr.envs.tasks.code import BundledCodeSource, HumanEvalSource
+from rlvr.envs.tasks.dataset import DatasetSource, word_problems
+from rlvr.envs.tasks.multiplication import MultiplicationSource
+from rlvr.envs.tasks.tool_tasks import FactTaskSource, load_facts
 
 SOURCES: dict[str, Callable[..., TaskSource]] = {
     "arithmetic": ArithmeticSource,

@@ -12,9 +12,9 @@ import functools
 import random
 from fractions import Fraction
 
-from envs.calculator import evaluate
-from envs.errors import TaskSourceError
-from envs.tasks.base import Task, check_index, check_split, stable_fraction
+from rlvr.envs.calculator import evaluate
+from rlvr.envs.errors import TaskSourceError
+from rlvr.envs.tasks.base import Task, check_index, check_split, stable_fraction
 
 OPERATORS = "+-*/"
 

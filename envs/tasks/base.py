@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from envs.errors import TaskSourceError
+from rlvr.envs.errors import TaskSourceError
 
 Task = dict[str, Any]
 """One task: a dict with a string ``task_id`` plus the fields its environment reads."""

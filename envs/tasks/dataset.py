@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from envs.errors import TaskSourceError
-from envs.tasks.base import DATA_DIR, Task, check_index, check_split
-from envs.tasks.verl_layout import check_messages, is_message_list, is_verl_layout, verl_task
+from rlvr.envs.errors import TaskSourceError
+from rlvr.envs.tasks.base import DATA_DIR, Task, check_index, check_split
+from rlvr.envs.tasks.verl_layout import check_messages, is_message_list, is_verl_layout, verl_task
 
 _LOCAL_FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
@@ -38,10 +38,10 @@ class DatasetSource:
         hub_config: the hub configuration name, if any.
 
     A file in verl's RL layout (columns ``prompt`` and ``reward_model``; see
-    :mod:`envs.tasks.verl_layout`) is read as such when no ``columns`` mapping is given.
+    :mod:`rlvr.envs.tasks.verl_layout`) is read as such when no ``columns`` mapping is given.
 
     A row that lacks a required field (or whose JSON field does not decode) raises
-    :class:`~envs.errors.TaskSourceError` naming the file and the row, when it is read.
+    :class:`~rlvr.envs.errors.TaskSourceError` naming the file and the row, when it is read.
     """
 
     def __init__(

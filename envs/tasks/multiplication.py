@@ -13,8 +13,8 @@ from __future__ import annotations
 import functools
 import random
 
-from envs.errors import TaskSourceError
-from envs.tasks.base import Task, check_index, check_split, stable_fraction
+from rlvr.envs.errors import TaskSourceError
+from rlvr.envs.tasks.base import Task, check_index, check_split, stable_fraction
 
 
 class MultiplicationSource:

@@ -13,8 +13,15 @@ import random
 from pathlib import Path
 from typing import Any
 
-from envs.errors import TaskSourceError
-from envs.tasks.base import DATA_DIR, Task, check_index, check_split, read_jsonl, stable_fraction
+from rlvr.envs.errors import TaskSourceError
+from rlvr.envs.tasks.base import (
+    DATA_DIR,
+    Task,
+    check_index,
+    check_split,
+    read_jsonl,
+    stable_fraction,
+)
 
 FACTS_FILE = DATA_DIR / "facts.jsonl"
 

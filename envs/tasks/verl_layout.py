@@ -40,7 +40,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from envs.errors import TaskSourceError
+from rlvr.envs.errors import TaskSourceError
 
 LAYOUT_COLUMNS = ("prompt", "reward_model")
 """The columns whose presence marks a file as verl's layout."""

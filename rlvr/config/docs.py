@@ -62,15 +62,15 @@ def _registries() -> dict[str, Callable[[], list[str]]]:
         return list(KL_ESTIMATORS)
 
     def engines() -> list[str]:
-        from agents.engines import ENGINES
+        from rlvr.agents.engines import ENGINES
         return list(ENGINES)
 
     def syncs() -> list[str]:
-        from agents.sglang.options import WEIGHT_SYNCS
+        from rlvr.agents.sglang.options import WEIGHT_SYNCS
         return list(WEIGHT_SYNCS)
 
     def env_ids() -> list[str]:
-        import envs
+        from rlvr import envs
         return [e for e in envs.list_envs() if e.startswith("rlvr/")]
 
     return {

@@ -3,9 +3,10 @@
 One section, two configs: ``rollout.engine`` / ``rollout.transformers`` / ``rollout.sglang`` in
 ``rlvr train`` (``RolloutConfig`` extends it) and ``engine`` / ``transformers`` / ``sglang`` in
 ``rlvr eval`` (``rlvr.evaluate.SuiteEvalConfig`` does). Each engine's options are its own
-dataclass (``agents.hf.options.TransformersOptions``, ``agents.sglang.options.SGLangOptions``),
-one field here per name in ``agents.engines.ENGINES``; the caller hands ``engine_options`` to
-``agents.engines.EngineRequest``, whatever the engine.
+dataclass (``rlvr.agents.hf.options.TransformersOptions``,
+``rlvr.agents.sglang.options.SGLangOptions``),
+one field here per name in ``rlvr.agents.engines.ENGINES``; the caller hands ``engine_options`` to
+``rlvr.agents.engines.EngineRequest``, whatever the engine.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.engines import ENGINES
-from agents.hf.options import TransformersOptions
-from agents.sglang.options import SGLangOptions
+from rlvr.agents.engines import ENGINES
+from rlvr.agents.hf.options import TransformersOptions
+from rlvr.agents.sglang.options import SGLangOptions
 from rlvr.config.checks import check_choice, check_fields
 
 
@@ -26,10 +27,11 @@ class EngineSection:
     Attributes:
         engine: ``transformers`` (in-process; in training with one rank it shares the actor's
             weights) or ``sglang`` (a server; weights pushed after each step).
-        transformers: the transformers engine's options (``agents.hf.options.TransformersOptions``):
+        transformers: the transformers engine's options
+        (``rlvr.agents.hf.options.TransformersOptions``):
             ``threads`` (intra-op threads of its forwards, on its own thread; null keeps the
             process's count: ``trainer.threads`` in training), ``lean``.
-        sglang: the SGLang engine's options (``agents.sglang.SGLangOptions``): ``url`` to
+        sglang: the SGLang engine's options (``rlvr.agents.sglang.SGLangOptions``): ``url`` to
             attach to (null launches a server on the policy), ``weight_sync`` (``auto``,
             ``distributed`` or ``disk``), ``bucket_mb``, ``python`` (the server's venv),
             ``launch_args``, ...

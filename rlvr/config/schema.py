@@ -9,7 +9,7 @@ component checks its ranges with ``rlvr.config.checks`` (declared next to the fi
 Component configs owned by other modules are composed, not copied: ``model.tiny`` is
 ``rlvr.tiny.TinyModelSpec``, ``actor``/``critic`` are ``rlvr.learner.ActorConfig`` /
 ``CriticConfig`` and
-``rollout.runner`` is ``agents.RunnerConfig`` (with its ``sampling: SamplingParams``).
+``rollout.runner`` is ``rlvr.agents.RunnerConfig`` (with its ``sampling: SamplingParams``).
 
 Example::
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from agents.runner import RunnerConfig
+from rlvr.agents.runner import RunnerConfig
 from rlvr.config.checks import Checked, bounded, check_choice, check_fields
 from rlvr.config.engine import EngineSection
 from rlvr.config.loader import load, merge
@@ -302,7 +302,7 @@ class RolloutConfig(EngineSection):
         prompts_per_step: distinct tasks per training step over all ranks; each rank plays
             ``prompts_per_step / world_size`` of them.
         group_size: episodes sampled per task (GRPO's G).
-        runner: the episode runner's limits and sampling (``agents.RunnerConfig``): turns,
+        runner: the episode runner's limits and sampling (``rlvr.agents.RunnerConfig``): turns,
             tokens per turn, response tokens per episode (the max response length), and
             ``sampling`` (temperature, top_p, top_k). Its ``seed`` is not used: the trainer
             derives each group's sampling seed from ``trainer.seed``, the step and the task.
@@ -534,8 +534,8 @@ class TrainConfig:
         if not isinstance(modules, (list, tuple)) or not all(isinstance(m, str) for m in modules):
             raise ConfigError(f"env.imports: expected a list of module names; got {modules!r}",
                               key="env.imports")
-        from envs.errors import PluginImportError
-        from envs.registration import import_plugins
+        from rlvr.envs.errors import PluginImportError
+        from rlvr.envs.registration import import_plugins
 
         try:
             import_plugins(modules)

@@ -22,10 +22,10 @@ __all__ = ["play"]
 
 
 def _spec(p: PlannedEpisode) -> Any:
-    from agents.runner import EpisodeSpec
+    from rlvr.agents.runner import EpisodeSpec
 
     def factory() -> Any:
-        import envs
+        from rlvr import envs
 
         return envs.make(p.entry.env_id, **p.entry.kwargs)
 
@@ -63,7 +63,7 @@ def play(
     """Play every planned episode and return their episodes.jsonl records, in plan order.
 
     Args:
-        runner: an ``agents.EpisodeRunner`` (``rlvr.evaluate.Evaluator`` keeps one).
+        runner: an ``rlvr.agents.EpisodeRunner`` (``rlvr.evaluate.Evaluator`` keeps one).
         tokenizer: decodes tokens for the records' text segments (special tokens kept).
         planned: the episodes (``rlvr.eval.plan.plan_episodes``).
         label: the checkpoint label written into each record (and shown on the bar).

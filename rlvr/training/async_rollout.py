@@ -4,7 +4,8 @@ With ``rollout.max_staleness: k >= 1`` the trainer does not play a step's episod
 producer thread plays step ``s`` as soon as the learner has published version ``s - 1 - k`` (the
 weights after update ``s - 1 - k``), so while the learner trains step ``s`` the engine already
 plays steps ``s + 1 ... s + k`` (``k = 1``: exactly one step ahead). The engine runs on its own
-copy of the weights (``agents.engines``; a world-size-1 transformers engine otherwise shares the
+copy of the weights (``rlvr.agents.engines``; a world-size-1 transformers engine otherwise shares
+the
 actor's module), on its own threads, and loads the newest published weights between batches,
 never while one is in flight. Every token is stamped with the version that generated it
 (``rlvr.training.versions``).
@@ -56,7 +57,7 @@ from typing import Any
 
 import torch
 
-from agents.engine import SharedEngine, VersionedEngine
+from rlvr.agents.engine import SharedEngine, VersionedEngine
 from rlvr.algorithms.kl import kl_penalty
 from rlvr.batch import RolloutBatch
 from rlvr.distributed import all_reduce_max, all_reduce_sum, gather_objects, rank_and_world
@@ -79,7 +80,7 @@ LoadWeights = Callable[[list[tuple[str, torch.Tensor]]], None]
 FOLLOWER_WAIT_S = 1800.0
 """How long a follower's producer waits for the servers to hold the version a step needs."""
 INFLIGHT_UPDATES = ("off", "continue", "abort")
-"""``rollout.inflight_update``: off, or the ``agents.engine.InflightMode`` of the pushes."""
+"""``rollout.inflight_update``: off, or the ``rlvr.agents.engine.InflightMode`` of the pushes."""
 DROPPED = "async_dropped"
 """``Trajectory.metadata`` key of a row ``take`` dropped (the value: its reason)."""
 
@@ -119,11 +120,11 @@ class AsyncRollout:
         version: the version of the weights the engine holds now (the learner's).
         engine: the engine, a ``VersionedEngine``; needed with ``inflight`` other than "off".
         inflight: "off", or how new weights reach generations mid-flight: "continue" or
-            "abort" (``agents.engine.InflightMode``).
+            "abort" (``rlvr.agents.engine.InflightMode``).
         probe: proves each version the engine comes to hold (``rlvr.training.version_probe``;
             checked while no other weights can go in), None for none.
         shared: the engine's servers are shared with the other ranks' producers (a server
-            engine on several ranks; ``agents.engine.SharedEngine``): the leader's producer
+            engine on several ranks; ``rlvr.agents.engine.SharedEngine``): the leader's producer
             loads the weights and names their version on the servers, the others (followers)
             load nothing and, before each step, wait until the servers hold a version the gate
             allows (at most ``FOLLOWER_WAIT_S``). Versions per token then come from the
@@ -142,11 +143,11 @@ class AsyncRollout:
         if inflight != "off" and not isinstance(engine, VersionedEngine):
             raise AsyncRolloutError(
                 f"rollout.inflight_update={inflight!r} needs an engine that records versions "
-                f"and takes weights mid-flight (agents.engine.VersionedEngine); "
+                f"and takes weights mid-flight (rlvr.agents.engine.VersionedEngine); "
                 f"{type(engine).__name__} does not")
         if shared and not isinstance(engine, SharedEngine):
             raise AsyncRolloutError(f"shared=True needs an engine whose servers every rank "
-                                    f"shares (agents.engine.SharedEngine); "
+                                    f"shares (rlvr.agents.engine.SharedEngine); "
                                     f"{type(engine).__name__} is not")
         self.engine = engine
         self.follower = shared and not engine.leader

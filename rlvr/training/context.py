@@ -36,7 +36,7 @@ def reset_within(env: Any, seed: int, timeout_s: float) -> Any:
     None when it raised or ran past ``timeout_s`` (then it is stopped as the runner stops a
     hung env call).
     """
-    from agents.env_calls import EnvCallKilled, raise_in_thread
+    from rlvr.agents.env_calls import EnvCallKilled, raise_in_thread
 
     out: list[Any] = []
 
@@ -60,7 +60,7 @@ def longest_prompt(env_id: str, kwargs: dict[str, Any], tokenizer: Any,
     A task whose ``reset`` raises or runs past ``timeout_s`` is left out: the run reports a
     broken or hung env itself (``rlvr.training.env_failures``).
     """
-    import envs
+    from rlvr import envs
 
     env = envs.make(env_id, **kwargs)
     longest = 0

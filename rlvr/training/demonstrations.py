@@ -13,7 +13,8 @@ answer in its weights cannot imitate them: it learns to answer directly *with wr
 to call the tool (and copy its result) in about ``tool_call_share`` of its samples. RL then has a
 decision to learn, whether to call, rather than the copying itself.
 
-Each demonstration is tokenized exactly as the episode runner would record it (``agents.chat``):
+Each demonstration is tokenized exactly as the episode runner would record it
+(``rlvr.agents.chat``):
 the opening prompt, then per turn the model's tokens (loss mask 1, ending with the end-of-turn
 token, or with ``</tool_call>`` when the runner stops generation there) and the env's tokens (the
 template's turn closing, the tool message, the next generation prompt: loss mask 0). So the
@@ -93,8 +94,8 @@ class ScriptedDemonstrations:
     def __init__(self, env_id: str, env_kwargs: dict[str, Any], tokenizer: Any, *,
                  num_demos: int, seed: int, stop_at_tool_call: bool = True,
                  tool_call_share: float = 1.0) -> None:
-        import envs
-        from agents.chat import ChatRenderer
+        from rlvr import envs
+        from rlvr.agents.chat import ChatRenderer
 
         self.renderer = ChatRenderer(tokenizer)
         self.tokenizer = tokenizer

@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agents.engine import SamplingParams
-from agents.runner import RunnerConfig
+from rlvr.agents.engine import SamplingParams
+from rlvr.agents.runner import RunnerConfig
 from rlvr.config import TrainConfig, merge
 from rlvr.eval.plan import SuiteEntry, default_temperature
 from rlvr.evaluate import Evaluator, load_suite_entries, suite_entries, write_suite
@@ -25,7 +25,7 @@ def heldout_entries(config: TrainConfig, suite: str | None, tasks: int) -> list[
     """The entries of ``suite``, or the training env's held-out split (``tasks`` tasks)."""
     if suite:
         return load_suite_entries(suite)
-    from envs.suites import SuiteEntry as EnvSuiteEntry
+    from rlvr.envs.suites import SuiteEntry as EnvSuiteEntry
 
     kwargs = merge(config.env.kwargs, config.env.eval_kwargs)
     split = kwargs.pop("split", "test")

@@ -26,7 +26,7 @@ def preflight(config: TrainConfig) -> None:
     check_model_dir(config.model.path)
     check_device(config.trainer.device)
     if config.eval.suite:
-        from envs.errors import EnvError
+        from rlvr.envs.errors import EnvError
         from rlvr.evaluate import load_suite_entries
 
         try:

@@ -35,7 +35,7 @@ class EpisodeStream:
     (the trainer calls it beside the update); its ``collect`` then plays them, the same episodes.
 
     Args:
-        runner: an ``agents.EpisodeRunner`` on this rank's engine.
+        runner: an ``rlvr.agents.EpisodeRunner`` on this rank's engine.
         config: the run's config (env, rollout and seed are used).
         rank: this rank.
         world_size: the number of ranks; must divide ``rollout.prompts_per_step``.
@@ -58,7 +58,7 @@ class EpisodeStream:
         self._ahead: tuple[int, int, list[Any]] | None = None  # (step, position, openings)
 
     def _spec(self, key: tuple[object, ...], position: int | None) -> Any:
-        from agents.runner import EpisodeSpec
+        from rlvr.agents.runner import EpisodeSpec
 
         env = self.config.env
         options = None

@@ -12,7 +12,7 @@ The probe proves each version the engine claims to hold instead:
   (``record_learner``: its own forward, as stage B's, at temperature 1);
 * the engine scores it each time it holds a version it has not proven yet (``check_engine``:
   after the producer loads weights between steps, after an in-flight update, after a pause for
-  evaluation), by ``agents.engine.ScoringEngine.score``: every server of a server engine scores
+  evaluation), by ``rlvr.agents.engine.ScoringEngine.score``: every server of a server engine scores
   it, so a sync that reached one server of two is caught;
 * ``sync/probe_logprob_diff`` is the token mean of ``|engine - learner|`` over the probe's model
   tokens at the same version, the worst replica's; ``SyncGuard`` holds it to the same limit as
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
-from agents.engine import ScoringEngine
+from rlvr.agents.engine import ScoringEngine
 from rlvr.batch import RolloutBatch
 from rlvr.distributed import all_reduce_max, rank_and_world
 from rlvr.training.sync_guard import PROBE_METRIC

@@ -27,10 +27,10 @@ def check_env(config: TrainConfig) -> int | None:
         has no such attribute (it then picks tasks from its reset seed).
 
     Raises:
-        envs.errors.EnvError: an unknown env id (with close matches) or a rejected keyword.
+        rlvr.envs.errors.EnvError: an unknown env id (with close matches) or a rejected keyword.
         ConfigError: a model path, device, suite or warm-up that cannot work (names the key).
     """
-    import envs
+    from rlvr import envs
     from rlvr.training.preflight import preflight
 
     preflight(config)  # model.path, trainer.device, eval.suite
@@ -161,7 +161,7 @@ def _record_diff(old: dict[str, Any] | None, new: dict[str, Any]) -> str:
 def greedy_check(config: TrainConfig, tokenizer: Any, model: Any,
                  stack: contextlib.ExitStack) -> Callable[[], float]:
     """The ``sft.check: greedy`` accuracy check: greedy play of held-out tasks, as evaluation."""
-    from agents.hf.engine import TransformersEngine
+    from rlvr.agents.hf.engine import TransformersEngine
 
     engine = TransformersEngine(model, tokenizer, max_batch_size=64)
     stack.callback(engine.close)

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from envs.base import TextEnv
+from rlvr.envs.base import TextEnv
 
 CALC_TOOL = {
     "type": "function",

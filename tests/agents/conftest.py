@@ -23,7 +23,7 @@ def tiny_model(tiny_model_path):
 
 @pytest.fixture(scope="session")
 def engine(tiny_model, tiny_tokenizer):
-    from agents.hf.engine import TransformersEngine
+    from rlvr.agents.hf.engine import TransformersEngine
 
     eng = TransformersEngine(tiny_model, tiny_tokenizer, max_batch_size=16)
     yield eng
@@ -47,7 +47,7 @@ def tool_engine(tiny_tokenizer):
     (``gateway_helpers.tool_model``): greedy requests get real tool calls."""
     from gateway_helpers import tool_model
 
-    from agents.hf.engine import TransformersEngine
+    from rlvr.agents.hf.engine import TransformersEngine
 
     engine = TransformersEngine(tool_model(tiny_tokenizer), tiny_tokenizer, max_batch_size=16)
     yield engine

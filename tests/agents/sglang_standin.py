@@ -49,8 +49,8 @@ from typing import Any
 import torch
 from torch.distributed import distributed_c10d as c10d
 
-from agents.engine import SamplingParams
-from agents.hf.engine import TransformersEngine
+from rlvr.agents.engine import SamplingParams
+from rlvr.agents.hf.engine import TransformersEngine
 
 GENERATE_KEYS = {"input_ids", "text", "sampling_params", "return_logprob", "logprob_start_len",
                  "top_logprobs_num", "stream", "rid", "lora_path"}

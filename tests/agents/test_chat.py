@@ -7,10 +7,10 @@ from agent_helpers import CALC_TOOL, EchoToolEnv
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agents.chat import ChatRenderer
-from agents.engine import Completion, SamplingParams
-from agents.errors import ChatTemplateError
-from agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
+from rlvr.agents.chat import ChatRenderer
+from rlvr.agents.engine import Completion, SamplingParams
+from rlvr.agents.errors import ChatTemplateError
+from rlvr.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
 
 
 def test_closing_and_env_delta_of_chatml(tiny_tokenizer):
@@ -29,9 +29,9 @@ def test_closing_and_env_delta_of_chatml(tiny_tokenizer):
 
 
 def test_prompt_renderings_are_memoised_and_bounded(tiny_tokenizer, monkeypatch):
-    import agents.chat
+    from rlvr.agents import chat as agents_chat
 
-    monkeypatch.setattr(agents.chat, "PROMPT_CACHE_SIZE", 2)
+    monkeypatch.setattr(agents_chat, "PROMPT_CACHE_SIZE", 2)
     r = ChatRenderer(tiny_tokenizer)
     calls = []
     render = r.render
@@ -61,9 +61,9 @@ def test_prompt_memo_keys_are_exact(tiny_tokenizer):
 
 
 def test_decodings_are_memoised_and_bounded(tiny_tokenizer, monkeypatch):
-    import agents.chat
+    from rlvr.agents import chat as agents_chat
 
-    monkeypatch.setattr(agents.chat, "DECODE_CACHE_SIZE", 2)
+    monkeypatch.setattr(agents_chat, "DECODE_CACHE_SIZE", 2)
     r = ChatRenderer(tiny_tokenizer)
     seqs = [[5, 6], [7], [5, 6, 8], [5, 6]]
     for ids in seqs:

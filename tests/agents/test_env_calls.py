@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agents.env_calls import EnvCalls
-from agents.episode import jsonable
+from rlvr.agents.env_calls import EnvCalls
+from rlvr.agents.episode import jsonable
 
 
 def _gather(calls, *coros):
@@ -203,7 +203,7 @@ def test_results_finished_before_a_slow_call_reach_their_callers_before_it_ends(
 def test_a_spinning_call_past_its_deadline_is_stopped_for_real():
     """A verifier spinning in Python (swallowing ``Exception``) stops at its deadline: its
     caller gets an ``EnvCallTimeout`` ("timeout") and the thread no longer burns the CPU."""
-    from agents.env_calls import EnvCallTimeout
+    from rlvr.agents.env_calls import EnvCallTimeout
 
     calls = EnvCalls(workers=2, timeout_s=0.2)
     spins = [0]
@@ -256,7 +256,7 @@ def test_the_process_exits_when_an_env_call_hangs_forever(tmp_path):
     script = tmp_path / "hang.py"
     script.write_text(
         "import asyncio, time\n"
-        "from agents.env_calls import EnvCalls\n"
+        "from rlvr.agents.env_calls import EnvCalls\n"
         "calls = EnvCalls(workers=2, timeout_s=0.2)\n"
         "async def go():\n"
         "    try:\n"

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from agents.env_pool import EnvPool
-from agents.episode_state import EpisodeState
-from agents.runner_config import EpisodeSpec
+from rlvr.agents.env_pool import EnvPool
+from rlvr.agents.episode_state import EpisodeState
+from rlvr.agents.runner_config import EpisodeSpec
 
 
 class FakeEnv:

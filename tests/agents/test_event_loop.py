@@ -1,11 +1,11 @@
-"""The event loop kept between runs of episodes (``agents.event_loop``)."""
+"""The event loop kept between runs of episodes (``rlvr.agents.event_loop``)."""
 
 import asyncio
 import threading
 
 import pytest
 
-from agents.event_loop import KeptLoop
+from rlvr.agents.event_loop import KeptLoop
 
 
 async def current_loop():

@@ -14,10 +14,10 @@ import openai
 import pytest
 from gateway_helpers import ADD_TOOL, ANSWER, QUESTION, arguments
 
-from agents.engine import SamplingParams
-from agents.gateway import Gateway
-from agents.gateway.http import http_client_module
-from agents.gateway.server import GatewayServer
+from rlvr.agents.engine import SamplingParams
+from rlvr.agents.gateway import Gateway
+from rlvr.agents.gateway.http import http_client_module
+from rlvr.agents.gateway.server import GatewayServer
 
 httpx = http_client_module()
 USER = [{"role": "user", "content": QUESTION}]

@@ -14,12 +14,12 @@ import pytest
 import torch
 from gateway_helpers import ADD_TOOL, ANSWER, QUESTION
 
-import envs
-from agents.engine import SamplingParams
-from agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
-from envs.agent_env import AgentEnv, register_agent
+from rlvr import envs
+from rlvr.agents.engine import SamplingParams
+from rlvr.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
 from rlvr.batch import RolloutBatch
-from verifiers.math import verify
+from rlvr.envs.agent_env import AgentEnv, register_agent
+from rlvr.verifiers.math import verify
 
 TASKS = [{"id": "t0", "question": QUESTION, "answer": "5"}]
 
@@ -152,8 +152,8 @@ def test_an_edited_history_splits_into_rows_sharing_the_reward(tool_engine, tiny
 def test_a_history_rewriting_template_gives_split_rows_not_drift(tool_engine, tiny_model_path):
     from transformers import AutoTokenizer
 
-    from agents.gateway import EpisodeLimits, Gateway, create_app
-    from agents.gateway.http import http_client_module
+    from rlvr.agents.gateway import EpisodeLimits, Gateway, create_app
+    from rlvr.agents.gateway.http import http_client_module
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
     # past assistant turns (not the last message) lose their newlines, as reasoning templates

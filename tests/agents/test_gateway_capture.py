@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agents.gateway.capture import CallChoice, CallNode, EpisodeCapture
+from rlvr.agents.gateway.capture import CallChoice, CallNode, EpisodeCapture
 
 
 def _choice(ids):

@@ -5,9 +5,14 @@ import asyncio
 import pytest
 import torch
 
-from agents.engine import Completion, Engine, SamplingParams, ScoringEngine
-from agents.errors import EngineClosedError, RequestError, SamplingParamsError, WeightUpdateError
-from agents.hf.engine import HOLD_STEPS, TransformersEngine
+from rlvr.agents.engine import Completion, Engine, SamplingParams, ScoringEngine
+from rlvr.agents.errors import (
+    EngineClosedError,
+    RequestError,
+    SamplingParamsError,
+    WeightUpdateError,
+)
+from rlvr.agents.hf.engine import HOLD_STEPS, TransformersEngine
 
 PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13], [20, 21, 22, 23], [30] * 9, [40, 41, 42]]
 

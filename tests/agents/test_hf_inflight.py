@@ -10,9 +10,9 @@ import pytest
 import torch
 from agent_helpers import continued_logprobs
 
-from agents.engine import SamplingParams, VersionedEngine
-from agents.errors import RequestError
-from agents.hf.engine import TransformersEngine
+from rlvr.agents.engine import SamplingParams, VersionedEngine
+from rlvr.agents.errors import RequestError
+from rlvr.agents.hf.engine import TransformersEngine
 
 PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13], [20, 21, 22, 23], [40, 41, 42]]
 SAMPLING = [SamplingParams(temperature=1.0, max_new_tokens=24, seed=i) for i in range(4)]
@@ -133,7 +133,7 @@ def test_abort_regenerates_under_the_new_weights(tiny_model_path, new_model):
 
 
 def test_an_episode_record_carries_the_versions_of_its_tokens():
-    from agents.episode import EpisodeRecord
+    from rlvr.agents.episode import EpisodeRecord
 
     record = EpisodeRecord([1, 2])
     assert record.to_trajectory().policy_versions is None

@@ -8,12 +8,12 @@ import threading
 import pytest
 import torch
 
-from agents.engine import SamplingParams
-from agents.engines import EngineRequest, build_engine
-from agents.errors import EngineConfigError, RequestError
-from agents.hf.engine import TransformersEngine
-from agents.hf.intra_op import openmp_backend, use_intra_op_threads
-from agents.hf.options import TransformersOptions
+from rlvr.agents.engine import SamplingParams
+from rlvr.agents.engines import EngineRequest, build_engine
+from rlvr.agents.errors import EngineConfigError, RequestError
+from rlvr.agents.hf.engine import TransformersEngine
+from rlvr.agents.hf.intra_op import openmp_backend, use_intra_op_threads
+from rlvr.agents.hf.options import TransformersOptions
 
 needs_openmp = pytest.mark.skipif(not openmp_backend(), reason="per-thread counts need OpenMP")
 

@@ -10,9 +10,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents.engine import SamplingParams
-from agents.hf.engine import TransformersEngine
-from agents.hf.lean_decoder import KVBuffer, LeanDecoder, lean_unsupported
+from rlvr.agents.engine import SamplingParams
+from rlvr.agents.hf.engine import TransformersEngine
+from rlvr.agents.hf.lean_decoder import KVBuffer, LeanDecoder, lean_unsupported
 
 PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13], [20, 21, 22, 23], [30] * 9, [40, 41, 42]]
 
@@ -214,7 +214,7 @@ def test_a_model_it_cannot_run_uses_the_modules_forward():
 
 def test_the_compiled_layers_give_the_python_functions_logits():
     """TorchScript compiles the layers on this torch; its logits equal the Python function's."""
-    from agents.hf.lean_layers import compiled_layers, run_layers
+    from rlvr.agents.hf.lean_layers import compiled_layers, run_layers
 
     model = _model("llama")  # biases everywhere: every Optional weight is a tensor
     compiled = LeanDecoder(model)

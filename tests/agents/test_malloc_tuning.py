@@ -9,13 +9,13 @@ import sys
 
 import pytest
 
-from agents.hf.malloc_tuning import tune_malloc
+from rlvr.agents.hf.malloc_tuning import tune_malloc
 
 PROBE = """
 import ctypes, json
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
-from agents.hf.engine import TransformersEngine
+from rlvr.agents.hf.engine import TransformersEngine
 
 TransformersEngine(Qwen2ForCausalLM(Qwen2Config(
     vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from agent_helpers import EchoToolEnv, RaisingEnv
 
-from agents.engine import SamplingParams
-from agents.errors import ChatTemplateError, RunnerConfigError
-from agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
+from rlvr.agents.engine import SamplingParams
+from rlvr.agents.errors import ChatTemplateError, RunnerConfigError
+from rlvr.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
 
 MATH = {"answer_format": "plain", "system_prompt": None, "source": "arithmetic",
         "source_kwargs": {"n_tasks": 50}}
@@ -52,7 +52,7 @@ def solo_engine(tiny_model, tiny_tokenizer):
     shape (low bits; under load a seeded draw near a tie then picks another token). One
     request per forward takes the batching out of the comparison.
     """
-    from agents.hf.engine import TransformersEngine
+    from rlvr.agents.hf.engine import TransformersEngine
 
     eng = TransformersEngine(tiny_model, tiny_tokenizer, max_batch_size=1)
     yield eng

@@ -6,10 +6,10 @@ import pytest
 from agent_helpers import recompute_logprobs
 from test_chat import ScriptedEngine
 
-from agents.engine import SamplingParams
-from agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig, run_episodes
+from rlvr.agents.engine import SamplingParams
+from rlvr.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig, run_episodes
 
-envs = pytest.importorskip("envs")
+envs = pytest.importorskip("rlvr.envs")
 
 CALL = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "2 + 3"}}\n</tool_call>'
 

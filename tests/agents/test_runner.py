@@ -14,9 +14,9 @@ from agent_helpers import (
     recompute_logprobs,
 )
 
-from agents.engine import SamplingParams
-from agents.errors import RunnerConfigError
-from agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig, group_specs, run_episodes
+from rlvr.agents.engine import SamplingParams
+from rlvr.agents.errors import RunnerConfigError
+from rlvr.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig, group_specs, run_episodes
 from rlvr.batch import RolloutBatch
 
 
@@ -143,7 +143,7 @@ def test_env_error_and_timeout_end_only_their_episode(engine, tiny_tokenizer, fr
     ]
     cfg = _config(frequent_stops, env_step_timeout_s=0.3, max_tokens_per_turn=40)
     start = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="agents.runner"):
+    with caplog.at_level(logging.WARNING, logger="rlvr.agents.runner"):
         trajs = run_episodes(engine, tiny_tokenizer, specs, cfg)
     assert time.monotonic() - start < 5
     raised, reset_failed, slow, ok = trajs

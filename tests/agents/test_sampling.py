@@ -8,8 +8,16 @@ import random
 import pytest
 import torch
 
-from agents.engine import SamplingParams
-from agents.hf.sampling import _GOLDEN, _MASK64, _MIX1, _MIX2, _STEP, sample_rows, seeded_uniform
+from rlvr.agents.engine import SamplingParams
+from rlvr.agents.hf.sampling import (
+    _GOLDEN,
+    _MASK64,
+    _MIX1,
+    _MIX2,
+    _STEP,
+    sample_rows,
+    seeded_uniform,
+)
 
 
 def splitmix_uniform(seed: int, step: int) -> float:
@@ -116,7 +124,7 @@ def test_rows_that_share_logits_sample_exactly_as_if_each_had_its_own_copy():
     Random batches mixing seeded, unseeded, greedy and top-k/top-p rows, one or several
     temperatures, as a prefill sends them (several requests per distinct prompt).
     """
-    from agents.hf.sampling import row_plan, sample_planned
+    from rlvr.agents.hf.sampling import row_plan, sample_planned
 
     rng = random.Random(0)
     for trial in range(200):

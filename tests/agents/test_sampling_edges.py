@@ -1,4 +1,4 @@
-"""``agents.hf.sampling`` at its edges: the top-p and top-k boundaries, greedy logprobs, seeds.
+"""``rlvr.agents.hf.sampling`` at its edges: the top-p and top-k boundaries, greedy logprobs, seeds.
 
 Each test asserts the documented value; together they fail on every small change of the
 module (``bash dev.sh mutate agents/hf/sampling.py``).
@@ -11,8 +11,8 @@ import math
 import pytest
 import torch
 
-from agents.engine import SamplingParams
-from agents.hf.sampling import restrict_top_k_top_p, row_plan, sample_planned, sample_rows
+from rlvr.agents.engine import SamplingParams
+from rlvr.agents.hf.sampling import restrict_top_k_top_p, row_plan, sample_planned, sample_rows
 
 INF = float("-inf")
 # probabilities that are exact in float32: the sorted masses are 0.5, 0.75, 0.875, 1
@@ -114,7 +114,7 @@ def test_one_temperature_rows_that_share_logits_scale_by_it():
 
 
 def test_a_seeded_row_draws_the_inverse_cdf_token_of_its_uniform():
-    from agents.hf.sampling import seeded_uniform
+    from rlvr.agents.hf.sampling import seeded_uniform
 
     u = seeded_uniform(torch.tensor([123]), torch.tensor([4])).item()
     cdf = torch.cumsum(PROBS.double(), 0)
@@ -142,7 +142,7 @@ def _splitmix64_reference(seed: int, step: int) -> float:
 
 
 def test_seeded_uniform_uses_the_published_splitmix64_constants():
-    from agents.hf.sampling import seeded_uniform
+    from rlvr.agents.hf.sampling import seeded_uniform
 
     pairs = [(0, 0), (1, 0), (42, 7), (2**63 + 11, 3)]
     got = seeded_uniform(torch.tensor([s - (1 << 64) if s >> 63 else s for s, _ in pairs]),

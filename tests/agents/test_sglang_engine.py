@@ -19,12 +19,12 @@ import torch
 import torch.distributed as dist
 from sglang_standin import FakeSGLang, json_body
 
-from agents.engine import SamplingParams
-from agents.errors import MissingDependencyError, SGLangError
-from agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
-from agents.sglang import SGLangEngine
-from agents.sglang.launch import launch_command, launch_env
-from agents.sglang.weights import bracket_host, buckets
+from rlvr.agents.engine import SamplingParams
+from rlvr.agents.errors import MissingDependencyError, SGLangError
+from rlvr.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
+from rlvr.agents.sglang import SGLangEngine
+from rlvr.agents.sglang.launch import launch_command, launch_env
+from rlvr.agents.sglang.weights import bracket_host, buckets
 
 
 @pytest.fixture()
@@ -509,8 +509,8 @@ def test_a_refused_bucket_raises_instead_of_hanging(make_fake, tiny_model_path):
 
 
 def test_token_versions_read_sglangs_weight_version_spans():
-    from agents.engine import Completion
-    from agents.sglang.wire import token_versions
+    from rlvr.agents.engine import Completion
+    from rlvr.agents.sglang.wire import token_versions
 
     def completion(meta, n=5):
         return Completion([1] * n, [-0.1] * n, "stop", {"meta_info": meta})

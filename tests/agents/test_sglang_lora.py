@@ -1,6 +1,6 @@
 """The SGLang engine serving a LoRA adapter: when it can, and its requests against sglang 0.5.23.
 
-CPU sglang 0.5.23 cannot start with LoRA enabled (``agents.sglang.lora.CPU_REFUSAL``: its LoRA
+CPU sglang 0.5.23 cannot start with LoRA enabled (``rlvr.agents.sglang.lora.CPU_REFUSAL``: its LoRA
 layers pin host memory), so the served-adapter path runs against the stand-in
 (``sglang_standin.FakeSGLang(lora=True)``, which loads the adapter directory with ``peft``), and
 every request body is checked against the released request models' fields, read from the
@@ -21,10 +21,10 @@ import pytest
 import torch
 from sglang_standin import FakeSGLang, json_body
 
-from agents.engine import SamplingParams
-from agents.sglang import SGLangEngine
-from agents.sglang.lora import CPU_REFUSAL, launch_flags, launchable, serving_refusal
-from agents.sglang.server_info import ServerInfo
+from rlvr.agents.engine import SamplingParams
+from rlvr.agents.sglang import SGLangEngine
+from rlvr.agents.sglang.lora import CPU_REFUSAL, launch_flags, launchable, serving_refusal
+from rlvr.agents.sglang.server_info import ServerInfo
 
 LORA = {"r": 4, "lora_alpha": 8.0, "lora_dropout": 0.0, "bias": "none", "task_type": "CAUSAL_LM",
         "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",

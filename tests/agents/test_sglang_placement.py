@@ -15,17 +15,17 @@ import pytest
 import torch
 from sglang_standin import FakeSGLang, json_body
 
-from agents.errors import SGLangError
-from agents.sglang import SGLangEngine
-from agents.sglang.launch import launch_command
-from agents.sglang.placement import (
+from rlvr.agents.errors import SGLangError
+from rlvr.agents.sglang import SGLangEngine
+from rlvr.agents.sglang.launch import launch_command
+from rlvr.agents.sglang.placement import (
     SyncFacts,
     choose_weight_sync,
     colocated_servers,
     server_gpus,
     trainer_gpus,
 )
-from agents.sglang.server_info import ServerInfo, resolved_dtype
+from rlvr.agents.sglang.server_info import ServerInfo, resolved_dtype
 
 
 @pytest.fixture()
@@ -188,7 +188,7 @@ def test_tied_embedding_is_sent_once(make_fake, tiny_model_path, dist_info):
 def test_server_nccl_is_reported_probed_or_pinned(tmp_path):
     import sys
 
-    from agents.sglang.placement import probe_nccl, server_nccl
+    from rlvr.agents.sglang.placement import probe_nccl, server_nccl
 
     assert probe_nccl(sys.executable) is None  # a CPU torch: no NCCL to report
     assert probe_nccl(str(tmp_path / "no-python")) is None

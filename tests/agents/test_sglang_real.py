@@ -2,7 +2,7 @@
 
 The server runs in its own venv (``bash dev.sh setup-sglang``; ``bash dev.sh test`` builds it
 and exports ``RLVR_SGLANG_PYTHON``), launched by ``SGLangEngine.launch(device="cpu")`` with the
-flags of ``agents.sglang.launch`` (float32, torch_native attention, small KV pool). Outside CI
+flags of ``rlvr.agents.sglang.launch`` (float32, torch_native attention, small KV pool). Outside CI
 the module is skipped, with the reason printed, when that venv is absent; with
 ``RLVR_REQUIRE_SGLANG=1`` (``.ci/run``) its absence is a failure. What CPU sglang cannot do
 (NCCL, the memory saver, deterministic seeds) is covered by the stand-in in
@@ -31,8 +31,8 @@ from sglang_real_helpers import (
     short_run_overrides,
 )
 
-from agents.engine import SamplingParams
-from agents.sglang import SGLangEngine
+from rlvr.agents.engine import SamplingParams
+from rlvr.agents.sglang import SGLangEngine
 
 TOL = 1e-4  # float32 server vs float32 transformers: measured max 6.7e-6 per token
 
@@ -97,7 +97,7 @@ def test_score_gives_the_sampled_tokens_logprobs(server, tiny_model):
     """Teacher-forced scoring (the async sync guard's probe): input-token logprobs equal the
     ones reported while sampling and a transformers forward, from any start, a second time (the
     prefix now cached) too; at temperature 1 whatever the sampling temperature was."""
-    from agents.errors import RequestError
+    from rlvr.agents.errors import RequestError
 
     outs = asyncio.run(many(server, PROMPTS[:3], SamplingParams(temperature=1.0,
                                                                    max_new_tokens=12)))
@@ -117,7 +117,7 @@ def test_score_gives_the_sampled_tokens_logprobs(server, tiny_model):
 
 def test_score_of_the_last_vocabulary_id_is_that_tokens(server, tiny_model):
     """sglang 0.5.23 echoes the model's last token id as 0 beside its input logprob
-    (``agents.sglang.scoring``); a sampled episode may hold it (about one in ten CI runs
+    (``rlvr.agents.sglang.scoring``); a sampled episode may hold it (about one in ten CI runs
     sampled it here), and its score must be that token's, not an error."""
     last = tiny_model.config.vocab_size - 1
     ids = PROMPTS[0] + [last, 7, 8, last]
@@ -128,7 +128,7 @@ def test_score_of_the_last_vocabulary_id_is_that_tokens(server, tiny_model):
 def test_score_after_an_update_that_kept_the_cache_is_the_new_weights(server, tiny_model_path,
                                                                        tiny_model, tmp_path):
     """An in-flight ``continue`` update keeps sglang's prefix cache, whose keys and values the
-    old weights computed; a score must not reuse them (``agents.sglang.scoring``): the probe
+    old weights computed; a score must not reuse them (``rlvr.agents.sglang.scoring``): the probe
     would blame a sync that landed."""
     from transformers import AutoModelForCausalLM
 
@@ -210,13 +210,13 @@ def test_weight_sync_after_a_training_step_lands(server, tiny_model_path, tiny_m
 
 def test_a_lora_policy_gets_merged_weights_equal_to_the_adapted_model(
         server, tiny_model_path, tiny_model, tmp_path, caplog):
-    """CPU sglang cannot serve LoRA (``agents.sglang.lora.CPU_REFUSAL``), so a LoRA policy's
+    """CPU sglang cannot serve LoRA (``rlvr.agents.sglang.lora.CPU_REFUSAL``), so a LoRA policy's
     engine takes merged weights: after the sync the server's logprobs equal the learner's module
     with its adapter applied (peft's layers), and differ from the base's (the adapter landed)."""
     from transformers import AutoModelForCausalLM
 
-    from agents.engines import EngineRequest, build_engine
-    from agents.sglang import SGLangOptions
+    from rlvr.agents.engines import EngineRequest, build_engine
+    from rlvr.agents.sglang import SGLangOptions
     from rlvr.learner.lora import LoraConfig, apply_lora, merged_tensors
 
     lora = LoraConfig(rank=4, alpha=8.0)
@@ -226,7 +226,7 @@ def test_a_lora_policy_gets_merged_weights_equal_to_the_adapted_model(
     for name, param in adapted.named_parameters():
         if ".lora_B." in name:
             param.data.normal_(0, 0.05)
-    with caplog.at_level("WARNING", logger="agents.sglang.engine_builder"):
+    with caplog.at_level("WARNING", logger="rlvr.agents.sglang.engine_builder"):
         built = build_engine(EngineRequest(
             engine="sglang", model_path=tiny_model_path, work_dir=tmp_path,
             lora=lora.peft_kwargs(), options=SGLangOptions(url=server.urls[0],
@@ -263,7 +263,7 @@ def test_flush_release_resume(server):
 
 
 def test_context_overflow_is_a_length_finish(server):
-    from agents.sglang.client import SGLangHTTPError
+    from rlvr.agents.sglang.client import SGLangHTTPError
 
     ctx, max_input = server.context_length, server.max_input_len
     assert max_input is not None and max_input < ctx
@@ -309,8 +309,8 @@ def test_abort_is_finish_reason_abort(server):
 
 
 def test_episode_runner_is_token_exact(server, tiny_tokenizer):
-    from agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
-    from envs.tool_env import ToolUseEnv
+    from rlvr.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
+    from rlvr.envs.tool_env import ToolUseEnv
 
     runner = EpisodeRunner(server, tiny_tokenizer, RunnerConfig(
         max_turns=2, max_tokens_per_turn=12, check_token_exact=True,
@@ -374,8 +374,8 @@ def test_the_gateway_serves_openai_clients_on_real_sglang(server, tiny_model, ti
     completions; the returned logprobs are the server's, equal to transformers' at fp32."""
     import openai
 
-    from agents.gateway import Gateway
-    from agents.gateway.server import GatewayServer
+    from rlvr.agents.gateway import Gateway
+    from rlvr.agents.gateway.server import GatewayServer
 
     gateway = Gateway(server, tiny_tokenizer, model_name="tiny")
     user = [{"role": "user", "content": "what is two plus two"}]
@@ -405,9 +405,9 @@ def test_the_gateway_serves_openai_clients_on_real_sglang(server, tiny_model, ti
 
 
 def test_an_agent_function_on_real_sglang_is_token_exact(server, tiny_model, tiny_tokenizer):
-    from agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
-    from envs.agent_env import AgentEnv
-    from verifiers import Verdict
+    from rlvr.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
+    from rlvr.envs.agent_env import AgentEnv
+    from rlvr.verifiers import Verdict
 
     async def two_turn_agent(client, task):
         messages = list(task.messages)

@@ -4,7 +4,7 @@
 ``python -m sglang_router.launch_router`` in front of them (the servers' venv has
 ``sglang-router``: ``bash dev.sh setup-sglang``). ``/generate`` goes through the router; weight,
 version and pause calls go to each server (the router forwards none of them:
-``agents.sglang.router``). Each test proves on BOTH servers what it claims: requests counted in
+``rlvr.agents.sglang.router``). Each test proves on BOTH servers what it claims: requests counted in
 each server's own log, logprobs read from each server directly. Gated like test_sglang_real.py
 (skipped without the venv, a failure under ``RLVR_REQUIRE_SGLANG=1``).
 
@@ -33,9 +33,9 @@ from sglang_real_helpers import (
     short_run_overrides,
 )
 
-from agents.engine import SamplingParams
-from agents.errors import SGLangError
-from agents.sglang import SGLangEngine
+from rlvr.agents.engine import SamplingParams
+from rlvr.agents.errors import SGLangError
+from rlvr.agents.sglang import SGLangEngine
 
 TOL = 1e-4  # float32 server vs float32 transformers (test_sglang_real.py: measured 6.7e-6)
 PROMPTS = [[5 + i, 17, 40 + 2 * i, 9, 100 + i] for i in range(8)]
@@ -137,8 +137,8 @@ def test_the_router_is_found_and_refused_as_a_server(routed, tiny_model_path, tm
     """``launch(servers=2)`` puts the router in ``urls`` and the servers in ``server_urls``;
     attaching by the router's URL alone reads the servers from its ``/workers``; a router given
     as its own server is refused with what to do (its /get_server_info is not a server's)."""
-    from agents.engines import EngineRequest, build_engine
-    from agents.sglang import SGLangOptions
+    from rlvr.agents.engines import EngineRequest, build_engine
+    from rlvr.agents.sglang import SGLangOptions
 
     assert len(routed.server_urls) == 2 and routed.urls[0] not in routed.server_urls
     assert {i.version for i in routed.infos.values()} == {"0.5.23"}

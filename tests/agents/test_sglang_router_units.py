@@ -15,18 +15,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from agents.errors import EngineConfigError, MissingDependencyError, SGLangError
-from agents.sglang import SGLangEngine, SGLangOptions
-from agents.sglang.client import ServerClient
-from agents.sglang.router import (
+from rlvr.agents.errors import EngineConfigError, MissingDependencyError, SGLangError
+from rlvr.agents.sglang import SGLangEngine, SGLangOptions
+from rlvr.agents.sglang.client import ServerClient
+from rlvr.agents.sglang.router import (
     ROUTER_VERSION,
     is_router_info,
     router_command,
     router_refusal,
     router_workers,
 )
-from agents.sglang.startup import launch_logs as _launch_logs
-from agents.sglang.startup import server_args as _server_args
+from rlvr.agents.sglang.startup import launch_logs as _launch_logs
+from rlvr.agents.sglang.startup import server_args as _server_args
 
 WORKERS = ["http://127.0.0.1:31002", "http://127.0.0.1:31001"]
 
@@ -138,8 +138,8 @@ def test_two_launched_routers_share_a_host():
     import time
     from pathlib import Path
 
-    from agents.sglang.process import free_port
-    from agents.sglang.router import start_router
+    from rlvr.agents.sglang.process import free_port
+    from rlvr.agents.sglang.router import start_router
 
     python = os.environ.get("RLVR_SGLANG_PYTHON")
     if not python or not Path(python).exists():

@@ -1,12 +1,12 @@
-"""Parsing sglang's scoring answer (``agents.sglang.scoring``) on answers shaped as sglang 0.5.23
-writes them; the real server's answers are checked in test_sglang_real.py."""
+"""Parsing sglang's scoring answer (``rlvr.agents.sglang.scoring``) on answers shaped as
+sglang 0.5.23 writes them; the real server's answers are checked in test_sglang_real.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from agents.errors import EngineError
-from agents.sglang.scoring import parse_scores, score_payload
+from rlvr.agents.errors import EngineError
+from rlvr.agents.sglang.scoring import parse_scores, score_payload
 
 
 def _answer(ids, logprobs, vocab_size=404):

@@ -11,7 +11,7 @@ def clean_registry():
     ``envs`` is imported first, so the built-in ids it registers on import stay registered even
     when the test is the first to import it (e.g. run alone or first in a selection).
     """
-    import envs  # noqa: F401  (registers the rlvr/* ids)
+    from rlvr import envs  # noqa: F401  (registers the rlvr/* ids)
 
     saved = copy.copy(gymnasium.registry)
     yield gymnasium.registry

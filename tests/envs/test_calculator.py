@@ -2,7 +2,7 @@ from fractions import Fraction
 
 import pytest
 
-from envs.calculator import CalculatorError, evaluate, format_number
+from rlvr.envs.calculator import CalculatorError, evaluate, format_number
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
-"""check-env's math hack probes (``envs.check.math_hacks``) catch math envs that a policy can game
-the ways a red team found, and pass rlvr/Math-v0 in every answer format."""
+"""check-env's math hack probes (``rlvr.envs.check.math_hacks``) catch math envs that a policy
+can game the ways a red team found, and pass rlvr/Math-v0 in every answer format."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-import envs
-from envs import ListSource, VerifierEnv, check_env
-from envs.check import PASS
-from verifiers import Verdict
-from verifiers.math import find_boxed, is_equivalent
+from rlvr import envs
+from rlvr.envs import ListSource, VerifierEnv, check_env
+from rlvr.envs.check import PASS
+from rlvr.verifiers import Verdict
+from rlvr.verifiers.math import find_boxed, is_equivalent
 
 TASKS = [{"question": "What is 733*94?", "answer": "68902"}]
 WORD_TASKS = [{"question": "Which direction does the sun rise in?", "answer": r"\text{east}"}]

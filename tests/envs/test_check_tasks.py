@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from envs import ListSource, VerifierEnv, check_env
-from envs.check import FAIL, NOT_RUN, PASS
-from verifiers import Verdict
+from rlvr.envs import ListSource, VerifierEnv, check_env
+from rlvr.envs.check import FAIL, NOT_RUN, PASS
+from rlvr.verifiers import Verdict
 
 
 def _tasks(n=6):

@@ -1,4 +1,4 @@
-"""envs.check_env: every built-in env passes the deep check; each broken env is caught.
+"""rlvr.envs.check_env: every built-in env passes the deep check; each broken env is caught.
 
 Each broken env below breaks exactly one thing, and the test names the row that must fail, so a
 check that stopped working makes its test fail.
@@ -16,10 +16,10 @@ import time
 import gymnasium
 import pytest
 
-import envs
-from envs import EnvCheckError, ListSource, VerifierEnv, check_env
-from envs.check import PASS, SKIP
-from verifiers import Verdict
+from rlvr import envs
+from rlvr.envs import EnvCheckError, ListSource, VerifierEnv, check_env
+from rlvr.envs.check import PASS, SKIP
+from rlvr.verifiers import Verdict
 
 
 @pytest.mark.parametrize("env_id", envs.list_envs(namespace="rlvr"))

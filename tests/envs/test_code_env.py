@@ -2,10 +2,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from envs import CodeEnv, EnvArgumentError, ListSource, TaskSourceError
-from envs.code_env import build_tests, extract_program
-from envs.tasks import BundledCodeSource, HumanEvalSource
-from verifiers.code import CallTests, StdioTests
+from rlvr.envs import CodeEnv, EnvArgumentError, ListSource, TaskSourceError
+from rlvr.envs.code_env import build_tests, extract_program
+from rlvr.envs.tasks import BundledCodeSource, HumanEvalSource
+from rlvr.verifiers.code import CallTests, StdioTests
 
 ADD = {
     "task_id": "add",

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-import envs
-from envs.compact_tool_env import CompactToolUseEnv, tool_line
+from rlvr import envs
+from rlvr.envs.compact_tool_env import CompactToolUseEnv, tool_line
 
 
 def _call(expression, name="calculator"):

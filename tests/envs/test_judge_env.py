@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-import envs
-from verifiers.judge import JudgeError, JudgeVerifier
+from rlvr import envs
+from rlvr.verifiers.judge import JudgeError, JudgeVerifier
 
 TASKS = [{"id": "a", "question": "What is 12+7?", "answer": "19"}]
 

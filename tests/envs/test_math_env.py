@@ -1,9 +1,9 @@
 import pytest
 
-import envs
-from envs import EnvArgumentError, EpisodeOverError, ListSource, MathEnv, ResetNeededError
-from envs.math_env import gold_answer, last_boxed, last_number
-from verifiers import Verdict
+from rlvr import envs
+from rlvr.envs import EnvArgumentError, EpisodeOverError, ListSource, MathEnv, ResetNeededError
+from rlvr.envs.math_env import gold_answer, last_boxed, last_number
+from rlvr.verifiers import Verdict
 
 TASKS = [
     {"task_id": "t0", "question": "What is 12+7?", "answer": "19"},
@@ -60,10 +60,10 @@ def test_auto_format_and_gsm8k_gold():
 @pytest.mark.parametrize("gold", ["  19\n", "#### 7\n", "so \\boxed{ 3 } ", "so \\boxed{3",
                                   "12 apples\n#### ", "\\fbox{2/4}"])
 def test_the_gold_answer_a_teacher_writes_is_what_the_grader_accepts(gold):
-    """One reading of a gold (``verifiers.math.gold_answer``): the scripted teacher's answer
+    """One reading of a gold (``rlvr.verifiers.math.gold_answer``): the scripted teacher's answer
     passes the grader even for a malformed solution, where envs' own copy took the last number
     ("3" of an unclosed box) and the grader compared with the whole gold."""
-    from verifiers.math import verify
+    from rlvr.verifiers.math import verify
 
     assert verify(gold_answer(gold), gold).passed
     assert not verify("190", gold).passed
@@ -179,7 +179,7 @@ def test_verifier_env_with_a_custom_verifier():
 
 
 def test_the_gold_answer_comes_only_with_the_step_that_ends_the_episode():
-    from envs.math_env import MathEnv
+    from rlvr.envs.math_env import MathEnv
 
     env = MathEnv(source=[{"question": "What is 6*7?", "answer": "Six sevens. #### 42"}],
                   answer_format="plain", max_attempts=2)

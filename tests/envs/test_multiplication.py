@@ -1,8 +1,8 @@
 import pytest
 
-from envs import TaskSourceError
-from envs.tasks import MultiplicationSource, resolve_source
-from envs.tasks.multiplication import in_test_split
+from rlvr.envs import TaskSourceError
+from rlvr.envs.tasks import MultiplicationSource, resolve_source
+from rlvr.envs.tasks.multiplication import in_test_split
 
 
 def test_products_have_the_asked_digits_and_are_right():

@@ -5,8 +5,8 @@ import warnings
 import gymnasium
 import pytest
 
-import envs
-from envs import EnvArgumentError, PluginImportError, UnknownEnvError
+from rlvr import envs
+from rlvr.envs import EnvArgumentError, PluginImportError, UnknownEnvError
 
 
 def test_builtins_are_registered_and_listed():
@@ -74,7 +74,7 @@ def test_import_plugins(tmp_path, monkeypatch, clean_registry):
         textwrap.dedent(
             """
             import gymnasium
-            gymnasium.register("myplugin/Arith-v0", entry_point="envs.math_env:MathEnv",
+            gymnasium.register("myplugin/Arith-v0", entry_point="rlvr.envs.math_env:MathEnv",
                                kwargs={"answer_format": "plain"})
             """
         )

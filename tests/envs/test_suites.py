@@ -1,7 +1,7 @@
 import pytest
 
-import envs
-from envs import SuiteError, load_suite
+from rlvr import envs
+from rlvr.envs import SuiteError, load_suite
 
 
 def test_builtin_suites_load_and_build():

@@ -3,8 +3,8 @@ import re
 
 import pytest
 
-from envs.errors import MissingDependencyError, TaskSourceError
-from envs.tasks import (
+from rlvr.envs.errors import MissingDependencyError, TaskSourceError
+from rlvr.envs.tasks import (
     ArithmeticSource,
     BundledCodeSource,
     DatasetSource,
@@ -15,7 +15,7 @@ from envs.tasks import (
     resolve_source,
     word_problems,
 )
-from envs.tasks.arithmetic import OPERATORS
+from rlvr.envs.tasks.arithmetic import OPERATORS
 
 
 def _questions(source):

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from envs import EnvArgumentError, EpisodeOverError, ToolUseEnv
-from envs.tasks import load_facts
+from rlvr.envs import EnvArgumentError, EpisodeOverError, ToolUseEnv
+from rlvr.envs.tasks import load_facts
 
 
 def _call(name, **arguments):

@@ -2,9 +2,15 @@ from typing import Literal
 
 import pytest
 
-from envs import Tool, ToolSchemaError, Toolset, function_schema
-from envs.tools import build_toolset, calculator, make_search_tools, parse_docstring, run_python
-from verifiers.tools import ToolCall
+from rlvr.envs import Tool, ToolSchemaError, Toolset, function_schema
+from rlvr.envs.tools import (
+    build_toolset,
+    calculator,
+    make_search_tools,
+    parse_docstring,
+    run_python,
+)
+from rlvr.verifiers.tools import ToolCall
 
 
 def shop(

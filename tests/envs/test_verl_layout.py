@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from envs.code_env import CodeEnv
-from envs.errors import EnvArgumentError, TaskSourceError
-from envs.math_env import MathEnv
-from envs.tasks import DatasetSource
-from envs.tasks.verl_layout import code_tests
+from rlvr.envs.code_env import CodeEnv
+from rlvr.envs.errors import EnvArgumentError, TaskSourceError
+from rlvr.envs.math_env import MathEnv
+from rlvr.envs.tasks import DatasetSource
+from rlvr.envs.tasks.verl_layout import code_tests
 
 sys.path.insert(0, str(Path(__file__).parent))
 from verl_files import verl_row, write_parquet  # noqa: E402

@@ -22,9 +22,9 @@ pytestmark = [
 def test_real_sglang_matches_the_logprob_convention(tiny_model_path, tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from agents.engine import SamplingParams
-    from agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
-    from agents.sglang.engine import SGLangEngine
+    from rlvr.agents.engine import SamplingParams
+    from rlvr.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
+    from rlvr.agents.sglang.engine import SGLangEngine
 
     tok = AutoTokenizer.from_pretrained(tiny_model_path)
     engine = SGLangEngine.launch(tiny_model_path, device="cuda", mem_fraction_static=0.3,
@@ -52,7 +52,7 @@ def test_real_sglang_matches_the_logprob_convention(tiny_model_path, tmp_path):
         engine.resume_memory()  # weights survive (--enable-weights-cpu-backup) ...
         engine.update_weights(model.state_dict().items())  # ... and NCCL buckets re-push them
         assert asyncio.run(engine.generate(list(prompt), sp)).token_ids == out.token_ids
-        env_mod = pytest.importorskip("envs.tool_env")
+        env_mod = pytest.importorskip("rlvr.envs.tool_env")
         runner = EpisodeRunner(engine, tok, RunnerConfig(max_turns=2, max_tokens_per_turn=16,
                                                          check_token_exact=True))
         trajs = runner.run([EpisodeSpec(env_factory=env_mod.ToolUseEnv, seed=i)
@@ -67,9 +67,9 @@ def test_real_sglang_serves_the_lora_adapter_it_is_synced(tiny_model_path, tmp_p
     and the server's logprobs are the adapted model's, not the base's."""
     from transformers import AutoModelForCausalLM
 
-    from agents.engine import SamplingParams
-    from agents.engines import EngineRequest, build_engine
-    from agents.sglang import SGLangOptions
+    from rlvr.agents.engine import SamplingParams
+    from rlvr.agents.engines import EngineRequest, build_engine
+    from rlvr.agents.sglang import SGLangOptions
     from rlvr.learner.lora import LoraConfig, adapter_state, apply_lora
 
     lora = LoraConfig(rank=4, alpha=8.0)

@@ -13,8 +13,8 @@ from rlvr.cli import main
 PLUGIN = textwrap.dedent('''
     import gymnasium
 
-    from envs import ListSource, VerifierEnv
-    from verifiers import Verdict
+    from rlvr.envs import ListSource, VerifierEnv
+    from rlvr.verifiers import Verdict
 
 
     def anywhere(response, task):

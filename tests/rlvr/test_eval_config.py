@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from agents.engine import SamplingParams
-from agents.hf.options import TransformersOptions
-from agents.hf.sampling import row_plan
-from agents.sglang.options import SGLangOptions
+from rlvr.agents.engine import SamplingParams
+from rlvr.agents.hf.options import TransformersOptions
+from rlvr.agents.hf.sampling import row_plan
+from rlvr.agents.sglang.options import SGLangOptions
 from rlvr.cli import eval_args, eval_main
 from rlvr.config import load_config
 from rlvr.errors import ConfigError
@@ -106,8 +106,8 @@ def test_each_engine_registers_its_options_class_and_has_a_section() -> None:
     import dataclasses
     import typing
 
-    from agents.engines import ENGINES, EngineRequest, engine_options, options_class
-    from agents.errors import EngineConfigError
+    from rlvr.agents.engines import ENGINES, EngineRequest, engine_options, options_class
+    from rlvr.agents.errors import EngineConfigError
     from rlvr.config.engine import EngineSection
 
     hints = typing.get_type_hints(EngineSection)

@@ -38,7 +38,7 @@ entries:
 
 def parity_verdict(response: str, task: dict[str, Any]) -> Any:
     """Passes about half the time on a random model: the response length is even."""
-    from verifiers import Verdict
+    from rlvr.verifiers import Verdict
 
     passed = len(response) % 2 == 0
     return Verdict(
@@ -50,7 +50,7 @@ def parity_verdict(response: str, task: dict[str, Any]) -> Any:
 
 
 def make_parity_env() -> Any:
-    from envs.verifier_env import VerifierEnv
+    from rlvr.envs.verifier_env import VerifierEnv
 
     tasks = [{"question": f"say something {i}", "task_id": f"p{i}"} for i in range(3)]
     return VerifierEnv(tasks, parity_verdict, max_attempts=2)
@@ -58,7 +58,7 @@ def make_parity_env() -> Any:
 
 @pytest.fixture(scope="module")
 def suite_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import envs  # noqa: F401  (registers the built-in envs)
+    from rlvr import envs  # noqa: F401  (registers the built-in envs)
 
     if PARITY_ID not in gymnasium.registry:
         gymnasium.register(PARITY_ID, entry_point=make_parity_env)
@@ -203,7 +203,7 @@ def test_same_seed_same_numbers_via_cli(
 def test_evaluator_during_training(
     run: tuple[dict[str, Any], Path], tiny_model_path: Path, suite_path: Path
 ) -> None:
-    from agents.hf.engine import TransformersEngine
+    from rlvr.agents.hf.engine import TransformersEngine
 
     results, _ = run
     engine = TransformersEngine(str(tiny_model_path))

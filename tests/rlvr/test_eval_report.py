@@ -13,7 +13,7 @@ from rlvr.eval.metrics import aggregate, summarize
 from rlvr.eval.plots import write_plots
 from rlvr.eval.report import format_delta, render_report, summary_table
 from rlvr.trajectory import EpisodeOutcome, Trajectory
-from verifiers import Verdict
+from rlvr.verifiers import Verdict
 
 
 def decode(ids: list[int]) -> str:

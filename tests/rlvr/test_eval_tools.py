@@ -30,7 +30,7 @@ CALLS = (
 
 
 def make_tools_env() -> Any:
-    from envs.tool_env import ToolUseEnv
+    from rlvr.envs.tool_env import ToolUseEnv
 
     tasks = [
         {"question": "What is 2+3?", "answer": "5", "task_id": "q0"},
@@ -48,7 +48,7 @@ class ScriptedEngine:
         self.tool_response = tokenizer.convert_tokens_to_ids("<tool_response>")
 
     async def generate(self, prompt_ids: list[int], sampling: Any) -> Any:
-        from agents.engine import Completion
+        from rlvr.agents.engine import Completion
 
         text = "Answer: 5" if self.tool_response in prompt_ids else CALLS
         ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.end]
@@ -63,7 +63,7 @@ class ScriptedEngine:
 def test_tool_validity_and_majority(tiny_model_path: Path, tmp_path: Path) -> None:
     from transformers import AutoTokenizer
 
-    import envs  # noqa: F401
+    from rlvr import envs  # noqa: F401
 
     if TOOLS_ID not in gymnasium.registry:
         gymnasium.register(TOOLS_ID, entry_point=make_tools_env)

@@ -9,13 +9,13 @@ import gymnasium
 import pytest
 from trainer_helpers import QUIET, SMALL_MODEL  # noqa: E402 (shared trainer-test overrides)
 
-from envs import VerifierEnv
-from envs.math_env import MathEnv
 from rlvr.config import load_config
+from rlvr.envs import VerifierEnv
+from rlvr.envs.math_env import MathEnv
 from rlvr.errors import ConfigError, RunStoppedError
 from rlvr.metrics import read_jsonl
 from rlvr.trainer import Trainer, train
-from verifiers import Verdict
+from rlvr.verifiers import Verdict
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 REPO = CONFIGS.parent
@@ -260,7 +260,7 @@ import time
 
 import gymnasium
 
-from envs.math_env import MathEnv
+from rlvr.envs.math_env import MathEnv
 
 
 class HangingMath(MathEnv):
@@ -360,7 +360,7 @@ def test_ctrl_c_prints_where_the_run_stands_and_how_to_resume(tmp_path):
 
 
 def test_the_eval_report_records_the_turn_limit_that_runs():
-    from agents.runner import RunnerConfig
+    from rlvr.agents.runner import RunnerConfig
     from rlvr.evaluate import SuiteEvalConfig
 
     config = SuiteEvalConfig(suite="x")
@@ -369,8 +369,8 @@ def test_the_eval_report_records_the_turn_limit_that_runs():
 
 
 def test_tool_call_text_counts_only_where_the_env_offers_tools():
-    from agents.episode_state import EpisodeState
-    from agents.runner_config import EpisodeSpec
+    from rlvr.agents.episode_state import EpisodeState
+    from rlvr.agents.runner_config import EpisodeSpec
 
     spec = EpisodeSpec(env_id="rlvr/Math-v0")
     plain = EpisodeState(spec=spec, env_id="rlvr/Math-v0")

@@ -2,7 +2,7 @@ import hashlib
 
 import pytest
 
-from agents import turn_seed
+from rlvr.agents import turn_seed
 from rlvr.eval.plan import episode_seed
 from rlvr.seeds import derived_seed
 

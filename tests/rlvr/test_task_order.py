@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import envs
+from rlvr import envs
 from rlvr.algorithms.kl import FixedKLController
 from rlvr.config import load_config
 from rlvr.errors import ConfigError

@@ -6,8 +6,8 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from envs.tool_env import calculator_call
 from rlvr.batch import RolloutBatch
+from rlvr.envs.tool_env import calculator_call
 from rlvr.errors import BatchError
 from rlvr.tool_metrics import tool_metrics
 from rlvr.training.env_tokens import EnvTokenGuard, tool_result_positions
@@ -114,7 +114,7 @@ def test_a_tool_result_echoing_the_models_tags_ends_at_its_own_close(tokenizer):
     """A calculator error quotes the model's bad expression, tags included: the env's tokens
     then hold a second ``<tool_response>``. The result still ends at the env's closing tag, so
     the model's next turn is not taken for tool output (this stopped a quickstart run)."""
-    import envs
+    from rlvr import envs
 
     env = envs.make("rlvr/CompactToolUse-v0")
     env.reset(seed=0)

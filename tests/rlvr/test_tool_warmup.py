@@ -6,7 +6,7 @@ import random
 import pytest
 from transformers import AutoTokenizer
 
-from envs.tool_env import calculator_call
+from rlvr.envs.tool_env import calculator_call
 from rlvr.errors import ConfigError
 from rlvr.sft import collate
 from rlvr.training.demonstrations import ScriptedDemonstrations
@@ -66,7 +66,7 @@ def test_without_tools_the_teacher_answers_directly(tokenizer):
 
 @pytest.mark.parametrize("share", [0.25, 0.5])
 def test_tool_call_share_makes_the_rest_of_the_pool_answer_directly(tokenizer, share):
-    import envs
+    from rlvr import envs
 
     demos = ScriptedDemonstrations(ENV, {}, tokenizer, num_demos=20, seed=0,
                                      tool_call_share=share)
@@ -178,7 +178,7 @@ def test_staged_warm_up_trains_the_tool_pool_then_the_mixed_pool(tmp_path, monke
 
 
 def test_the_env_teacher_calls_the_calculator_then_copies_its_result():
-    import envs
+    from rlvr import envs
 
     env = envs.make(ENV)
     env.reset(seed=0)
@@ -204,8 +204,8 @@ def test_a_task_env_without_tools_gives_direct_demonstrations(tokenizer):
 def test_an_env_without_a_teacher_is_refused(tokenizer):
     import gymnasium
 
-    from envs import VerifierEnv
-    from verifiers import Verdict
+    from rlvr.envs import VerifierEnv
+    from rlvr.verifiers import Verdict
 
     class NoAnswer(VerifierEnv):
         def __init__(self, split="train", **kwargs):

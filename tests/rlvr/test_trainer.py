@@ -13,9 +13,9 @@ import gymnasium
 import pytest
 import torch
 
-from envs.math_env import MathEnv
 from rlvr.config import load_config
 from rlvr.config.loader import dump_config
+from rlvr.envs.math_env import MathEnv
 from rlvr.metrics import read_jsonl
 from rlvr.trainer import Trainer, train
 

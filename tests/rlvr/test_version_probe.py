@@ -10,7 +10,7 @@ import torch.multiprocessing as mp
 from probe_reduce_worker import reduce_worker
 from transformers import AutoModelForCausalLM
 
-from agents.hf.engine import TransformersEngine
+from rlvr.agents.hf.engine import TransformersEngine
 from rlvr.batch import RolloutBatch
 from rlvr.errors import WeightSyncError
 from rlvr.learner.logprobs import policy_forward

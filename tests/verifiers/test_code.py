@@ -1,4 +1,4 @@
-"""verifiers.code: test specs, the value codec, and honest programs through the real sandbox."""
+"""rlvr.verifiers.code: test specs, the value codec, honest programs through the real sandbox."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verifiers.code import (
+from rlvr.verifiers.code import (
     AssertTests,
     CallTests,
     SandboxConfig,
@@ -21,7 +21,7 @@ from verifiers.code import (
     run_tests,
     values_equal,
 )
-from verifiers.errors import InvalidArgumentError
+from rlvr.verifiers.errors import InvalidArgumentError
 
 
 @pytest.fixture(scope="module")
@@ -375,7 +375,7 @@ def test_works_when_the_host_has_more_than_1024_open_files():
 
 
 def test_unusable_interpreter_raises_sandbox_unavailable():
-    from verifiers.errors import SandboxUnavailableError
+    from rlvr.verifiers.errors import SandboxUnavailableError
 
     with SandboxPool(size=1, config=SandboxConfig(python="/nonexistent/python3")) as pool:
         with pytest.raises(SandboxUnavailableError, match=r"sandbox \(bwrap\) failed to start"):

@@ -1,11 +1,11 @@
-"""Shared helpers for the verifiers.code tests (host-side checks on sandbox processes)."""
+"""Shared helpers for the rlvr.verifiers.code tests (host-side checks on sandbox processes)."""
 
 from __future__ import annotations
 
 import os
 import time
 
-from verifiers.code.sandbox import UID_BASE, UID_SLOTS
+from rlvr.verifiers.code.sandbox import UID_BASE, UID_SLOTS
 
 
 def is_sandbox_uid(uid: int) -> bool:

@@ -1,5 +1,5 @@
-"""Adversarial programs against verifiers.code: each must fail (or be contained) and leave the host
-untouched, and every call must return within timeout + 1 s."""
+"""Adversarial programs against rlvr.verifiers.code: each must fail (or be contained) and leave
+the host untouched, and every call must return within timeout + 1 s."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import uuid
 import pytest
 from test_code_helpers import wait_no_strays
 
-from verifiers.code import AssertTests, CallTests, SandboxConfig, SandboxPool, StdioTests
+from rlvr.verifiers.code import AssertTests, CallTests, SandboxConfig, SandboxPool, StdioTests
 
 TIMEOUT = 1.0
 F = CallTests("f", [((1,), 2), ((2,), 3)])

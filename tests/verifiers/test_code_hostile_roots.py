@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from test_code_helpers import wait_no_strays
 
-from verifiers.code import AssertTests, CallTests, SandboxPool, StdioTests, values_equal
-from verifiers.errors import InvalidArgumentError
+from rlvr.verifiers.code import AssertTests, CallTests, SandboxPool, StdioTests, values_equal
+from rlvr.verifiers.errors import InvalidArgumentError
 
 EMPTY = CallTests("f", [((), [])])  # "f() lists what it managed to do": [] = the defence held
 GOOD_F = "def f(x):\n    return x + 1\n"
@@ -422,8 +422,8 @@ def test_deep_directory_tree_does_not_cost_the_worker():
 
 
 def test_python_tool_has_a_pool_of_its_own():
-    from envs import tools
-    from verifiers.code import default_pool
+    from rlvr.envs import tools
+    from rlvr.verifiers.code import default_pool
 
     assert tools.tool_pool() is not default_pool()
     assert tools.tool_pool() is tools.tool_pool()
@@ -434,7 +434,7 @@ def test_python_tool_has_a_pool_of_its_own():
 
 
 def test_unshare_fallback_has_the_same_filter_and_posture():
-    from verifiers.code import SandboxConfig
+    from rlvr.verifiers.code import SandboxConfig
 
     with pytest.warns(RuntimeWarning, match="weaker `unshare`"):
         fallback = SandboxPool(size=1, config=SandboxConfig(backend="unshare"))

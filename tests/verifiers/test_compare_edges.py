@@ -1,4 +1,4 @@
-"""``verifiers.math.compare`` at its edges: relations both ways round, structures, the set cap.
+"""``rlvr.verifiers.math.compare`` at its edges: relations both ways round, structures, the set cap.
 
 The comparison runs on parsed answers with the fast scalar callback (no sympy worker), and, to
 pin the True/False/None rules, with a callback that decides by name. Each test asserts the value
@@ -12,10 +12,10 @@ from fractions import Fraction
 
 import pytest
 
-from verifiers.math import is_equivalent
-from verifiers.math.compare import MAX_UNORDERED_ITEMS, answers_equal
-from verifiers.math.numeric import scalar_equal
-from verifiers.math.parse import Expr, Node, SetOf, parse_answer
+from rlvr.verifiers.math import is_equivalent
+from rlvr.verifiers.math.compare import MAX_UNORDERED_ITEMS, answers_equal
+from rlvr.verifiers.math.numeric import scalar_equal
+from rlvr.verifiers.math.parse import Expr, Node, SetOf, parse_answer
 
 
 def equal(pred: str, gold: str, **percent: bool) -> bool | None:

@@ -16,8 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import torch
 
-from verifiers.errors import InvalidArgumentError
-from verifiers.judge import (
+from rlvr.verifiers.errors import InvalidArgumentError
+from rlvr.verifiers.judge import (
     JudgeError,
     JudgeItem,
     JudgeVerifier,

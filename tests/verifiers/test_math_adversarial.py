@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from verifiers.math import WorkerPool, verify, warm_up
-from verifiers.math.worker import default_pool
+from rlvr.verifiers.math import WorkerPool, verify, warm_up
+from rlvr.verifiers.math.worker import default_pool
 
 LIMIT_S = 1.0
 SLACK_S = 1.0  # killing the worker and thread scheduling on a shared 2-core machine
@@ -149,8 +149,8 @@ def test_workers_have_a_memory_limit_and_die_on_shutdown():
 def test_workers_do_not_outlive_their_parent(exit_mode):
     script = (
         "import os, sys\n"
-        "from verifiers.math import warm_up\n"
-        "from verifiers.math.worker import default_pool\n"
+        "from rlvr.verifiers.math import warm_up\n"
+        "from rlvr.verifiers.math.worker import default_pool\n"
         "warm_up()\n"
         "print(*default_pool().worker_pids(), flush=True)\n"
         "if sys.argv[1] == 'os._exit': os._exit(0)\n"

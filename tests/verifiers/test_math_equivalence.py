@@ -1,4 +1,4 @@
-"""verifiers.math equivalence rules, verdict contract and argument errors."""
+"""rlvr.verifiers.math equivalence rules, verdict contract and argument errors."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from verifiers import Verdict
-from verifiers.errors import InvalidArgumentError
-from verifiers.math import REL_TOL_APPROX, grade, is_equivalent, verify, warm_up
+from rlvr.verifiers import Verdict
+from rlvr.verifiers.errors import InvalidArgumentError
+from rlvr.verifiers.math import REL_TOL_APPROX, grade, is_equivalent, verify, warm_up
 
 
 @pytest.mark.parametrize(
@@ -145,7 +145,7 @@ _digits = st.text("0123456789", min_size=1, max_size=30)
        st.one_of(_digits, _digits.map("-".__add__), st.integers(-10**6, 10**6).map(str)))
 def test_the_integer_shortcut_decides_as_the_full_grader(pred, gold):
     """Leading zeros, "-0", 30-digit values: step 0 gives the full path's Grade, method too."""
-    from verifiers.math.grader import INTEGER, _full_grade, _integer_grade
+    from rlvr.verifiers.math.grader import INTEGER, _full_grade, _integer_grade
 
     assert INTEGER.fullmatch(pred) and INTEGER.fullmatch(gold)
     assert _integer_grade(pred, gold) == _full_grade(pred, gold, 5.0)
@@ -153,7 +153,7 @@ def test_the_integer_shortcut_decides_as_the_full_grader(pred, gold):
 
 
 def test_what_is_not_a_plain_integer_takes_the_full_path():
-    from verifiers.math.grader import INTEGER
+    from rlvr.verifiers.math.grader import INTEGER
 
     for text in (" 7", "+7", "7.0", "1,000", "\u0667", "1" * 31, "--1", ""):  # \u0667: Arabic 7
         assert not INTEGER.fullmatch(text)

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from verifiers.math import extract_answer
+from rlvr.verifiers.math import extract_answer
 
 
 @pytest.mark.parametrize(

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from envs.math_env import score_response
-from verifiers.math import grade, verify, verify_answer, word_answer
-from verifiers.math.parse import choice_letter, parse_answer
-from verifiers.math.precise import precise_equal
+from rlvr.envs.math_env import score_response
+from rlvr.verifiers.math import grade, verify, verify_answer, word_answer
+from rlvr.verifiers.math.parse import choice_letter, parse_answer
+from rlvr.verifiers.math.precise import precise_equal
 
 DATA = Path(__file__).parent / "data" / "math_hacks.jsonl"
 ROWS = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
@@ -79,7 +79,7 @@ def test_no_answer_raises_and_unreadable_ones_are_parse_errors(monkeypatch):
     def broken(*args, **kwargs):
         raise IndexError("an internal bug")
 
-    import verifiers.math.grader as grader
+    import rlvr.verifiers.math.grader as grader
 
     monkeypatch.setattr(grader, "_full_grade", broken)
     monkeypatch.setattr(grader, "extract_answer", broken)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from verifiers.math import extract_answer, find_boxed, find_numbers, is_equivalent, verify
+from rlvr.verifiers.math import extract_answer, find_boxed, find_numbers, is_equivalent, verify
 
 
 @pytest.mark.parametrize(

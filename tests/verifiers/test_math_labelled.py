@@ -1,4 +1,4 @@
-"""verifiers.math on the hand-labelled set: every label must be reproduced exactly."""
+"""rlvr.verifiers.math on the hand-labelled set: every label must be reproduced exactly."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from verifiers.math import extract_answer, grade, is_equivalent, verify
+from rlvr.verifiers.math import extract_answer, grade, is_equivalent, verify
 
 DATA = Path(__file__).parent / "data" / "math_labelled.jsonl"
 ROWS = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]

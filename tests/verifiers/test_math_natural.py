@@ -1,6 +1,7 @@
 """The second labelled set (answers as models write them) and the verify(x, x) property.
 
-math_natural.jsonl was written (by make_math_natural.py) before verifiers.math was changed to read
+math_natural.jsonl was written (by make_math_natural.py) before rlvr.verifiers.math was changed to
+read
 LaTeX-only, bare-expression and complex answers, and the checker was not tuned against it since:
 its accuracy is a held-out measure, reported in BENCHMARKS.md. This test pins a floor below the
 measured 99.5% (two known misses: ``$z = i + i$``, whose span has no digit, and a bare ``2ab``
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from verifiers.math import verify
+from rlvr.verifiers.math import verify
 
 DATA = Path(__file__).parent / "data"
 NATURAL = [json.loads(line) for line in (DATA / "math_natural.jsonl").read_text().splitlines()]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from verifiers.math import verify
+from rlvr.verifiers.math import verify
 
 
 @pytest.mark.parametrize("response, gold", [
@@ -47,7 +47,7 @@ def test_results_and_non_arithmetic_forms_still_pass(response, gold):
 def test_long_answers_are_checked_quickly():
     import time
 
-    from verifiers.math import verify_answer
+    from rlvr.verifiers.math import verify_answer
 
     t0 = time.perf_counter()
     assert not verify_answer("9" * 1_000_000, "68902").passed

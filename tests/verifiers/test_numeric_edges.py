@@ -1,4 +1,4 @@
-r"""``verifiers.math.numeric`` at its edges: the caps, the tolerances, each node kind, the risks.
+r"""``rlvr.verifiers.math.numeric`` at its edges: caps, tolerances, each node kind, the risks.
 
 Each test asserts the value the module's rules give (exact rationals, complex floats, the
 True/False/None of ``scalar_equal``, the errors of ``check_size``); together they fail on every
@@ -14,9 +14,9 @@ from fractions import Fraction
 
 import pytest
 
-from verifiers.errors import AnswerParseError
-from verifiers.math import numeric
-from verifiers.math.numeric import (
+from rlvr.verifiers.errors import AnswerParseError
+from rlvr.verifiers.math import numeric
+from rlvr.verifiers.math.numeric import (
     MAX_SYMBOLS,
     SAMPLE_POINTS,
     check_size,
@@ -30,7 +30,7 @@ from verifiers.math.numeric import (
     proportionality,
     scalar_equal,
 )
-from verifiers.math.parse import Node, parse_expression
+from rlvr.verifiers.math.parse import Node, parse_expression
 
 P = parse_expression
 

@@ -1,4 +1,4 @@
-"""``verifiers.code.specs`` at its edges: values_equal's numbers, containers and tolerances.
+"""``rlvr.verifiers.code.specs`` at its edges: values_equal's numbers, containers and tolerances.
 
 Each test asserts the value the documented rule gives, without a sandbox; together they fail on
 every small change of the module (``bash dev.sh mutate verifiers/code/specs.py``).
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from verifiers.code import AssertTests, CallTests, values_equal
-from verifiers.errors import InvalidArgumentError
+from rlvr.verifiers.code import AssertTests, CallTests, values_equal
+from rlvr.verifiers.errors import InvalidArgumentError
 
 NAN = float("nan")
 INF = float("inf")

@@ -1,6 +1,6 @@
 import pytest
 
-from verifiers.tools import (
+from rlvr.verifiers.tools import (
     ToolCall,
     ToolCallError,
     format_error,

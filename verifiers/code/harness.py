@@ -1,7 +1,7 @@
 """The code that runs inside the sandbox: a warm "zygote" that forks one fresh process per program.
 
 This module is stdlib-only and is run by the system interpreter (``/usr/bin/python3 -I -B -c``)
-inside bubblewrap, together with :mod:`verifiers.code.protocol` (the value codec, framing and
+inside bubblewrap, together with :mod:`rlvr.verifiers.code.protocol` (the value codec, framing and
 check-body splitter that the host uses too, so both sides share one definition).
 
 Processes inside one sandbox (one PID namespace, one private ``/tmp``)::
@@ -68,7 +68,7 @@ if "rlvr_protocol" in sys.modules:  # inside the sandbox (see sandbox.BOOTSTRAP)
         split_check,
     )
 else:
-    from verifiers.code.protocol import (
+    from rlvr.verifiers.code.protocol import (
         MAX_REPLY_BYTES,
         EncodeError,
         decode,

@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from verifiers.code.specs import AssertTests
-from verifiers.errors import InvalidArgumentError
+from rlvr.verifiers.code.specs import AssertTests
+from rlvr.verifiers.errors import InvalidArgumentError
 
 
 def data_path() -> Path:

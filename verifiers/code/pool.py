@@ -6,11 +6,11 @@ import atexit
 import os
 import threading
 
-from verifiers.code.runner import run_spec
-from verifiers.code.sandbox import SandboxConfig, WorkerPool
-from verifiers.code.specs import AssertTests, CallTests, StdioTests, TestSpec
-from verifiers.errors import InvalidArgumentError
-from verifiers.verdict import Verdict
+from rlvr.verifiers.code.runner import run_spec
+from rlvr.verifiers.code.sandbox import SandboxConfig, WorkerPool
+from rlvr.verifiers.code.specs import AssertTests, CallTests, StdioTests, TestSpec
+from rlvr.verifiers.errors import InvalidArgumentError
+from rlvr.verifiers.verdict import Verdict
 
 MAX_TIMEOUT_S = 600.0
 MIN_MEMORY_MB = 64

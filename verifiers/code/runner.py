@@ -10,7 +10,7 @@ returns. Reasons, in ``Verdict.reason`` (first failing test) and per test in
 Everything that comes out of the sandbox is untrusted data: replies are capped
 (``protocol.MAX_REPLY_BYTES``), decoding never raises out of :func:`run_spec`, a result that
 arrives after the deadline is not judged, and every string in the verdict passes
-:func:`~verifiers.code.protocol.clean_text`.
+:func:`~rlvr.verifiers.code.protocol.clean_text`.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from verifiers.code import protocol
-from verifiers.code.sandbox import Spawned, Worker, WorkerDied
-from verifiers.code.specs import (
+from rlvr.verifiers.code import protocol
+from rlvr.verifiers.code.sandbox import Spawned, Worker, WorkerDied
+from rlvr.verifiers.code.specs import (
     AssertTests,
     CallTests,
     StdioTests,
@@ -36,7 +36,7 @@ from verifiers.code.specs import (
     normalize_output,
     values_equal,
 )
-from verifiers.verdict import Verdict
+from rlvr.verifiers.verdict import Verdict
 
 TAIL_CHARS = 2000
 _FRAMED = ("setup", "tester", "rpc")

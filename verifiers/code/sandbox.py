@@ -10,10 +10,11 @@ A :class:`SandboxPool` keeps up to ``size`` workers. Each worker is one sandbox,
   size- and inode-limited private tmpfs mounts on ``/tmp`` and ``/dev/shm``, and an empty
   environment (bwrap itself is started with an empty environment too, since ``/proc/1/environ``
   is readable inside);
-* inside it, the zygote of :mod:`verifiers.code.harness` (root, but with only CAP_SETUID/SETGID/
+* inside it, the zygote of :mod:`rlvr.verifiers.code.harness` (root, but with only
+CAP_SETUID/SETGID/
   KILL left, NO_NEW_PRIVS, non-dumpable, a child subreaper) forks a fresh process per program and
   runs it as the sandbox's *program uid*, and the tests as its *tester uid*, both under a seccomp
-  filter (see :func:`~verifiers.code.harness.seccomp_filter`).
+  filter (see :func:`~rlvr.verifiers.code.harness.seccomp_filter`).
 
 Every sandbox on the host holds its own pair of uids (a :class:`UidLease`, from
 ``UID_BASE``), so ``RLIMIT_NPROC`` is a per-sandbox process limit, and no sandbox can signal,
@@ -48,8 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verifiers.code import harness, protocol
-from verifiers.errors import InvalidArgumentError, SandboxUnavailableError
+from rlvr.verifiers.code import harness, protocol
+from rlvr.verifiers.errors import InvalidArgumentError, SandboxUnavailableError
 
 logger = logging.getLogger(__name__)
 
@@ -127,8 +128,8 @@ def resolve_backend(requested: str) -> str:
     """
     if os.geteuid() != 0:
         raise SandboxUnavailableError(
-            "verifiers.code needs to run as root (it runs each sandbox's programs under uids of "
-            f"their own so that RLIMIT_NPROC applies); running as uid {os.geteuid()}"
+            "rlvr.verifiers.code needs to run as root (it runs each sandbox's programs under uids "
+            f"of their own so that RLIMIT_NPROC applies); running as uid {os.geteuid()}"
         )
     if requested in ("auto", "bwrap") and shutil.which("bwrap"):
         return "bwrap"
@@ -138,7 +139,7 @@ def resolve_backend(requested: str) -> str:
         raise SandboxUnavailableError("neither bwrap nor unshare is installed; cannot sandbox")
     why = "bubblewrap is not installed" if requested == "auto" else "backend 'unshare' requested"
     message = (
-        f"verifiers.code: {why}; using the weaker `unshare` + rlimits sandbox: the host "
+        f"rlvr.verifiers.code: {why}; using the weaker `unshare` + rlimits sandbox: the host "
         "filesystem is visible to programs (limited only by an unprivileged uid's permissions)"
     )
     warnings.warn(message, RuntimeWarning, stacklevel=3)
@@ -270,7 +271,7 @@ class Worker:
             self.close()
             raise SandboxUnavailableError(f"sandbox ({backend}) failed to start: {err.strip()}")
         if not hello[0].get("seccomp"):
-            _warn_once(f"verifiers.code: no seccomp filter for {os.uname().machine}; programs "
+            _warn_once(f"rlvr.verifiers.code: no seccomp filter for {os.uname().machine}; programs "
                        "can use SysV IPC, keyrings and user namespaces (cross-run channels)")
         if self.proc.stderr is not None:
             self.proc.stderr.close()
@@ -312,7 +313,7 @@ class Worker:
             self.events.append(got[0])
 
     def spawn(self, mode: str, limits: dict[str, Any], timeout: float) -> Spawned:
-        """Forks the processes of one program run (see :mod:`~verifiers.code.harness`)."""
+        """Forks the processes of one program run (see :mod:`~rlvr.verifiers.code.harness`)."""
         self.ctl.send(json.dumps({"op": "spawn", "mode": mode, "limits": limits}).encode())
         deadline = time.monotonic() + timeout
         while True:

@@ -10,8 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from verifiers.code.protocol import EncodeError, encode, in_place_test, parse_source
-from verifiers.errors import InvalidArgumentError
+from rlvr.verifiers.code.protocol import EncodeError, encode, in_place_test, parse_source
+from rlvr.verifiers.errors import InvalidArgumentError
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,8 @@ class AssertTests:
     ``return``), the whole ``check(candidate)`` call is one test. The test code runs in its own
     process; every call of the program's functions (``candidate`` and any other top-level
     function of the program the test code uses, such as HumanEval's ``poly``) is a round trip
-    whose arguments and result must be plain data (see :func:`~verifiers.code.protocol.encode`).
+    whose arguments and result must be plain data (see
+    :func:`~rlvr.verifiers.code.protocol.encode`).
     The test code sees only the program's names it reads and does not define itself, and never
     one that shadows a builtin.
 

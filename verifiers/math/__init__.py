@@ -1,6 +1,6 @@
 r"""Math answer verification: extract the final answer, compare it with the gold answer.
 
-    >>> from verifiers.math import verify
+    >>> from rlvr.verifiers.math import verify
     >>> verify("... so the answer is $\boxed{\frac{1}{2}}$.", "0.5").passed
     True
 
@@ -23,8 +23,8 @@ the rest go to sympy in worker processes killed at the deadline. See ``grader.py
 
 from __future__ import annotations
 
-from verifiers.math.extract import AnswerSpan, extract_answer, find_boxed, find_numbers
-from verifiers.math.grader import (
+from rlvr.verifiers.math.extract import AnswerSpan, extract_answer, find_boxed, find_numbers
+from rlvr.verifiers.math.grader import (
     DEFAULT_TIMEOUT_S,
     Grade,
     gold_answer,
@@ -34,8 +34,8 @@ from verifiers.math.grader import (
     verify_answer,
     word_answer,
 )
-from verifiers.math.numeric import REL_TOL_APPROX
-from verifiers.math.worker import WorkerPool, default_pool, shutdown_default_pool
+from rlvr.verifiers.math.numeric import REL_TOL_APPROX
+from rlvr.verifiers.math.worker import WorkerPool, default_pool, shutdown_default_pool
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",

@@ -28,8 +28,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 
-from verifiers.math.numeric import free_symbols, infinity_sign, proportionality
-from verifiers.math.parse import (
+from rlvr.verifiers.math.numeric import free_symbols, infinity_sign, proportionality
+from rlvr.verifiers.math.parse import (
     Answer,
     Bracketed,
     Expr,

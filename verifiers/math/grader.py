@@ -32,15 +32,15 @@ import functools
 import re
 from dataclasses import dataclass
 
-from verifiers.errors import AnswerParseError, InvalidArgumentError, VerifierTimeout
-from verifiers.math.compare import answers_equal
-from verifiers.math.extract import extract_answer
-from verifiers.math.normalize import MAX_ANSWER_CHARS, NormalizedAnswer, normalize_answer
-from verifiers.math.numeric import check_size, scalar_equal
-from verifiers.math.parse import Answer, choice_letter, parse_answer
-from verifiers.math.unevaluated import is_plain_number, restates_arithmetic
-from verifiers.math.worker import default_pool
-from verifiers.verdict import Verdict
+from rlvr.verifiers.errors import AnswerParseError, InvalidArgumentError, VerifierTimeout
+from rlvr.verifiers.math.compare import answers_equal
+from rlvr.verifiers.math.extract import extract_answer
+from rlvr.verifiers.math.normalize import MAX_ANSWER_CHARS, NormalizedAnswer, normalize_answer
+from rlvr.verifiers.math.numeric import check_size, scalar_equal
+from rlvr.verifiers.math.parse import Answer, choice_letter, parse_answer
+from rlvr.verifiers.math.unevaluated import is_plain_number, restates_arithmetic
+from rlvr.verifiers.math.worker import default_pool
+from rlvr.verifiers.verdict import Verdict
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -303,7 +303,7 @@ def verify(
     Returns:
         ``Verdict(score=1.0 or 0.0, passed, reason, details)`` with reason "correct",
         "wrong_answer", "no_answer", "unevaluated" (arithmetic left undone against a
-        plain-number gold, ``verifiers.math.unevaluated``), "parse_error" or "timeout";
+        plain-number gold, ``rlvr.verifiers.math.unevaluated``), "parse_error" or "timeout";
         ``details`` has ``extracted`` (the answer found, or None), ``gold`` (the gold answer
         compared against), ``method`` (what decided) and, for errors, ``message``.
         Never raises because of the response's content.

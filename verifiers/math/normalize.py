@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from verifiers.errors import AnswerParseError
+from rlvr.verifiers.errors import AnswerParseError
 
 __all__ = ["MAX_ANSWER_CHARS", "NormalizedAnswer", "normalize_answer"]
 

@@ -30,9 +30,9 @@ import random
 from collections.abc import Callable
 from fractions import Fraction
 
-from verifiers.errors import AnswerParseError
-from verifiers.math.parse import Node
-from verifiers.math.precise import precise_equal
+from rlvr.verifiers.errors import AnswerParseError
+from rlvr.verifiers.math.parse import Node
+from rlvr.verifiers.math.precise import precise_equal
 
 __all__ = [
     "MAX_SYMBOLIC_BITS",

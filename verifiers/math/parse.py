@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from verifiers.errors import AnswerParseError
+from rlvr.verifiers.errors import AnswerParseError
 
 __all__ = [
     "Answer",

@@ -15,9 +15,9 @@ from typing import Any
 
 import sympy
 
-from verifiers.errors import AnswerParseError
-from verifiers.math.compare import answers_equal
-from verifiers.math.numeric import (
+from rlvr.verifiers.errors import AnswerParseError
+from rlvr.verifiers.math.compare import answers_equal
+from rlvr.verifiers.math.numeric import (
     MAX_SYMBOLS,
     N_POINTS,
     REL_TOL_APPROX,
@@ -26,7 +26,7 @@ from verifiers.math.numeric import (
     has_approx,
     scalar_equal,
 )
-from verifiers.math.parse import Node, parse_answer
+from rlvr.verifiers.math.parse import Node, parse_answer
 
 __all__ = ["compare_texts", "sympy_scalar_equal", "to_sympy"]
 

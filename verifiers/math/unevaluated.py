@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from verifiers.math.numeric import exact_value, free_symbols
-from verifiers.math.parse import Answer, Expr, Node, Relation, SetOf, UnionOf
+from rlvr.verifiers.math.numeric import exact_value, free_symbols
+from rlvr.verifiers.math.parse import Answer, Expr, Node, Relation, SetOf, UnionOf
 
 __all__ = ["is_plain_number", "restates_arithmetic"]
 

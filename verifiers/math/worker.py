@@ -28,12 +28,12 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from verifiers.errors import InvalidArgumentError, VerifierTimeout
+from rlvr.verifiers.errors import InvalidArgumentError, VerifierTimeout
 
 __all__ = ["WorkerPool", "default_pool", "shutdown_default_pool"]
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
-_BOOT = "import sys; from verifiers.math.worker import serve; serve(int(sys.argv[1]))"
+_BOOT = "import sys; from rlvr.verifiers.math.worker import serve; serve(int(sys.argv[1]))"
 
 
 class _WorkerDied(Exception):
@@ -265,7 +265,7 @@ def serve(memory_mb: int) -> None:
     _exit_with_parent()
     protocol = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # stray prints must not corrupt the protocol
-    from verifiers.math.sympy_backend import compare_texts
+    from rlvr.verifiers.math.sympy_backend import compare_texts
 
     protocol.write(b"ready\n")
     protocol.flush()
@@ -275,7 +275,7 @@ def serve(memory_mb: int) -> None:
 
 
 def _handle(request: dict[str, Any], compare_texts: Any) -> dict[str, Any]:
-    from verifiers.errors import AnswerParseError
+    from rlvr.verifiers.errors import AnswerParseError
 
     try:
         if request.get("op") == "ping":

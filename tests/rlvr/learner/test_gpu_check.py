@@ -27,8 +27,8 @@ def test_gpu_check_runs_on_cpu_without_gymnasium_jsonschema_or_sglang(tmp_path):
         "import importlib.abc, sys\n"
         "class _Missing(importlib.abc.MetaPathFinder):\n"
         "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name.split('.')[0] in ('gymnasium', 'jsonschema', 'sglang', 'envs',\n"
-        "                                  'verifiers'):\n"
+        "        if (name.split('.')[0] in ('gymnasium', 'jsonschema', 'sglang')\n"
+        "                or name.split('.')[:2] in (['rlvr', 'envs'], ['rlvr', 'verifiers'])):\n"
         "            raise ModuleNotFoundError(f'No module named {name!r} (blocked)')\n"
         "sys.meta_path.insert(0, _Missing())\n")
     env = dict(os.environ, PYTHONPATH=str(tmp_path), OMP_NUM_THREADS="1")

@@ -21,8 +21,8 @@ from learner_helpers import (  # noqa: E402
 )
 from two_rank_worker import LORA_STEPS  # noqa: E402
 
-from agents.engine import SamplingParams  # noqa: E402
-from agents.engines import EngineRequest, build_engine  # noqa: E402
+from rlvr.agents.engine import SamplingParams  # noqa: E402
+from rlvr.agents.engines import EngineRequest, build_engine  # noqa: E402
 from rlvr.batch import RolloutBatch  # noqa: E402
 from rlvr.errors import ConfigError, WeightSyncError  # noqa: E402
 from rlvr.learner import Actor, ActorConfig, LoraConfig, OptimConfig, reference_for  # noqa: E402
@@ -198,7 +198,7 @@ def test_target_modules_that_match_nothing_are_named(tiny_model_path, dist_info)
 
 
 def _sglang_lora_engine(fake, tiny_model_path, tmp_path):
-    from agents.sglang import SGLangOptions
+    from rlvr.agents.sglang import SGLangOptions
 
     return build_engine(EngineRequest(
         engine="sglang", model_path=tiny_model_path, work_dir=tmp_path, lora=LORA.peft_kwargs(),
@@ -249,7 +249,7 @@ def test_an_sglang_server_that_cannot_serve_the_adapter_gets_merged_weights(
 
     fake = FakeSGLang(tiny_model_path, **server)
     try:
-        with caplog.at_level("WARNING", logger="agents.sglang.engine_builder"):
+        with caplog.at_level("WARNING", logger="rlvr.agents.sglang.engine_builder"):
             built = _sglang_lora_engine(fake, tiny_model_path, tmp_path)
         built.engine.close()
         assert not built.serves_adapter

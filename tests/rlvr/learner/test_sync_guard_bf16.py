@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from agents.engine import SamplingParams
-from agents.hf.engine import TransformersEngine
+from rlvr.agents.engine import SamplingParams
+from rlvr.agents.hf.engine import TransformersEngine
 from rlvr.batch import RolloutBatch
 from rlvr.errors import WeightSyncError
 from rlvr.learner import Actor, ActorConfig, OptimConfig
