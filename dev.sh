@@ -5,6 +5,8 @@
 #   bash dev.sh test [pytest args]       ruff + import contracts + mypy + the whole test suite
 #   bash dev.sh setup                    only create/refresh the environment
 #   bash dev.sh setup-sglang             only build the real sglang server's venv (tests use it)
+#   bash dev.sh setup-coexist            only build the venv with PyPI's verifiers, openai-agents
+#                                        and envs that tests/test_coexistence.py installs rlvr into
 #   bash dev.sh mutate [FILE ...]        mutation check of the reward/gradient modules against their
 #                                        own tests (tools/mutate/; every listed module by default)
 #   bash dev.sh compat [pytest args]     the transformers-sensitive tests on the other transformers
@@ -105,9 +107,48 @@ setup_sglang() {
   echo "[dev.sh] sglang venv ready in $((SECONDS - t0)) s"
 }
 
+# --- a venv with the PyPI packages whose names rlvr once shadowed ------------------------------
+# tests/test_coexistence.py installs rlvr's wheel into it beside Prime's `verifiers`, OpenAI's
+# Agents SDK (`agents`) and PyPI's `envs`, in both orders. Cached under ~/.cache/rlvr/, keyed by
+# what goes into it; rlvr itself is not installed here (the test installs the wheel it builds).
+coexist_deps() {
+  # rlvr's own dependencies and its gateway extra, read from pyproject (rlvr is not built here)
+  "$PYTHON" -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]
+print("\n".join(p["dependencies"] + p["optional-dependencies"]["gateway"]))'
+}
+
+coexist_venv_path() {
+  local key
+  key="$( (cat tools/coexist/requirements.txt; coexist_deps) | sha256sum | cut -c1-12)"
+  echo "${RLVR_COEXIST_VENV:-$HOME/.cache/rlvr/coexist-$key}"
+}
+
+setup_coexist() {
+  local venv; venv="$(coexist_venv_path)"
+  if [[ -f "$venv/.complete" ]]; then echo "[dev.sh] coexistence venv: $venv (cached)"; return 0; fi
+  echo "[dev.sh] building the coexistence venv in $venv (~2 min)"
+  local t0=$SECONDS log="$venv.log"
+  rm -rf "$venv"; mkdir -p "$(dirname "$venv")"
+  "$PYTHON" -m venv "$venv"
+  local pip=("$venv/bin/python" -m pip install -q)
+  local deps; mapfile -t deps < <(coexist_deps)
+  if ! { "${pip[@]}" torch==2.13.0 && "${pip[@]}" -r tools/coexist/requirements.txt "${deps[@]}"; } \
+         >"$log" 2>&1; then
+    tail -40 "$log" >&2; echo "[dev.sh] coexistence venv install failed (log: $log)" >&2; return 1
+  fi
+  touch "$venv/.complete"
+  echo "[dev.sh] coexistence venv ready in $((SECONDS - t0)) s"
+}
+
 sglang_setup_start() {
   # Build the sglang venv in the background while the main one is set up (each takes minutes).
   # RLVR_SKIP_SGLANG=1 skips it (the real-server tests then skip, saying why).
+  # The coexistence venv is built beside it (RLVR_SKIP_COEXIST=1 skips it).
+  if [[ "${RLVR_SKIP_COEXIST:-0}" != 1 ]]; then
+    COEXIST_SETUP_LOG="$(mktemp -t rlvr-coexist-setup.XXXXXX)"
+    setup_coexist >"$COEXIST_SETUP_LOG" 2>&1 &
+    COEXIST_SETUP_PID=$!
+  fi
   [[ "${RLVR_SKIP_SGLANG:-0}" == 1 ]] && return 0
   SGLANG_SETUP_LOG="$(mktemp -t rlvr-sglang-setup.XXXXXX)"
   setup_sglang >"$SGLANG_SETUP_LOG" 2>&1 &
@@ -115,7 +156,18 @@ sglang_setup_start() {
 }
 
 sglang_setup_wait() {
-  # Wait for sglang_setup_start; export RLVR_SGLANG_PYTHON for the real-server tests.
+  # Wait for sglang_setup_start; export RLVR_SGLANG_PYTHON for the real-server tests (and
+  # RLVR_COEXIST_PYTHON for the coexistence test).
+  if [[ -n "${COEXIST_SETUP_PID:-}" ]]; then
+    if wait "$COEXIST_SETUP_PID"; then
+      cat "$COEXIST_SETUP_LOG"
+      export RLVR_COEXIST_PYTHON; RLVR_COEXIST_PYTHON="$(coexist_venv_path)/bin/python"
+    else
+      cat "$COEXIST_SETUP_LOG" >&2
+      if [[ "${RLVR_REQUIRE_SGLANG:-0}" == 1 ]]; then exit 1; fi
+      echo "[dev.sh] WARNING: no coexistence venv; tests/test_coexistence.py will be skipped" >&2
+    fi
+  fi
   [[ -z "${SGLANG_SETUP_PID:-}" ]] && return 0
   if wait "$SGLANG_SETUP_PID"; then
     cat "$SGLANG_SETUP_LOG"
@@ -233,6 +285,7 @@ cmd="${1:-}"; shift || true
 case "$cmd" in
   setup) setup ;;
   setup-sglang) setup_sglang ;;
+  setup-coexist) setup_coexist ;;
   test) sglang_setup_start; setup; sglang_setup_wait; run_tests "$@" ;;
   mutate) setup; mutate "$@" ;;
   compat) setup; test_compat "$@" ;;
@@ -240,5 +293,5 @@ case "$cmd" in
   quickstart) setup
     if [[ "${1:-}" == tool ]]; then shift; exec "$VENV/bin/rlvr" train configs/tool_quickstart.yaml "$@"; fi
     exec "$VENV/bin/rlvr" train configs/quickstart.yaml "$@" ;;
-  *) echo "usage: bash dev.sh {quickstart [tool]|test|mutate|compat|gpu-check|setup|setup-sglang} [args]" >&2; exit 2 ;;
+  *) echo "usage: bash dev.sh {quickstart [tool]|test|mutate|compat|gpu-check|setup|setup-sglang|setup-coexist} [args]" >&2; exit 2 ;;
 esac
