@@ -28,8 +28,9 @@ Why this cannot be fooled:
   holds T's socket, runs as another uid, and cannot see T in ``/proc``. Test code never shares an
   interpreter with the program, so exiting early, patching builtins, deleting ``check`` or
   printing markers in U changes nothing T reports; killing T is not possible (another uid).
-* T takes from the program only the names its test code reads and does not define itself, and
-  never one that is a builtin: a program's ``abs`` or ``range`` cannot change what a test computes.
+* T takes from the program only its entry point: helpers the tests use are trusted source
+  (``AssertTests.helpers``) run in T, so a program's ``abs``, ``range`` or ``poly`` cannot change
+  what a test computes, and no value a test passes to a helper reaches the program.
 * Values cross from U as tagged JSON of exact builtin types, so an object with a rigged
   ``__eq__`` never reaches the comparison; the program's exceptions reach the test code as the
   builtin class of the same name, except the iteration-protocol ones (``StopIteration``,
@@ -62,7 +63,6 @@ if "rlvr_protocol" in sys.modules:  # inside the sandbox (see sandbox.BOOTSTRAP)
         EncodeError,
         decode,
         encode,
-        free_names,
         recv_msg,
         send_msg,
         split_check,
@@ -73,7 +73,6 @@ else:
         EncodeError,
         decode,
         encode,
-        free_names,
         recv_msg,
         send_msg,
         split_check,
@@ -538,8 +537,7 @@ def _run_user(mode: str, limits: dict[str, Any]) -> int:
         send_msg(rpc, {"ready": False, "exc": type(exc).__name__, "msg": str(exc)[:500]})
         return 1
     _flush()
-    names = [k for k, v in list(module.__dict__.items()) if callable(v) and isinstance(k, str)]
-    send_msg(rpc, {"ready": True, "names": names})
+    send_msg(rpc, {"ready": True})
     _serve_calls(rpc, module.__dict__)
     return 0
 
@@ -687,15 +685,13 @@ def _run_tester(mode: str, limits: dict[str, Any]) -> int:
         return 0
     bdict = dict(vars(builtins))
     ns: dict[str, Any] = {"__builtins__": bdict, "__name__": "__test__"}
-    # Only names the test code reads and does not define, and never a builtin: a program's own
-    # abs/range/sorted must not change what the tests compute.
-    wanted = free_names(test_code) - set(bdict)
-    names = ready.get("names")
-    for name in names if isinstance(names, list) else []:
-        if isinstance(name, str) and name in wanted:
-            ns[name] = _Remote(rpc, name, bdict)
+    # The program provides the entry point and nothing else: every helper the tests use comes
+    # from trusted source (spec["helpers"], e.g. HumanEval's prompt) and runs here, so neither
+    # the helpers nor the values the tests pass to them ever reach the program.
     candidate = _Remote(rpc, entry_point, bdict)
     try:
+        exec(compile(str(spec.get("helpers", "")), "<helpers>", "exec"), ns)
+        ns[entry_point] = candidate
         exec(compile(test_code, "<tests>", "exec"), ns)
     except Exception as exc:  # noqa: BLE001 - a broken test module fails every test
         for i in range(n_tests):

@@ -201,18 +201,14 @@ def _check_function(test_code: str) -> ast.FunctionDef | None:
     return checks[0]
 
 
-def free_names(test_code: str) -> set[str]:
-    """Names the test code reads but never binds itself (the program may provide these).
-
-    A name that the test code assigns, imports, defines or uses as a parameter anywhere is the
-    test code's own; so is ``check``. Returns an empty set when the code does not parse.
-    """
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """(names the code reads, names it binds anywhere); two empty sets when it does not parse."""
     try:
-        tree = parse_source(test_code)
+        tree = parse_source(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return set()
+        return set(), set()
     loaded: set[str] = set()
-    bound: set[str] = {"check"}
+    bound: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
@@ -230,7 +226,22 @@ def free_names(test_code: str) -> set[str]:
             bound.add(node.name)
         elif isinstance(node, ast.MatchMapping) and node.rest:
             bound.add(node.rest)
-    return loaded - bound
+    return loaded, bound
+
+
+def free_names(test_code: str) -> set[str]:
+    """Names the test code reads but never binds itself.
+
+    A name that the test code assigns, imports, defines or uses as a parameter anywhere is the
+    test code's own; so is ``check``. Returns an empty set when the code does not parse.
+    """
+    loaded, bound = _names(test_code)
+    return loaded - bound - {"check"}
+
+
+def bound_names(source: str) -> set[str]:
+    """Names ``source`` binds anywhere (defines, assigns, imports); empty when it does not parse."""
+    return _names(source)[1]
 
 
 def in_place_test(test_code: str) -> str | None:

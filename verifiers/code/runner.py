@@ -288,7 +288,8 @@ def run_assert(worker: Worker, program: str, spec: AssertTests, deadline: float,
     ch = _Channels(worker, worker.spawn("assert", limits, deadline - time.monotonic()),
                    worker.config.output_limit_bytes, opened)
     ch.queue("setup", program.encode("utf-8", errors="replace"), close=True)
-    ch.queue_frame("tester", {"test_code": spec.test_code, "entry_point": spec.entry_point})
+    ch.queue_frame("tester", {"test_code": spec.test_code, "entry_point": spec.entry_point,
+                             "helpers": spec.helpers})
 
     def finished() -> bool:
         frames = ch.frames["tester"]
