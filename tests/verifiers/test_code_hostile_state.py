@@ -78,3 +78,39 @@ def test_the_expected_value_never_reaches_the_program(pool):
     assert run(pool, program, tests).reason == "wrong_answer"
     with pytest.raises(InvalidArgumentError, match="expect"):
         AssertTests("def check(candidate):\n    assert candidate() == expect(42)\n", "f")
+
+
+# ------------------------------------------------------------------ 2. descriptors of the zygote
+
+OPEN_FDS = p("""
+    import os
+    for fd in range(3, 1024):
+        try:
+            os.fstat(fd)
+            print(fd)
+        except OSError:
+            pass
+""")
+
+
+def test_a_stdio_program_holds_no_descriptor_but_0_1_2(pool):
+    # fd 4 was the zygote's wake-up pipe (or its control socket, see below): a daemon holding
+    # it could answer the host in the zygote's place
+    verdict = run(pool, OPEN_FDS, StdioTests([("", "")]))
+    assert verdict.passed, verdict.details
+
+
+def test_no_zygote_descriptor_leaks_when_the_host_runs_with_stdin_closed(tmp_path):
+    script = tmp_path / "host.py"
+    script.write_text(p(f"""
+        from rlvr.verifiers.code import SandboxPool, StdioTests
+        with SandboxPool(size=1) as pool:
+            v = pool.run_tests({OPEN_FDS!r}, StdioTests([("", "")]))
+            print(v.reason, repr(v.details["stdout"]))
+    """))
+    import subprocess
+    import sys
+
+    out = subprocess.run(["/bin/sh", "-c", f'exec 0<&- "{sys.executable}" "{script}"'],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.stdout.strip() == "correct ''", (out.stdout, out.stderr[-2000:])

@@ -424,7 +424,7 @@ def _spawn(mode: str, limits: dict[str, Any], ctl: socket.socket, roles: dict[in
     else:
         in_r = os.open("/dev/null", os.O_RDONLY)
         child_fds.append(in_r)
-    rpc_u = -1
+    rpc_u = -1  # stdio: U gets fds 0-3 only (and closes 3 before the program runs)
     if mode in ("call", "assert"):
         rpc_other, rpc_u = pair()
         child_fds.append(rpc_u)
@@ -436,9 +436,10 @@ def _spawn(mode: str, limits: dict[str, Any], ctl: socket.socket, roles: dict[in
             host_fds["tester"] = spec_h
             child_fds.append(spec_t)
     pids: dict[str, int] = {}
+    user_fds = [in_r, out_w, err_w, setup_u] + ([rpc_u] if rpc_u >= 0 else [])
     pid = os.fork()
     if pid == 0:
-        _in_child([in_r, out_w, err_w, setup_u, rpc_u], uids[0], _run_user, mode, limits)
+        _in_child(user_fds, uids[0], _run_user, mode, limits)
     roles[pid] = "user"
     pids["user"] = pid
     if mode == "assert":
@@ -458,7 +459,8 @@ def _spawn(mode: str, limits: dict[str, Any], ctl: socket.socket, roles: dict[in
 
 
 def _in_child(fds: list[int], uid: int, target: Any, mode: str, limits: dict[str, Any]) -> None:
-    """In a fresh fork: puts ``fds`` at 0..4, closes the rest, becomes ``uid``, runs ``target``."""
+    """In a fresh fork: puts ``fds`` at 0, 1, ..., closes every other descriptor (the zygote's
+    control socket and wake-up pipe included), becomes ``uid``, runs ``target``."""
     code = 70
     try:
         signal.set_wakeup_fd(-1)
@@ -468,11 +470,12 @@ def _in_child(fds: list[int], uid: int, target: Any, mode: str, limits: dict[str
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as in a fresh interpreter
         import fcntl
 
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 100) if fd >= 0 else -1 for fd in fds]
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 100) for fd in fds]
         for target_fd, fd in enumerate(high):
-            if fd >= 0:
-                os.dup2(fd, target_fd)
-        os.closerange(len(fds), 65536)
+            os.dup2(fd, target_fd)
+        os.closerange(len(fds), 1 << 20)
+        if sorted(int(n) for n in os.listdir("/proc/self/fd")) != list(range(len(fds) + 1)):
+            raise RuntimeError("a descriptor survived")  # the extra one is listdir's own
         os.setsid()
         _drop_to(uid)
         code = target(mode, limits)
@@ -763,7 +766,12 @@ def main(argv: list[str]) -> None:
     """Zygote entry point: ``--ctl-fd N --backend bwrap|unshare --tmp-bytes B --uids U,T``."""
     global _SECCOMP
     args = dict(zip(argv[0::2], argv[1::2], strict=False))
-    ctl = socket.socket(fileno=int(args["--ctl-fd"]))
+    import fcntl
+
+    # Well above 0-2 (a host run with a standard descriptor closed can hand it down as one).
+    ctl_fd = fcntl.fcntl(int(args["--ctl-fd"]), fcntl.F_DUPFD, 64)
+    os.close(int(args["--ctl-fd"]))
+    ctl = socket.socket(fileno=ctl_fd)
     user_uid, tester_uid = (int(x) for x in args["--uids"].split(","))
     _root_setup(args["--backend"], int(args["--tmp-bytes"]))
     _SECCOMP = _Seccomp()

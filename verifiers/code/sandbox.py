@@ -32,6 +32,7 @@ The threat model is in ``docs/sandbox.md``.
 
 from __future__ import annotations
 
+import array
 import fcntl
 import json
 import logging
@@ -39,6 +40,7 @@ import os
 import select
 import shutil
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -252,7 +254,11 @@ class Worker:
         self.events: deque[dict[str, Any]] = deque()
         self.lease = UidLease()
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # Every message carries its sender's credentials (the kernel fills them in): only the
+        # zygote (root, the pid that said hello) is listened to, whoever else holds its socket.
+        parent.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         self.ctl = parent
+        self.zygote_pid: int | None = None
         build = _bwrap_argv if backend == "bwrap" else _unshare_argv
         argv = build(config, child.fileno(), self.lease.uids)
         try:
@@ -293,12 +299,34 @@ class Worker:
         if not poller.poll(max(timeout, 0.0) * 1000):
             return None
         try:
-            data, fds, _, _ = socket.recv_fds(self.ctl, 65536, 16)
+            data, ancdata, _, _ = self.ctl.recvmsg(
+                65536, socket.CMSG_SPACE(16 * 4) + socket.CMSG_SPACE(12))
         except OSError as exc:
             raise WorkerDied(str(exc)) from None
+        fds: list[int] = []
+        cred: tuple[int, int, int] | None = None
+        for level, kind, body in ancdata:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds += array.array("i", body[: len(body) - len(body) % 4]).tolist()
+            elif level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+                cred = struct.unpack("3i", body[:12])  # pid, uid, gid
         if not data:
+            for fd in fds:
+                os.close(fd)
             raise WorkerDied("the sandbox zygote exited")
-        return json.loads(data), fds
+        if self.zygote_pid is None and cred is not None and cred[1] == 0:
+            self.zygote_pid = cred[0]  # the hello, sent before any program ran
+        if cred is None or cred[1] != 0 or cred[0] != self.zygote_pid:
+            for fd in fds:
+                os.close(fd)
+            raise WorkerDied(f"a control message came from a process other than the zygote "
+                             f"({cred})")
+        try:
+            return json.loads(data), fds
+        except ValueError:
+            for fd in fds:
+                os.close(fd)
+            raise WorkerDied("the sandbox zygote sent a malformed message") from None
 
     def fileno(self) -> int:
         """The control socket, for ``poll`` (readable = an event is waiting)."""
