@@ -114,3 +114,125 @@ def test_no_zygote_descriptor_leaks_when_the_host_runs_with_stdin_closed(tmp_pat
     out = subprocess.run(["/bin/sh", "-c", f'exec 0<&- "{sys.executable}" "{script}"'],
                          capture_output=True, text=True, timeout=120, check=False)
     assert out.stdout.strip() == "correct ''", (out.stdout, out.stderr[-2000:])
+
+
+# ------------------------------------------------------------------ 3, 4, 7. state between runs
+
+
+def twice(pool: SandboxPool, program: str):
+    """Runs ``program`` (whose ``f()`` lists traces of an earlier run, then leaves its own)
+    twice on one warm worker; the second run must find nothing."""
+    run(pool, program, EMPTY)
+    return run(pool, program, EMPTY)
+
+
+def test_work_dir_xattrs_and_times_do_not_reach_the_next_run(pool):
+    program = p("""
+        import os, time
+        def f():
+            found = []
+            for path in ("/tmp/work", "/tmp", "/dev/shm"):
+                try:
+                    found.append((path, os.getxattr(path, "user.rlvr")))
+                except OSError:
+                    pass
+                st = os.stat(path)
+                # this run's directories were made for it: none is older than a few seconds
+                if time.time() - st.st_mtime > 5 or time.time() - st.st_ctime > 5:
+                    found.append((path, "old times"))
+            for path in ("/tmp/work", "/tmp", "/dev/shm"):
+                try:
+                    os.setxattr(path, "user.rlvr", b"42")
+                except OSError:
+                    pass
+            return found
+    """)
+    # make the directory old first (the worker started long enough ago), then look again
+    run(pool, program, EMPTY)
+    time.sleep(5.5)
+    verdict = run(pool, program, EMPTY)
+    assert verdict.passed, verdict.details["tests"]
+
+
+def test_tmpfs_inode_counters_start_afresh(pool):
+    program = p("""
+        import os
+        def f():
+            found = []
+            for d in ("/tmp/work", "/dev/shm"):
+                probe = os.path.join(d, "probe")
+                open(probe, "w").close()
+                if os.stat(probe).st_ino > 300:  # an earlier run created many inodes
+                    found.append((d, os.stat(probe).st_ino))
+                for i in range(400):
+                    name = os.path.join(d, f"n{i}")
+                    open(name, "w").close()
+                    os.unlink(name)
+            return found
+    """)
+    verdict = twice(pool, program)
+    assert verdict.passed, verdict.details["tests"]
+
+
+def test_each_run_has_a_network_namespace_of_its_own(pool):
+    program = p("""
+        import socket
+        def f():
+            found = []
+            rx = int(open("/proc/net/dev").read().split("lo:")[1].split()[0])
+            if rx > 100_000:
+                found.append(("lo bytes", rx))
+            try:
+                socket.socket(socket.AF_UNIX).connect("\\0rlvr-left")
+                found.append("abstract socket")
+            except OSError:
+                pass
+            srv = socket.socket()
+            try:
+                srv.bind(("127.0.0.1", 5555))  # a port in TIME_WAIT would refuse this
+            except OSError as exc:
+                found.append(("bind", exc.errno))
+                return found
+            srv.listen()
+            cli = socket.create_connection(("127.0.0.1", 5555))
+            conn, _ = srv.accept()
+            conn.sendall(b"x" * 300_000)
+            got = 0
+            while got < 300_000:
+                got += len(cli.recv(1 << 16))
+            conn.close()  # the server closes first: its side goes to TIME_WAIT
+            cli.close()
+            srv.close()
+            daemon = socket.socket(socket.AF_UNIX)
+            daemon.bind("\\0rlvr-left")
+            daemon.listen()
+            return found
+    """)
+    verdict = twice(pool, program)
+    assert verdict.passed, verdict.details["tests"]
+
+
+# ------------------------------------------------------------------ 5. quadratic decoding
+
+
+@pytest.mark.parametrize("tag", ["s", "fs", "d"])
+def test_a_reply_of_keys_sharing_a_hash_is_refused_in_linear_time(pool, tag):
+    # f() writes its own reply frame (it holds the socket): 40000 ints that all hash to 0,
+    # which took the host ~20 s to put in a set
+    program = p(f"""
+        import json, os, socket, struct
+        def f():
+            keys = [i * (2 ** 61 - 1) for i in range(1, 40000)]
+            body = {{"s": keys}} if {tag!r} == "s" else {{"fs": keys}}
+            if {tag!r} == "d":
+                body = {{"d": [[k, 0] for k in keys[:30000]]}}
+            data = json.dumps({{"ok": body}}, separators=(",", ":")).encode()
+            socket.socket(fileno=4).sendall(struct.pack("!I", len(data)) + data)
+            os._exit(0)
+    """)
+    start = time.monotonic()
+    verdict = run(pool, program, CallTests("f", [((), [1])]), timeout_s=3.0)
+    assert verdict.reason == "wrong_answer", verdict.details["tests"]
+    assert "share a hash" in verdict.details["tests"][0]["message"]
+    assert time.monotonic() - start < 4.0
+    assert hash(2 ** 61 - 1) == 0

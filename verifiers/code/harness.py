@@ -201,9 +201,14 @@ _SECCOMP: _Seccomp | None = None
 # ---------------------------------------------------------------------------- zygote
 
 _KEEP_CAPS = (1 << 5) | (1 << 6) | (1 << 7)  # CAP_KILL, CAP_SETGID, CAP_SETUID
-WIPE_DIRS = ("/tmp", "/dev/shm", "/var/tmp")
+# Permitted but not effective: raised only for a moment, to mount fresh tmpfs between runs
+# (CAP_SYS_ADMIN) and to give each program a network namespace of its own with loopback up
+# (CAP_SYS_ADMIN, CAP_NET_ADMIN). A child loses them with its uid (``_drop_to``).
+_SPARE_CAPS = (1 << 12) | (1 << 21)
+TMP_DIRS = ("/tmp", "/dev/shm", "/var/tmp")
 WORK_DIR = "/tmp/work"
 MAX_TMP_INODES = 16384
+_TMP: dict[str, Any] = {}  # backend, bytes (how _mount_tmp mounts), mounted
 
 
 def _mount(libc: Any, source: bytes, target: bytes, fstype: bytes, flags: int,
@@ -215,42 +220,102 @@ def _mount(libc: Any, source: bytes, target: bytes, fstype: bytes, flags: int,
         raise OSError(err, f"mount {target.decode()}: {os.strerror(err)}")
 
 
+def _set_caps(effective: int) -> None:
+    """Sets this process's effective capabilities (permitted: ``_KEEP_CAPS | _SPARE_CAPS``)."""
+    import ctypes
+
+    permitted = _KEEP_CAPS | _SPARE_CAPS
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)(effective, permitted, 0, 0, 0, 0)  # effective, permitted, inh.
+    if _libc().capset(header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capset failed")
+
+
+def _mount_tmp() -> None:
+    """Mounts a new, empty tmpfs on each writable dir; runs right before a program is forked.
+
+    Nothing of an earlier run's files survives: not their names or contents, nor the times,
+    modes and extended attributes of the directories, nor the tmpfs's inode counter; and the
+    directories' times are those of this run's start, not of the last run's end.
+    """
+    libc = _libc()
+    nosuid, nodev, noexec = 0x2, 0x4, 0x8
+    opts = f"size={_TMP['bytes']},nr_inodes={MAX_TMP_INODES},mode=1777".encode()
+    for path in TMP_DIRS:
+        if os.path.isdir(path):
+            flags = nosuid | nodev
+            if _TMP["backend"] == "unshare" or path == "/var/tmp":
+                flags |= noexec
+            _mount(libc, b"tmpfs", path.encode(), b"tmpfs", flags, opts)
+    os.mkdir(WORK_DIR)
+    os.chmod(WORK_DIR, 0o777)
+    _TMP["mounted"] = True
+
+
+def _detach_tmp() -> None:
+    """Detaches the last run's tmpfs mounts (their memory is freed once nothing holds them)."""
+    libc = _libc()
+    for path in TMP_DIRS:
+        if os.path.isdir(path) and libc.umount2(path.encode(), 2) != 0:  # MNT_DETACH
+            raise OSError(f"umount {path} failed")
+    _TMP["mounted"] = False
+
+
+def _with_spare_caps(action: Any) -> None:
+    _set_caps(_KEEP_CAPS | _SPARE_CAPS)
+    try:
+        action()
+    finally:
+        _set_caps(_KEEP_CAPS)
+
+
 def _root_setup(backend: str, tmp_bytes: int) -> None:
     """Runs as root inside the namespaces: mounts, then keeps only the capabilities it needs.
 
     ``/proc`` is remounted with ``hidepid=invisible`` (a process sees only its own uid's
     processes), the private tmpfs mounts get an inode cap and the sticky bit, and the zygote keeps
-    CAP_SETUID/SETGID (to run U and T as their uids) and CAP_KILL (to kill them between programs);
-    it never runs untrusted code itself.
+    CAP_SETUID/SETGID (to run U and T as their uids) and CAP_KILL (to kill them between programs)
+    effective, plus ``_SPARE_CAPS`` permitted only; it never runs untrusted code itself.
     """
-    import ctypes
-
     libc = _libc()
     nosuid, nodev, noexec, remount = 0x2, 0x4, 0x8, 0x20
-    opts = f"size={tmp_bytes},nr_inodes={MAX_TMP_INODES},mode=1777".encode()
-    for path in WIPE_DIRS:
-        if not os.path.isdir(path):
-            continue
-        if backend == "unshare" or path == "/var/tmp":
-            _mount(libc, b"tmpfs", path.encode(), b"tmpfs", nosuid | nodev | noexec, opts)
-        else:
-            _mount(libc, b"tmpfs", path.encode(), b"tmpfs", remount | nosuid | nodev, opts)
-        os.chmod(path, 0o1777)
+    os.chdir("/")  # a cwd on /tmp would keep each detached tmpfs alive
+    _TMP.update(backend=backend, bytes=tmp_bytes)
+    _mount_tmp()
     _mount(libc, b"proc", b"/proc", b"proc", remount | nosuid | nodev | noexec,
            b"hidepid=2")  # = "invisible"; the number works on kernels before 5.8 too
     if backend == "unshare":  # what bwrap's --hostname and the /dev/null bind do there
         socket.sethostname("sandbox")
         _mount(libc, b"/dev/null", b"/proc/sys/kernel/random/boot_id", b"", 0x1000, b"")
-    os.makedirs(WORK_DIR, exist_ok=True)
-    os.chmod(WORK_DIR, 0o777)
     os.setgroups([])
     libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
     libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no ptrace, /proc/<pid>/{mem,fd,environ}
     libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come back to us to be reaped
-    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
-    data = (ctypes.c_uint32 * 6)(_KEEP_CAPS, _KEEP_CAPS, 0, 0, 0, 0)  # effective, permitted
-    if libc.capset(header, data) != 0:
-        raise OSError(ctypes.get_errno(), "could not drop capabilities")
+    try:
+        _set_caps(_KEEP_CAPS)
+    except OSError as exc:
+        raise OSError("could not drop capabilities") from exc
+
+
+def _new_netns() -> None:
+    """In a fresh child, still root: a network namespace of its own, with loopback up.
+
+    Sockets in TIME_WAIT, interface counters, TCP metrics and abstract unix sockets then die
+    with the run instead of reaching the next one.
+    """
+    import ctypes
+    import fcntl
+    import struct
+
+    _set_caps(_KEEP_CAPS | _SPARE_CAPS)
+    libc = _libc()
+    if libc.unshare(0x40000000) != 0:  # CLONE_NEWNET
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        ifreq = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(s.fileno(), 0x8913, ifreq))[1]  # GIFFLAGS
+        fcntl.ioctl(s.fileno(), 0x8914, struct.pack("16sH14x", b"lo", flags | 1))  # IFF_UP
+    _set_caps(_KEEP_CAPS)
 
 
 def _drop_to(uid: int) -> None:
@@ -267,105 +332,16 @@ def _drop_to(uid: int) -> None:
         _SECCOMP.install()
 
 
-def _dirty() -> bool:
-    """Whether anything but an empty, root-owned /tmp/work is left in the writable dirs."""
-    try:
-        for path in WIPE_DIRS:
-            if not os.path.isdir(path):
-                continue
-            names = os.listdir(path)
-            if path == "/tmp":
-                st = os.lstat(WORK_DIR)
-                if names != ["work"] or st.st_uid != 0 or os.listdir(WORK_DIR):
-                    return True
-            elif names:
-                return True
-    except OSError:
-        return True
-    return False
-
-
-def wipe_tree(top: str, keep: tuple[str, ...] = ()) -> bool:
-    """Empties directory ``top`` (but the entries named in ``keep``) without recursion.
-
-    Each pass deletes files and empty directories and moves the children of non-empty directories
-    up into ``top``, so paths never get deeper than two levels and no tree depth can exhaust the
-    stack or ``PATH_MAX``. Runs as the owner of the files (chmod where needed). Returns whether
-    ``top`` ended up empty.
-    """
-    counter = 0
-    while True:
-        try:
-            entries = [e for e in os.scandir(top) if e.name not in keep]
-        except OSError:
-            return False
-        if not entries:
-            return True
-        progress = False
-        for entry in entries:
-            try:
-                if not entry.is_dir(follow_symlinks=False):
-                    os.unlink(entry.path)
-                    progress = True
-                    continue
-                os.chmod(entry.path, 0o700)
-                try:
-                    os.rmdir(entry.path)
-                    progress = True
-                    continue
-                except OSError:
-                    pass
-                for child in os.scandir(entry.path):
-                    counter += 1
-                    try:
-                        if child.is_dir(follow_symlinks=False):
-                            os.chmod(child.path, 0o700)
-                        os.rename(child.path, f"{top}/.rlvr-wipe-{counter}")
-                        progress = True
-                    except OSError:
-                        pass
-            except OSError:
-                pass
-        if not progress:
-            return False
-
-
-def _wipe_as(uid: int) -> None:
-    """Forks a child that empties the writable dirs as ``uid`` and waits for it."""
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            _drop_to(uid)
-            wipe_tree(WORK_DIR)
-            ok = [wipe_tree(p, ("work",) if p == "/tmp" else ()) for p in WIPE_DIRS
-                  if os.path.isdir(p)]
-            code = 0 if all(ok) else 1
-        finally:
-            _exit(code)
-    while True:
-        try:
-            os.waitpid(pid, 0)
-            return
-        except ChildProcessError:
-            return
-        except InterruptedError:
-            continue
-
-
 def _reset(roles: dict[int, str], ctl: socket.socket, uids: tuple[int, int]) -> bool:
-    """Kills and reaps the last program's processes and empties the writable dirs."""
+    """Kills and reaps the last program's processes and detaches their writable dirs (the next
+    spawn mounts fresh ones)."""
     _kill_all_and_reap(roles, ctl)
-    for uid in uids:
-        if _dirty():
-            _wipe_as(uid)
     try:
-        if not os.path.isdir(WORK_DIR):
-            os.makedirs(WORK_DIR, exist_ok=True)
-            os.chmod(WORK_DIR, 0o777)
+        if _TMP["mounted"]:
+            _with_spare_caps(_detach_tmp)
     except OSError:
         return False
-    return not _dirty()
+    return True
 
 
 def _kill_all_and_reap(roles: dict[int, str], ctl: socket.socket) -> None:
@@ -405,6 +381,8 @@ def _ctl_send(ctl: socket.socket, obj: Any, fds: list[int] | None = None) -> Non
 def _spawn(mode: str, limits: dict[str, Any], ctl: socket.socket, roles: dict[int, str],
            uids: tuple[int, int]) -> None:
     """Forks U (and T in assert mode) and hands the host ends of their channels to the host."""
+    if not _TMP["mounted"]:
+        _with_spare_caps(_mount_tmp)
     host_fds: dict[str, int] = {}
     child_fds: list[int] = []
 
@@ -439,7 +417,7 @@ def _spawn(mode: str, limits: dict[str, Any], ctl: socket.socket, roles: dict[in
     user_fds = [in_r, out_w, err_w, setup_u] + ([rpc_u] if rpc_u >= 0 else [])
     pid = os.fork()
     if pid == 0:
-        _in_child(user_fds, uids[0], _run_user, mode, limits)
+        _in_child(user_fds, uids[0], _run_user, mode, limits, own_net=True)
     roles[pid] = "user"
     pids["user"] = pid
     if mode == "assert":
@@ -458,7 +436,8 @@ def _spawn(mode: str, limits: dict[str, Any], ctl: socket.socket, roles: dict[in
         os.close(fd)
 
 
-def _in_child(fds: list[int], uid: int, target: Any, mode: str, limits: dict[str, Any]) -> None:
+def _in_child(fds: list[int], uid: int, target: Any, mode: str, limits: dict[str, Any],
+              own_net: bool = False) -> None:
     """In a fresh fork: puts ``fds`` at 0, 1, ..., closes every other descriptor (the zygote's
     control socket and wake-up pipe included), becomes ``uid``, runs ``target``."""
     code = 70
@@ -477,6 +456,8 @@ def _in_child(fds: list[int], uid: int, target: Any, mode: str, limits: dict[str
         if sorted(int(n) for n in os.listdir("/proc/self/fd")) != list(range(len(fds) + 1)):
             raise RuntimeError("a descriptor survived")  # the extra one is listdir's own
         os.setsid()
+        if own_net:
+            _new_netns()
         _drop_to(uid)
         code = target(mode, limits)
     except BaseException:  # noqa: BLE001 - nothing may escape a forked child

@@ -20,6 +20,10 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 # costs ~50x its size in memory and holds the GIL, so a program must not choose how much.
 MAX_REPLY_BYTES = 1 << 20
 MAX_DEPTH = 64
+# At most this many keys of one decoded set or dict may share a hash: a set of n ints that all
+# hash alike takes n**2 / 2 comparisons to build (~20 s for one 1 MiB reply), and sets and dicts
+# of exact builtin types that encode() produces essentially never have more than two.
+MAX_SAME_HASH = 16
 
 # ---------------------------------------------------------------------------- value codec
 
@@ -79,11 +83,13 @@ def decode(data: Any, _depth: int = 0) -> Any:
             if tag == "t":
                 return tuple(decode(v, nxt) for v in body)
             if tag == "d":
-                return {decode(k, nxt): decode(v, nxt) for k, v in body}
-            if tag == "s":
-                return {decode(v, nxt) for v in body}
-            if tag == "fs":
-                return frozenset(decode(v, nxt) for v in body)
+                pairs = [(decode(k, nxt), decode(v, nxt)) for k, v in body]
+                _few_collisions(k for k, _ in pairs)
+                return dict(pairs)
+            if tag in ("s", "fs"):
+                items = [decode(v, nxt) for v in body]
+                _few_collisions(items)
+                return set(items) if tag == "s" else frozenset(items)
             if tag == "b":
                 return bytes.fromhex(body)
             if tag == "c":
@@ -91,6 +97,18 @@ def decode(data: Any, _depth: int = 0) -> Any:
         except (TypeError, ValueError) as exc:
             raise EncodeError(f"malformed {tag!r} value: {exc}") from None
     raise EncodeError(f"unexpected encoded value of type {kind.__name__}")
+
+
+def _few_collisions(keys: Any) -> None:
+    """Raises :class:`EncodeError` when more than ``MAX_SAME_HASH`` keys share one hash, before
+    a set or dict is built from them (linear work: the hashes themselves rarely collide)."""
+    seen: dict[int, int] = {}
+    for key in keys:
+        h = hash(key)
+        n = seen.get(h, 0) + 1
+        if n > MAX_SAME_HASH:
+            raise EncodeError(f"more than {MAX_SAME_HASH} keys of one set or dict share a hash")
+        seen[h] = n
 
 
 # ---------------------------------------------------------------------------- framing

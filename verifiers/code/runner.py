@@ -354,7 +354,11 @@ def run_call(worker: Worker, program: str, spec: CallTests, deadline: float,
         if not rpc or ch.timed_out:
             outcomes.append(TestOutcome(i, names[i], *_unfinished(ch)))
             continue
-        outcomes.append(TestOutcome(i, names[i], *_judge_reply(rpc.popleft(), expected)))
+        judged = _judge_reply(rpc.popleft(), expected)
+        if time.monotonic() >= deadline:  # judging counts against the time limit too
+            ch.timed_out = True
+            judged = _unfinished(ch)
+        outcomes.append(TestOutcome(i, names[i], *judged))
     return outcomes
 
 

@@ -155,6 +155,7 @@ def _bwrap_argv(config: SandboxConfig, ctl_fd: int, uids: tuple[int, int]) -> li
         "--unshare-cgroup-try", "--as-pid-1", "--die-with-parent", "--new-session",
         "--hostname", "sandbox", "--cap-drop", "ALL", "--cap-add", "CAP_SETUID",
         "--cap-add", "CAP_SETGID", "--cap-add", "CAP_KILL", "--cap-add", "CAP_SYS_ADMIN",
+        "--cap-add", "CAP_NET_ADMIN",
         "--ro-bind", "/usr", "/usr",
     ]
     for path in ("/lib", "/lib64", "/bin", "/sbin"):
@@ -356,7 +357,7 @@ class Worker:
             self.events.append(msg)
 
     def reset(self, timeout: float) -> bool:
-        """Kills and reaps everything left of the last program and wipes /tmp; False if stuck."""
+        """Kills and reaps everything left of the last program and mounts a fresh /tmp; False if stuck."""
         try:
             self.ctl.send(b'{"op": "reset"}')
             deadline = time.monotonic() + timeout
