@@ -4,6 +4,7 @@ held), and each must now fail or be contained for the stated reason."""
 
 from __future__ import annotations
 
+import os
 import textwrap
 import time
 
@@ -236,3 +237,60 @@ def test_a_reply_of_keys_sharing_a_hash_is_refused_in_linear_time(pool, tag):
     assert "share a hash" in verdict.details["tests"][0]["message"]
     assert time.monotonic() - start < 4.0
     assert hash(2 ** 61 - 1) == 0
+
+
+# ------------------------------------------------------------------ 6. memory outside RLIMIT_AS
+
+MEMFD = p("""
+    import os
+    def f():
+        fds = []
+        for i in range(60):  # 960 MB of memfd pages, never mapped: RLIMIT_AS does not see them
+            fd = os.memfd_create("x")
+            for j in range(16):
+                os.write(fd, b"x" * (1 << 20))
+            fds.append(fd)
+        return len(fds) * 16
+""")
+SOCKETS = p("""
+    import os, socket, time
+    def f():
+        r, w = os.pipe()
+        for child in range(16):  # 16 processes x 28 socket pairs x 2 full directions
+            if os.fork() == 0:
+                held, keep = 0, []
+                for i in range(28):
+                    a, b = socket.socketpair()
+                    keep += [a, b]
+                    for s in (a, b):
+                        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 22)
+                        s.setblocking(False)
+                        try:
+                            while True:
+                                held += s.send(b"x" * 65536)
+                        except BlockingIOError:
+                            pass
+                os.write(w, held.to_bytes(8, "big"))
+                time.sleep(30)
+        total = 0
+        for child in range(16):
+            total += int.from_bytes(os.read(r, 8), "big")
+        return total >> 20
+""")
+
+
+def _memory_cgroups() -> bool:
+    try:
+        with open("/sys/fs/cgroup/cgroup.controllers") as fh:
+            return "memory" in fh.read().split()
+    except OSError:
+        return os.path.isdir("/sys/fs/cgroup/memory")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("program", [MEMFD, SOCKETS], ids=["memfd", "sockets"])
+def test_pages_that_are_never_mapped_are_charged_to_the_sandbox(pool, program):
+    if not _memory_cgroups():
+        pytest.skip("no memory cgroup on this host (docs/sandbox.md: the rlimit-only fallback)")
+    verdict = run(pool, program, CallTests("f", [((), 0)]), timeout_s=10.0, memory_mb=64)
+    assert verdict.reason == "memory_limit", verdict.details["tests"]

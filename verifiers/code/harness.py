@@ -417,7 +417,7 @@ def _spawn(mode: str, limits: dict[str, Any], ctl: socket.socket, roles: dict[in
     user_fds = [in_r, out_w, err_w, setup_u] + ([rpc_u] if rpc_u >= 0 else [])
     pid = os.fork()
     if pid == 0:
-        _in_child(user_fds, uids[0], _run_user, mode, limits, own_net=True)
+        _in_child(user_fds, uids[0], _run_user, mode, limits, program=True)
     roles[pid] = "user"
     pids["user"] = pid
     if mode == "assert":
@@ -437,9 +437,11 @@ def _spawn(mode: str, limits: dict[str, Any], ctl: socket.socket, roles: dict[in
 
 
 def _in_child(fds: list[int], uid: int, target: Any, mode: str, limits: dict[str, Any],
-              own_net: bool = False) -> None:
+              program: bool = False) -> None:
     """In a fresh fork: puts ``fds`` at 0, 1, ..., closes every other descriptor (the zygote's
-    control socket and wake-up pipe included), becomes ``uid``, runs ``target``."""
+    control socket and wake-up pipe included), becomes ``uid``, runs ``target``. The program's
+    process also gets a network namespace of its own and is the first the OOM killer picks
+    when the sandbox's memory cgroup is full."""
     code = 70
     try:
         signal.set_wakeup_fd(-1)
@@ -456,8 +458,10 @@ def _in_child(fds: list[int], uid: int, target: Any, mode: str, limits: dict[str
         if sorted(int(n) for n in os.listdir("/proc/self/fd")) != list(range(len(fds) + 1)):
             raise RuntimeError("a descriptor survived")  # the extra one is listdir's own
         os.setsid()
-        if own_net:
+        if program:
             _new_netns()
+            with open("/proc/self/oom_score_adj", "w") as fh:
+                fh.write("1000")
         _drop_to(uid)
         code = target(mode, limits)
     except BaseException:  # noqa: BLE001 - nothing may escape a forked child

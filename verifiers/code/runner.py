@@ -444,6 +444,7 @@ def run_spec(worker: Worker, program: str, tests: TestSpec, timeout_s: float,
     limits = limits_for(timeout_s, memory_mb, worker.config)
     opened: list[_Channels] = []
     healthy = False
+    ooms = worker.cgroup.oom_kills() if worker.cgroup is not None else 0
     try:
         if isinstance(tests, AssertTests):
             outcomes = run_assert(worker, program, tests, deadline, limits, opened)
@@ -463,6 +464,11 @@ def run_spec(worker: Worker, program: str, tests: TestSpec, timeout_s: float,
     finally:
         for ch in opened:
             ch.close()
+    if worker.cgroup is not None and worker.cgroup.oom_kills() > ooms:
+        for o in outcomes:  # the sandbox's memory cgroup was full: the kernel killed the program
+            if o.status == "runtime_error":
+                o.status = "memory_limit"
+                o.message = f"{o.message} (the sandbox ran out of memory)"
     healthy = healthy and worker.reset(0.5)
     last = opened[-1] if opened else None
     details = {

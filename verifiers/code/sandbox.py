@@ -233,6 +233,131 @@ class UidLease:
             self._fd = None
 
 
+CGROUP_ROOT = "/sys/fs/cgroup"
+# What a sandbox needs beyond its program, tester and tmpfs: bwrap, the zygote's interpreter.
+SANDBOX_OVERHEAD_BYTES = 64 << 20
+_cgroup_counter = iter(range(1 << 62))
+
+
+class MemoryCgroup:
+    """The memory cgroup of one sandbox: the kernel charges it every page the sandbox's
+    processes use, whether mapped or not (memfd, tmpfs, pipe and socket buffers included), and
+    ``memory.max`` (v2) or ``memory.limit_in_bytes`` (v1) caps the sum; past it the kernel
+    reclaims, then OOM-kills inside the sandbox (the program first: see ``harness._in_child``).
+
+    :meth:`create` returns None where no memory controller can be used (not mounted, or not
+    writable); the sandbox is then bounded by rlimits only (see docs/sandbox.md).
+    """
+
+    def __init__(self, path: str, limit_file: str, swap_file: str | None) -> None:
+        self.path, self._limit_file, self._swap_file = path, limit_file, swap_file
+        self.limit: int | None = None
+
+    @staticmethod
+    def create() -> MemoryCgroup | None:
+        """A new, empty cgroup (v2 if its memory controller is there, else v1), or None."""
+        name = f"{os.getpid()}-{next(_cgroup_counter)}"
+        try:
+            with open(f"{CGROUP_ROOT}/cgroup.controllers") as fh:
+                v2 = "memory" in fh.read().split()
+        except OSError:
+            v2 = False
+        try:
+            if v2:
+                parent = f"{CGROUP_ROOT}/rlvr-sandbox"
+                _write_once_dir(parent)
+                with open(f"{parent}/cgroup.subtree_control", "w") as fh:
+                    fh.write("+memory")
+                path = f"{parent}/{name}"
+                os.mkdir(path, 0o700)
+                cgroup = MemoryCgroup(path, "memory.max", "memory.swap.max")
+            else:
+                own = _own_v1_memory_cgroup()
+                if own is None:
+                    return None
+                parent = f"{CGROUP_ROOT}/memory{own}/rlvr-sandbox"
+                _write_once_dir(parent)
+                path = f"{parent}/{name}"
+                os.mkdir(path, 0o700)
+                cgroup = MemoryCgroup(path, "memory.limit_in_bytes", None)
+            cgroup.set_limit(SANDBOX_OVERHEAD_BYTES)
+        except OSError:
+            return None
+        return cgroup
+
+    @property
+    def procs_file(self) -> str:
+        """Writing "0" here moves the writer into this cgroup."""
+        return f"{self.path}/cgroup.procs"
+
+    def set_limit(self, limit_bytes: int) -> None:
+        """Caps the sandbox's memory (and, on v2, allows it no swap). Raises OSError."""
+        if limit_bytes == self.limit:
+            return
+        with open(f"{self.path}/{self._limit_file}", "w") as fh:
+            fh.write(str(limit_bytes))
+        if self._swap_file is not None and self.limit is None:
+            try:
+                with open(f"{self.path}/{self._swap_file}", "w") as fh:
+                    fh.write("0")
+            except OSError:
+                pass  # no swap accounting: nothing to cap
+        self.limit = limit_bytes
+
+    def oom_kills(self) -> int:
+        """How many processes the kernel has OOM-killed in this cgroup so far (0 if unknown)."""
+        name = "memory.events" if self._swap_file is not None else "memory.oom_control"
+        try:
+            with open(f"{self.path}/{name}") as fh:
+                for line in fh:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            pass
+        return 0
+
+    def remove(self) -> None:
+        """Removes the cgroup once its processes are gone (tries for up to a second)."""
+        for _ in range(100):
+            try:
+                os.rmdir(self.path)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.01)
+        logger.warning("could not remove the sandbox cgroup %s", self.path)
+
+
+def _write_once_dir(path: str) -> None:
+    try:
+        os.mkdir(path, 0o755)
+    except FileExistsError:
+        pass
+
+
+def _own_v1_memory_cgroup() -> str | None:
+    """This process's cgroup in the v1 memory hierarchy (e.g. ``/`` or ``/a/b``), if mounted."""
+    try:
+        with open("/proc/self/cgroup") as fh:
+            for line in fh:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                if "memory" in controllers.split(","):
+                    own = path.rstrip("/")
+                    if os.path.isdir(f"{CGROUP_ROOT}/memory{own}"):
+                        return own
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def sandbox_memory_bytes(memory_mb: int, mode: str, config: SandboxConfig) -> int:
+    """The cgroup limit of a sandbox while it runs one program under ``memory_mb``."""
+    tester = max(memory_mb << 20, harness.TESTER_MIN_MEMORY) if mode == "assert" else 0
+    return (memory_mb << 20) + tester + 2 * (config.tmp_mb << 20) + SANDBOX_OVERHEAD_BYTES
+
+
 class WorkerDied(Exception):
     """The sandbox's zygote went away (the program killed it, or it crashed)."""
 
@@ -262,10 +387,20 @@ class Worker:
         self.zygote_pid: int | None = None
         build = _bwrap_argv if backend == "bwrap" else _unshare_argv
         argv = build(config, child.fileno(), self.lease.uids)
+        self.cgroup = MemoryCgroup.create()
+        if self.cgroup is None:
+            _warn_once("rlvr.verifiers.code: no usable memory cgroup (v2, or v1 at "
+                       f"{CGROUP_ROOT}/memory): a sandbox's memory is bounded by RLIMIT_AS only, "
+                       "which memfd, pipe and socket pages escape")
+        else:  # joined before exec, so every process of the sandbox is charged from its start
+            argv = ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', self.cgroup.procs_file,
+                    shutil.which(argv[0]) or argv[0], *argv[1:]]
         try:
             self.proc = _launcher.submit(_popen, argv, child.fileno()).result()
         except BaseException:
             self.lease.release()
+            if self.cgroup is not None:
+                self.cgroup.remove()
             raise
         finally:
             child.close()
@@ -343,6 +478,12 @@ class Worker:
 
     def spawn(self, mode: str, limits: dict[str, Any], timeout: float) -> Spawned:
         """Forks the processes of one program run (see :mod:`~rlvr.verifiers.code.harness`)."""
+        if self.cgroup is not None:
+            try:
+                self.cgroup.set_limit(sandbox_memory_bytes(
+                    int(limits["memory_bytes"]) >> 20, mode, self.config))
+            except OSError as exc:
+                raise WorkerDied(f"could not set the sandbox's memory limit: {exc}") from None
         self.ctl.send(json.dumps({"op": "spawn", "mode": mode, "limits": limits}).encode())
         deadline = time.monotonic() + timeout
         while True:
@@ -385,6 +526,8 @@ class Worker:
             pass
         else:  # the namespace is gone with bwrap: its uids are free again
             self.lease.release()
+            if getattr(self, "cgroup", None) is not None:
+                self.cgroup.remove()
         self.ctl.close()
 
 
