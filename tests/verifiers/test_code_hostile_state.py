@@ -294,3 +294,48 @@ def test_pages_that_are_never_mapped_are_charged_to_the_sandbox(pool, program):
         pytest.skip("no memory cgroup on this host (docs/sandbox.md: the rlimit-only fallback)")
     verdict = run(pool, program, CallTests("f", [((), 0)]), timeout_s=10.0, memory_mb=64)
     assert verdict.reason == "memory_limit", verdict.details["tests"]
+
+
+# ------------------------------------------------------------------ 8. the host's page cache
+
+
+def test_page_cache_residency_cannot_be_read_or_evicted_without_timing(pool):
+    program = p("""
+        import ctypes, os
+        def f():
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.syscall.restype = ctypes.c_long
+            done = []
+            fd = os.open("/usr/bin/python3", os.O_RDONLY)
+            size = 1 << 16
+            try:  # read residency without blocking: EAGAIN means "not cached"
+                os.preadv(fd, [bytearray(4096)], 0, os.RWF_NOWAIT)
+                done.append("preadv2 RWF_NOWAIT")
+            except OSError as exc:
+                if exc.errno != 1:
+                    done.append(("preadv2 RWF_NOWAIT", exc.errno))
+            try:
+                os.posix_fadvise(fd, 0, size, os.POSIX_FADV_DONTNEED)  # evict
+                done.append("fadvise")
+            except OSError:
+                pass
+            if libc.syscall(187, fd, ctypes.c_long(0), ctypes.c_size_t(size)) == 0:
+                done.append("readahead")
+            vec = (ctypes.c_ubyte * 16)()
+            libc.mmap.restype = ctypes.c_void_p
+            base = libc.mmap(None, ctypes.c_size_t(size), 1, 2, fd, ctypes.c_long(0))
+            if libc.mincore(ctypes.c_void_p(base), ctypes.c_size_t(size), vec) == 0:
+                done.append("mincore")
+            if libc.madvise(ctypes.c_void_p(base), ctypes.c_size_t(size), 21) == 0:
+                done.append("madvise PAGEOUT")
+            if libc.madvise(ctypes.c_void_p(base), ctypes.c_size_t(size), 20) == 0:
+                done.append("madvise COLD")
+            class Range(ctypes.Structure):
+                _fields_ = [("off", ctypes.c_uint64), ("len", ctypes.c_uint64)]
+            stat = (ctypes.c_uint64 * 8)()
+            if libc.syscall(451, fd, ctypes.byref(Range(0, size)), stat, 0) == 0:
+                done.append("cachestat")
+            return done
+    """)
+    verdict = run(pool, program, EMPTY)
+    assert verdict.passed, verdict.details["tests"]

@@ -119,7 +119,14 @@ _DENIED = {
     "io_uring_setup": (425, 425), "io_uring_enter": (426, 426), "io_uring_register": (427, 427),
     "kexec_load": (246, 104), "syslog": (103, 116), "acct": (163, 89), "quotactl": (179, 60),
     "swapon": (167, 224),
+    # The host's page cache is shared (``/usr`` is the host's): no reading its residency without
+    # timing, no evicting pages of shared files (see docs/sandbox.md for what timing still shows).
+    "mincore": (27, 232), "fadvise64": (221, 223), "readahead": (187, 213),
+    "cachestat": (451, 451),
 }
+_PREADV2, _PWRITEV2, _MADVISE = (327, 286), (328, 287), (28, 233)
+_RWF_NOWAIT = 0x8
+_MADV_COLD, _MADV_PAGEOUT = 20, 21
 _CLONE, _CLONE3 = (56, 220), (435, 435)
 _CLONE_NEW_FLAGS = 0x7E020080  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET|NEWTIME
 _ARCHES = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}  # column, AUDIT_ARCH_*
@@ -128,9 +135,11 @@ _ARCHES = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}  # column, AUD
 def seccomp_filter(machine: str) -> bytes | None:
     """The classic-BPF program of the sandbox's seccomp filter, or None on another architecture.
 
-    Allows everything but :data:`_DENIED` (EPERM), ``clone`` with a namespace flag (EPERM) and
-    ``clone3`` (ENOSYS, whose flags BPF cannot read: libc falls back to ``clone``); on x86_64 the
-    x32 ABI is refused too; a foreign architecture's syscall kills the process.
+    Allows everything but :data:`_DENIED` (EPERM), ``clone`` with a namespace flag (EPERM),
+    ``preadv2``/``pwritev2`` with ``RWF_NOWAIT`` and ``madvise`` with ``MADV_COLD``/
+    ``MADV_PAGEOUT`` (EPERM), and ``clone3`` (ENOSYS, whose flags BPF cannot read: libc falls
+    back to ``clone``); on x86_64 the x32 ABI is refused too; a foreign architecture's syscall
+    kills the process.
     """
     import struct
 
@@ -147,10 +156,17 @@ def seccomp_filter(machine: str) -> bytes | None:
     ]
     if machine == "x86_64":
         prog.append((jge, 0x40000000, "deny", None))
-    prog += [(jeq, _CLONE3[col], "nosys", None), (jeq, _CLONE[col], "clone", None)]
+    prog += [(jeq, _CLONE3[col], "nosys", None), (jeq, _CLONE[col], "clone", None),
+             (jeq, _PREADV2[col], "rwf", None), (jeq, _PWRITEV2[col], "rwf", None),
+             (jeq, _MADVISE[col], "madvise", None)]
     prog += [(jeq, nrs[col], "deny", None) for nrs in _DENIED.values()]
     prog += [(ret, allow, None, None),
              "clone", (ld, 16, None, None), (jset, _CLONE_NEW_FLAGS, "deny", None),
+             (ret, allow, None, None),
+             "rwf", (ld, 56, None, None), (jset, _RWF_NOWAIT, "deny", None),  # args[5], low word
+             (ret, allow, None, None),
+             "madvise", (ld, 32, None, None), (jeq, _MADV_COLD, "deny", None),  # args[2]
+             (jeq, _MADV_PAGEOUT, "deny", None),
              (ret, allow, None, None),
              "deny", (ret, eperm, None, None),
              "nosys", (ret, enosys, None, None),
