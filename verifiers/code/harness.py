@@ -39,12 +39,13 @@ Why this cannot be fooled:
 * Nothing survives a run: the seccomp filter refuses SysV IPC, POSIX message queues and kernel
   keyrings (objects that outlive processes), new namespaces, ``io_uring``, ``bpf``,
   ``perf_event_open``, ``userfaultfd``, ``ptrace`` and mounts; between programs the zygote
-  SIGKILLs every other process in the namespace (``kill(-1)``), reaps them, and empties ``/tmp``
-  and ``/dev/shm`` (in a child that runs as the files' owner, without recursion, so no directory
-  tree can crash it).
+  SIGKILLs every other process in the namespace (``kill(-1)``), reaps them, and detaches
+  ``/tmp`` and ``/dev/shm``; each program gets freshly mounted ones and U a network namespace of
+  its own, so no file, directory time, xattr, tmpfs counter or socket state reaches a later run.
 * No nonce is needed: a forged record could only come from a process that holds T's or the
-  zygote's descriptors, and U holds neither (what U itself sends is treated as data, never as a
-  verdict).
+  zygote's descriptors, and U holds neither (it holds no descriptor but its own channels; the
+  host also checks that each control message carries the zygote's credentials, which the kernel
+  attaches); what U itself sends is treated as data, never as a verdict.
 """
 
 from __future__ import annotations
@@ -248,11 +249,10 @@ def _set_caps(effective: int) -> None:
 
 
 def _mount_tmp() -> None:
-    """Mounts a new, empty tmpfs on each writable dir; runs right before a program is forked.
+    """Mounts a new, empty tmpfs on each writable dir.
 
     Nothing of an earlier run's files survives: not their names or contents, nor the times,
-    modes and extended attributes of the directories, nor the tmpfs's inode counter; and the
-    directories' times are those of this run's start, not of the last run's end.
+    modes and extended attributes of the directories, nor the tmpfs's inode counter.
     """
     libc = _libc()
     nosuid, nodev, noexec = 0x2, 0x4, 0x8
@@ -265,7 +265,6 @@ def _mount_tmp() -> None:
             _mount(libc, b"tmpfs", path.encode(), b"tmpfs", flags, opts)
     os.mkdir(WORK_DIR)
     os.chmod(WORK_DIR, 0o777)
-    _TMP["mounted"] = True
 
 
 def _detach_tmp() -> None:
@@ -274,15 +273,25 @@ def _detach_tmp() -> None:
     for path in TMP_DIRS:
         if os.path.isdir(path) and libc.umount2(path.encode(), 2) != 0:  # MNT_DETACH
             raise OSError(f"umount {path} failed")
-    _TMP["mounted"] = False
 
 
-def _with_spare_caps(action: Any) -> None:
+def _refresh() -> None:
+    """What the next program gets fresh: tmpfs mounts and a network namespace (loopback up).
+
+    The zygote moves itself into the new network namespace, so U and T forked later share it
+    and the last run's one dies with its processes: sockets in TIME_WAIT, interface counters,
+    TCP metrics and abstract unix sockets never reach the next run. Runs right after a reset
+    has been answered, so that it overlaps with the host's work (or, failing that, at spawn).
+    """
+    _TMP["fresh"] = False
     _set_caps(_KEEP_CAPS | _SPARE_CAPS)
     try:
-        action()
+        _detach_tmp()
+        _mount_tmp()
+        _new_netns()
     finally:
         _set_caps(_KEEP_CAPS)
+    _TMP["fresh"] = True
 
 
 def _root_setup(backend: str, tmp_bytes: int) -> None:
@@ -296,8 +305,8 @@ def _root_setup(backend: str, tmp_bytes: int) -> None:
     libc = _libc()
     nosuid, nodev, noexec, remount = 0x2, 0x4, 0x8, 0x20
     os.chdir("/")  # a cwd on /tmp would keep each detached tmpfs alive
-    _TMP.update(backend=backend, bytes=tmp_bytes)
-    _mount_tmp()
+    _TMP.update(backend=backend, bytes=tmp_bytes, fresh=True)
+    _mount_tmp()  # over what bwrap (or the host) has there; later runs detach and remount
     _mount(libc, b"proc", b"/proc", b"proc", remount | nosuid | nodev | noexec,
            b"hidepid=2")  # = "invisible"; the number works on kernels before 5.8 too
     if backend == "unshare":  # what bwrap's --hostname and the /dev/null bind do there
@@ -314,16 +323,11 @@ def _root_setup(backend: str, tmp_bytes: int) -> None:
 
 
 def _new_netns() -> None:
-    """In a fresh child, still root: a network namespace of its own, with loopback up.
-
-    Sockets in TIME_WAIT, interface counters, TCP metrics and abstract unix sockets then die
-    with the run instead of reaching the next one.
-    """
+    """Moves this process into a new network namespace and brings its loopback up."""
     import ctypes
     import fcntl
     import struct
 
-    _set_caps(_KEEP_CAPS | _SPARE_CAPS)
     libc = _libc()
     if libc.unshare(0x40000000) != 0:  # CLONE_NEWNET
         raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
@@ -331,7 +335,6 @@ def _new_netns() -> None:
         ifreq = struct.pack("16sH14x", b"lo", 0)
         flags = struct.unpack("16sH14x", fcntl.ioctl(s.fileno(), 0x8913, ifreq))[1]  # GIFFLAGS
         fcntl.ioctl(s.fileno(), 0x8914, struct.pack("16sH14x", b"lo", flags | 1))  # IFF_UP
-    _set_caps(_KEEP_CAPS)
 
 
 def _drop_to(uid: int) -> None:
@@ -346,18 +349,6 @@ def _drop_to(uid: int) -> None:
     libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
     if _SECCOMP is not None:
         _SECCOMP.install()
-
-
-def _reset(roles: dict[int, str], ctl: socket.socket, uids: tuple[int, int]) -> bool:
-    """Kills and reaps the last program's processes and detaches their writable dirs (the next
-    spawn mounts fresh ones)."""
-    _kill_all_and_reap(roles, ctl)
-    try:
-        if _TMP["mounted"]:
-            _with_spare_caps(_detach_tmp)
-    except OSError:
-        return False
-    return True
 
 
 def _kill_all_and_reap(roles: dict[int, str], ctl: socket.socket) -> None:
@@ -397,8 +388,9 @@ def _ctl_send(ctl: socket.socket, obj: Any, fds: list[int] | None = None) -> Non
 def _spawn(mode: str, limits: dict[str, Any], ctl: socket.socket, roles: dict[int, str],
            uids: tuple[int, int]) -> None:
     """Forks U (and T in assert mode) and hands the host ends of their channels to the host."""
-    if not _TMP["mounted"]:
-        _with_spare_caps(_mount_tmp)
+    if not _TMP["fresh"]:
+        _refresh()  # raises if it cannot: the zygote exits, the host replaces the sandbox
+    _TMP["fresh"] = False
     host_fds: dict[str, int] = {}
     child_fds: list[int] = []
 
@@ -454,10 +446,12 @@ def _spawn(mode: str, limits: dict[str, Any], ctl: socket.socket, roles: dict[in
 
 def _in_child(fds: list[int], uid: int, target: Any, mode: str, limits: dict[str, Any],
               program: bool = False) -> None:
-    """In a fresh fork: puts ``fds`` at 0, 1, ..., closes every other descriptor (the zygote's
-    control socket and wake-up pipe included), becomes ``uid``, runs ``target``. The program's
-    process also gets a network namespace of its own and is the first the OOM killer picks
-    when the sandbox's memory cgroup is full."""
+    """In a fresh fork: ``fds`` go to 0, 1, ...; becomes ``uid`` and runs ``target``.
+
+    Every other descriptor is closed (the zygote's control socket and wake-up pipe included).
+    The program's process is the first the OOM killer picks when the sandbox's memory cgroup
+    is full.
+    """
     code = 70
     try:
         signal.set_wakeup_fd(-1)
@@ -475,7 +469,6 @@ def _in_child(fds: list[int], uid: int, target: Any, mode: str, limits: dict[str
             raise RuntimeError("a descriptor survived")  # the extra one is listdir's own
         os.setsid()
         if program:
-            _new_netns()
             with open("/proc/self/oom_score_adj", "w") as fh:
                 fh.write("1000")
         _drop_to(uid)
@@ -758,7 +751,12 @@ def _zygote_loop(ctl: socket.socket, uids: tuple[int, int]) -> None:
         if msg["op"] == "spawn":
             _spawn(msg["mode"], msg["limits"], ctl, roles, uids)
         elif msg["op"] == "reset":
-            _ctl_send(ctl, {"op": "clean", "ok": _reset(roles, ctl, uids)})
+            _kill_all_and_reap(roles, ctl)
+            _ctl_send(ctl, {"op": "clean", "ok": True})
+            try:
+                _refresh()
+            except OSError:
+                pass  # the next spawn tries again, and fails the sandbox if it cannot
         elif msg["op"] == "ping":
             _ctl_send(ctl, {"op": "pong"})
 

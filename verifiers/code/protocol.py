@@ -100,8 +100,11 @@ def decode(data: Any, _depth: int = 0) -> Any:
 
 
 def _few_collisions(keys: Any) -> None:
-    """Raises :class:`EncodeError` when more than ``MAX_SAME_HASH`` keys share one hash, before
-    a set or dict is built from them (linear work: the hashes themselves rarely collide)."""
+    """Raises :class:`EncodeError` when more than ``MAX_SAME_HASH`` keys share one hash.
+
+    Called before a set or dict is built from the keys; linear work (distinct hash values go in
+    a dict keyed by the hash, which CPython's probing spreads whatever their low bits).
+    """
     seen: dict[int, int] = {}
     for key in keys:
         h = hash(key)

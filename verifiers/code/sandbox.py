@@ -26,7 +26,8 @@ visible read-only *by permission only* (an unprivileged uid), which is weaker. I
 
 A worker is thrown away (its whole PID namespace dies with bwrap) whenever a job overran its
 deadline or anything looked wrong, and after ``recycle_after`` jobs; otherwise the zygote kills
-and reaps everything the program left and empties ``/tmp`` and ``/dev/shm`` between jobs.
+and reaps everything the program left and mounts fresh ``/tmp`` and ``/dev/shm`` for the next
+program. Each worker runs in a memory cgroup of its own (:class:`MemoryCgroup`).
 The threat model is in ``docs/sandbox.md``.
 """
 
@@ -84,7 +85,7 @@ class SandboxConfig:
         backend: "bwrap", "unshare" (weaker fallback, warns) or "auto" (bwrap when installed).
         python: interpreter run inside; it must be readable by any uid (not under /root).
         tmp_mb: size of each private writable tmpfs (``/tmp``, where the program's cwd is
-            /tmp/work, and ``/dev/shm``); both are emptied between programs.
+            /tmp/work, and ``/dev/shm``); both are mounted afresh for every program.
         nproc: RLIMIT_NPROC of the program: processes and threads of its sandbox (each sandbox
             runs its programs under a uid of its own).
         max_file_mb: RLIMIT_FSIZE of the program.
@@ -240,10 +241,12 @@ _cgroup_counter = iter(range(1 << 62))
 
 
 class MemoryCgroup:
-    """The memory cgroup of one sandbox: the kernel charges it every page the sandbox's
-    processes use, whether mapped or not (memfd, tmpfs, pipe and socket buffers included), and
-    ``memory.max`` (v2) or ``memory.limit_in_bytes`` (v1) caps the sum; past it the kernel
-    reclaims, then OOM-kills inside the sandbox (the program first: see ``harness._in_child``).
+    """The memory cgroup of one sandbox, which caps all the memory the sandbox uses.
+
+    The kernel charges it every page the sandbox's processes use, mapped or not (memfd,
+    tmpfs, pipe and socket buffers included); ``memory.max`` (v2) or ``memory.limit_in_bytes``
+    (v1) caps the sum; past it the kernel reclaims, then OOM-kills inside the sandbox (the
+    program first: see ``harness._in_child``).
 
     :meth:`create` returns None where no memory controller can be used (not mounted, or not
     writable); the sandbox is then bounded by rlimits only (see docs/sandbox.md).
@@ -498,7 +501,7 @@ class Worker:
             self.events.append(msg)
 
     def reset(self, timeout: float) -> bool:
-        """Kills and reaps everything left of the last program and mounts a fresh /tmp; False if stuck."""
+        """Kills and reaps everything left of the last program, drops its /tmp; False if stuck."""
         try:
             self.ctl.send(b'{"op": "reset"}')
             deadline = time.monotonic() + timeout
@@ -526,8 +529,9 @@ class Worker:
             pass
         else:  # the namespace is gone with bwrap: its uids are free again
             self.lease.release()
-            if getattr(self, "cgroup", None) is not None:
-                self.cgroup.remove()
+            cgroup = getattr(self, "cgroup", None)
+            if cgroup is not None:
+                cgroup.remove()
         self.ctl.close()
 
 
