@@ -5,13 +5,17 @@ held), and each must now fail or be contained for the stated reason."""
 from __future__ import annotations
 
 import os
+import socket
 import textwrap
+import threading
 import time
+from collections import deque
 
 import pytest
 from test_code_helpers import wait_no_strays
 
 from rlvr.verifiers.code import AssertTests, CallTests, SandboxPool, StdioTests, humaneval
+from rlvr.verifiers.code.sandbox import Worker, WorkerDied
 from rlvr.verifiers.errors import InvalidArgumentError
 
 EMPTY = CallTests("f", [((), [])])  # "f() lists what it managed to do": [] = the defence held
@@ -115,6 +119,35 @@ def test_no_zygote_descriptor_leaks_when_the_host_runs_with_stdin_closed(tmp_pat
     out = subprocess.run(["/bin/sh", "-c", f'exec 0<&- "{sys.executable}" "{script}"'],
                          capture_output=True, text=True, timeout=120, check=False)
     assert out.stdout.strip() == "correct ''", (out.stdout, out.stderr[-2000:])
+
+
+def test_the_host_listens_only_to_the_zygote():
+    # a process that got hold of the zygote's end of the control socket (as a daemon did through
+    # the leaked fd 4) answers the host's requests: the kernel-attached credentials give it away
+    parent, impostor = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    parent.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+    worker = Worker.__new__(Worker)
+    worker.ctl, worker.events, worker.zygote_pid = parent, deque(), 1  # the zygote is another pid
+    worker.cgroup = None
+
+    def answer(reply: bytes) -> None:
+        impostor.recv(65536)
+        impostor.send(reply)
+
+    answering = threading.Thread(target=answer, args=(b'{"op": "clean", "ok": true}',),
+                                 daemon=True)
+    answering.start()
+    assert worker.reset(2.0) is False
+    answering.join(5)
+    answering = threading.Thread(
+        target=answer, args=(b'{"op": "spawned", "pids": {"user": 1}, "fds": []}',),
+        daemon=True)
+    answering.start()
+    with pytest.raises(WorkerDied):
+        worker.spawn("stdio", {}, 2.0)
+    answering.join(5)
+    parent.close()
+    impostor.close()
 
 
 # ------------------------------------------------------------------ 3, 4, 7. state between runs
