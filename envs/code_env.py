@@ -140,7 +140,8 @@ def build_tests(spec: Mapping[str, Any], *, task_id: str = "?") -> Any:
     Args:
         spec: ``{"kind": "call", "function", "cases": [[args, expected], ...]}``,
             ``{"kind": "stdio", "cases": [[stdin, stdout], ...]}`` or
-            ``{"kind": "assert", "test_code", "entry_point"}``.
+            ``{"kind": "assert", "test_code", "entry_point"}`` (optional ``"helpers"``: trusted
+            source the tests may use, see ``AssertTests.helpers``).
         task_id: named in errors.
 
     Raises:
@@ -157,7 +158,8 @@ def build_tests(spec: Mapping[str, Any], *, task_id: str = "?") -> Any:
             return StdioTests(cases=tuple((str(i), str(o)) for i, o in spec["cases"]))
         if kind == "assert":
             return AssertTests(
-                test_code=str(spec["test_code"]), entry_point=str(spec["entry_point"])
+                test_code=str(spec["test_code"]), entry_point=str(spec["entry_point"]),
+                helpers=str(spec.get("helpers", "")),
             )
     except (KeyError, TypeError, ValueError) as exc:
         raise TaskSourceError(f"task {task_id}: malformed {kind!r} tests: {exc!r}") from exc

@@ -219,18 +219,22 @@ def test_assert_tests_split_into_statements(pool):
     assert verdict.details["tests"][1]["name"] == "assert candidate(base) == 100"
 
 
-def test_assert_tests_can_use_program_helpers_and_expect_exceptions(pool):
+def test_assert_tests_use_trusted_helpers_and_expect_exceptions(pool):
     program = (
-        "def helper(x):\n    return x + 1\n"
-        "def f(x):\n    if x < 0:\n        raise ValueError('negative')\n    return helper(x)\n"
+        "def helper(x):\n    return 3\n"  # the program's own helper is never used by the tests
+        "def f(x):\n    if x < 0:\n        raise ValueError('negative')\n    return x + 1\n"
     )
     test_code = (
         "def check(candidate):\n    assert helper(candidate(1)) == 3\n"
+        "    assert f(2) == 3\n"  # the entry point under its own name is the candidate
         "    try:\n        candidate(-1)\n        assert False\n"
         "    except ValueError as e:\n        assert 'negative' in str(e)\n"
     )
-    verdict = pool.run_tests(program, AssertTests(test_code, "f"))
+    tests = AssertTests(test_code, "f", helpers="def helper(x):\n    return x + 1\n")
+    verdict = pool.run_tests(program, tests)
     assert verdict.passed, verdict.details["tests"]
+    with pytest.raises(InvalidArgumentError, match="helper"):
+        AssertTests(test_code, "f")  # a helper only the program could provide is refused
 
 
 def test_assert_tests_whole_check_fallback(pool):

@@ -28,8 +28,9 @@ Why this cannot be fooled:
   holds T's socket, runs as another uid, and cannot see T in ``/proc``. Test code never shares an
   interpreter with the program, so exiting early, patching builtins, deleting ``check`` or
   printing markers in U changes nothing T reports; killing T is not possible (another uid).
-* T takes from the program only the names its test code reads and does not define itself, and
-  never one that is a builtin: a program's ``abs`` or ``range`` cannot change what a test computes.
+* T takes from the program only its entry point: helpers the tests use are trusted source
+  (``AssertTests.helpers``) run in T, so a program's ``abs``, ``range`` or ``poly`` cannot change
+  what a test computes, and no value a test passes to a helper reaches the program.
 * Values cross from U as tagged JSON of exact builtin types, so an object with a rigged
   ``__eq__`` never reaches the comparison; the program's exceptions reach the test code as the
   builtin class of the same name, except the iteration-protocol ones (``StopIteration``,
@@ -38,12 +39,13 @@ Why this cannot be fooled:
 * Nothing survives a run: the seccomp filter refuses SysV IPC, POSIX message queues and kernel
   keyrings (objects that outlive processes), new namespaces, ``io_uring``, ``bpf``,
   ``perf_event_open``, ``userfaultfd``, ``ptrace`` and mounts; between programs the zygote
-  SIGKILLs every other process in the namespace (``kill(-1)``), reaps them, and empties ``/tmp``
-  and ``/dev/shm`` (in a child that runs as the files' owner, without recursion, so no directory
-  tree can crash it).
+  SIGKILLs every other process in the namespace (``kill(-1)``), reaps them, and detaches
+  ``/tmp`` and ``/dev/shm``; each program gets freshly mounted ones and U a network namespace of
+  its own, so no file, directory time, xattr, tmpfs counter or socket state reaches a later run.
 * No nonce is needed: a forged record could only come from a process that holds T's or the
-  zygote's descriptors, and U holds neither (what U itself sends is treated as data, never as a
-  verdict).
+  zygote's descriptors, and U holds neither (it holds no descriptor but its own channels; the
+  host also checks that each control message carries the zygote's credentials, which the kernel
+  attaches); what U itself sends is treated as data, never as a verdict.
 """
 
 from __future__ import annotations
@@ -62,7 +64,6 @@ if "rlvr_protocol" in sys.modules:  # inside the sandbox (see sandbox.BOOTSTRAP)
         EncodeError,
         decode,
         encode,
-        free_names,
         recv_msg,
         send_msg,
         split_check,
@@ -73,7 +74,6 @@ else:
         EncodeError,
         decode,
         encode,
-        free_names,
         recv_msg,
         send_msg,
         split_check,
@@ -120,7 +120,14 @@ _DENIED = {
     "io_uring_setup": (425, 425), "io_uring_enter": (426, 426), "io_uring_register": (427, 427),
     "kexec_load": (246, 104), "syslog": (103, 116), "acct": (163, 89), "quotactl": (179, 60),
     "swapon": (167, 224),
+    # The host's page cache is shared (``/usr`` is the host's): no reading its residency without
+    # timing, no evicting pages of shared files (see docs/sandbox.md for what timing still shows).
+    "mincore": (27, 232), "fadvise64": (221, 223), "readahead": (187, 213),
+    "cachestat": (451, 451),
 }
+_PREADV2, _PWRITEV2, _MADVISE = (327, 286), (328, 287), (28, 233)
+_RWF_NOWAIT = 0x8
+_MADV_COLD, _MADV_PAGEOUT = 20, 21
 _CLONE, _CLONE3 = (56, 220), (435, 435)
 _CLONE_NEW_FLAGS = 0x7E020080  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET|NEWTIME
 _ARCHES = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}  # column, AUDIT_ARCH_*
@@ -129,9 +136,11 @@ _ARCHES = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}  # column, AUD
 def seccomp_filter(machine: str) -> bytes | None:
     """The classic-BPF program of the sandbox's seccomp filter, or None on another architecture.
 
-    Allows everything but :data:`_DENIED` (EPERM), ``clone`` with a namespace flag (EPERM) and
-    ``clone3`` (ENOSYS, whose flags BPF cannot read: libc falls back to ``clone``); on x86_64 the
-    x32 ABI is refused too; a foreign architecture's syscall kills the process.
+    Allows everything but :data:`_DENIED` (EPERM), ``clone`` with a namespace flag (EPERM),
+    ``preadv2``/``pwritev2`` with ``RWF_NOWAIT`` and ``madvise`` with ``MADV_COLD``/
+    ``MADV_PAGEOUT`` (EPERM), and ``clone3`` (ENOSYS, whose flags BPF cannot read: libc falls
+    back to ``clone``); on x86_64 the x32 ABI is refused too; a foreign architecture's syscall
+    kills the process.
     """
     import struct
 
@@ -148,10 +157,17 @@ def seccomp_filter(machine: str) -> bytes | None:
     ]
     if machine == "x86_64":
         prog.append((jge, 0x40000000, "deny", None))
-    prog += [(jeq, _CLONE3[col], "nosys", None), (jeq, _CLONE[col], "clone", None)]
+    prog += [(jeq, _CLONE3[col], "nosys", None), (jeq, _CLONE[col], "clone", None),
+             (jeq, _PREADV2[col], "rwf", None), (jeq, _PWRITEV2[col], "rwf", None),
+             (jeq, _MADVISE[col], "madvise", None)]
     prog += [(jeq, nrs[col], "deny", None) for nrs in _DENIED.values()]
     prog += [(ret, allow, None, None),
              "clone", (ld, 16, None, None), (jset, _CLONE_NEW_FLAGS, "deny", None),
+             (ret, allow, None, None),
+             "rwf", (ld, 56, None, None), (jset, _RWF_NOWAIT, "deny", None),  # args[5], low word
+             (ret, allow, None, None),
+             "madvise", (ld, 32, None, None), (jeq, _MADV_COLD, "deny", None),  # args[2]
+             (jeq, _MADV_PAGEOUT, "deny", None),
              (ret, allow, None, None),
              "deny", (ret, eperm, None, None),
              "nosys", (ret, enosys, None, None),
@@ -202,9 +218,14 @@ _SECCOMP: _Seccomp | None = None
 # ---------------------------------------------------------------------------- zygote
 
 _KEEP_CAPS = (1 << 5) | (1 << 6) | (1 << 7)  # CAP_KILL, CAP_SETGID, CAP_SETUID
-WIPE_DIRS = ("/tmp", "/dev/shm", "/var/tmp")
+# Permitted but not effective: raised only for a moment, to mount fresh tmpfs between runs
+# (CAP_SYS_ADMIN) and to give each program a network namespace of its own with loopback up
+# (CAP_SYS_ADMIN, CAP_NET_ADMIN). A child loses them with its uid (``_drop_to``).
+_SPARE_CAPS = (1 << 12) | (1 << 21)
+TMP_DIRS = ("/tmp", "/dev/shm", "/var/tmp")
 WORK_DIR = "/tmp/work"
 MAX_TMP_INODES = 16384
+_TMP: dict[str, Any] = {}  # backend, bytes (how _mount_tmp mounts), mounted
 
 
 def _mount(libc: Any, source: bytes, target: bytes, fstype: bytes, flags: int,
@@ -216,42 +237,104 @@ def _mount(libc: Any, source: bytes, target: bytes, fstype: bytes, flags: int,
         raise OSError(err, f"mount {target.decode()}: {os.strerror(err)}")
 
 
+def _set_caps(effective: int) -> None:
+    """Sets this process's effective capabilities (permitted: ``_KEEP_CAPS | _SPARE_CAPS``)."""
+    import ctypes
+
+    permitted = _KEEP_CAPS | _SPARE_CAPS
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)(effective, permitted, 0, 0, 0, 0)  # effective, permitted, inh.
+    if _libc().capset(header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capset failed")
+
+
+def _mount_tmp() -> None:
+    """Mounts a new, empty tmpfs on each writable dir.
+
+    Nothing of an earlier run's files survives: not their names or contents, nor the times,
+    modes and extended attributes of the directories, nor the tmpfs's inode counter.
+    """
+    libc = _libc()
+    nosuid, nodev, noexec = 0x2, 0x4, 0x8
+    opts = f"size={_TMP['bytes']},nr_inodes={MAX_TMP_INODES},mode=1777".encode()
+    for path in TMP_DIRS:
+        if os.path.isdir(path):
+            flags = nosuid | nodev
+            if _TMP["backend"] == "unshare" or path == "/var/tmp":
+                flags |= noexec
+            _mount(libc, b"tmpfs", path.encode(), b"tmpfs", flags, opts)
+    os.mkdir(WORK_DIR)
+    os.chmod(WORK_DIR, 0o777)
+
+
+def _detach_tmp() -> None:
+    """Detaches the last run's tmpfs mounts (their memory is freed once nothing holds them)."""
+    libc = _libc()
+    for path in TMP_DIRS:
+        if os.path.isdir(path) and libc.umount2(path.encode(), 2) != 0:  # MNT_DETACH
+            raise OSError(f"umount {path} failed")
+
+
+def _refresh() -> None:
+    """What the next program gets fresh: tmpfs mounts and a network namespace (loopback up).
+
+    The zygote moves itself into the new network namespace, so U and T forked later share it
+    and the last run's one dies with its processes: sockets in TIME_WAIT, interface counters,
+    TCP metrics and abstract unix sockets never reach the next run. Runs right after a reset
+    has been answered, so that it overlaps with the host's work (or, failing that, at spawn).
+    """
+    _TMP["fresh"] = False
+    _set_caps(_KEEP_CAPS | _SPARE_CAPS)
+    try:
+        _detach_tmp()
+        _mount_tmp()
+        _new_netns()
+    finally:
+        _set_caps(_KEEP_CAPS)
+    _TMP["fresh"] = True
+
+
 def _root_setup(backend: str, tmp_bytes: int) -> None:
     """Runs as root inside the namespaces: mounts, then keeps only the capabilities it needs.
 
     ``/proc`` is remounted with ``hidepid=invisible`` (a process sees only its own uid's
     processes), the private tmpfs mounts get an inode cap and the sticky bit, and the zygote keeps
-    CAP_SETUID/SETGID (to run U and T as their uids) and CAP_KILL (to kill them between programs);
-    it never runs untrusted code itself.
+    CAP_SETUID/SETGID (to run U and T as their uids) and CAP_KILL (to kill them between programs)
+    effective, plus ``_SPARE_CAPS`` permitted only; it never runs untrusted code itself.
     """
-    import ctypes
-
     libc = _libc()
     nosuid, nodev, noexec, remount = 0x2, 0x4, 0x8, 0x20
-    opts = f"size={tmp_bytes},nr_inodes={MAX_TMP_INODES},mode=1777".encode()
-    for path in WIPE_DIRS:
-        if not os.path.isdir(path):
-            continue
-        if backend == "unshare" or path == "/var/tmp":
-            _mount(libc, b"tmpfs", path.encode(), b"tmpfs", nosuid | nodev | noexec, opts)
-        else:
-            _mount(libc, b"tmpfs", path.encode(), b"tmpfs", remount | nosuid | nodev, opts)
-        os.chmod(path, 0o1777)
+    os.chdir("/")  # a cwd on /tmp would keep each detached tmpfs alive
+    _TMP.update(backend=backend, bytes=tmp_bytes, fresh=True)
+    _mount_tmp()  # over what bwrap (or the host) has there; later runs detach and remount
     _mount(libc, b"proc", b"/proc", b"proc", remount | nosuid | nodev | noexec,
            b"hidepid=2")  # = "invisible"; the number works on kernels before 5.8 too
     if backend == "unshare":  # what bwrap's --hostname and the /dev/null bind do there
         socket.sethostname("sandbox")
         _mount(libc, b"/dev/null", b"/proc/sys/kernel/random/boot_id", b"", 0x1000, b"")
-    os.makedirs(WORK_DIR, exist_ok=True)
-    os.chmod(WORK_DIR, 0o777)
     os.setgroups([])
     libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
     libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no ptrace, /proc/<pid>/{mem,fd,environ}
     libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come back to us to be reaped
-    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
-    data = (ctypes.c_uint32 * 6)(_KEEP_CAPS, _KEEP_CAPS, 0, 0, 0, 0)  # effective, permitted
-    if libc.capset(header, data) != 0:
-        raise OSError(ctypes.get_errno(), "could not drop capabilities")
+    try:
+        _set_caps(_KEEP_CAPS)
+    except OSError as exc:
+        raise OSError("could not drop capabilities") from exc
+
+
+def _new_netns() -> None:
+    """Moves this process into a new network namespace and brings its loopback up."""
+    import ctypes
+    import fcntl
+    import struct
+
+    libc = _libc()
+    if libc.unshare(0x40000000) != 0:  # CLONE_NEWNET
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        ifreq = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(s.fileno(), 0x8913, ifreq))[1]  # GIFFLAGS
+        fcntl.ioctl(s.fileno(), 0x8914, struct.pack("16sH14x", b"lo", flags | 1))  # IFF_UP
 
 
 def _drop_to(uid: int) -> None:
@@ -266,107 +349,6 @@ def _drop_to(uid: int) -> None:
     libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
     if _SECCOMP is not None:
         _SECCOMP.install()
-
-
-def _dirty() -> bool:
-    """Whether anything but an empty, root-owned /tmp/work is left in the writable dirs."""
-    try:
-        for path in WIPE_DIRS:
-            if not os.path.isdir(path):
-                continue
-            names = os.listdir(path)
-            if path == "/tmp":
-                st = os.lstat(WORK_DIR)
-                if names != ["work"] or st.st_uid != 0 or os.listdir(WORK_DIR):
-                    return True
-            elif names:
-                return True
-    except OSError:
-        return True
-    return False
-
-
-def wipe_tree(top: str, keep: tuple[str, ...] = ()) -> bool:
-    """Empties directory ``top`` (but the entries named in ``keep``) without recursion.
-
-    Each pass deletes files and empty directories and moves the children of non-empty directories
-    up into ``top``, so paths never get deeper than two levels and no tree depth can exhaust the
-    stack or ``PATH_MAX``. Runs as the owner of the files (chmod where needed). Returns whether
-    ``top`` ended up empty.
-    """
-    counter = 0
-    while True:
-        try:
-            entries = [e for e in os.scandir(top) if e.name not in keep]
-        except OSError:
-            return False
-        if not entries:
-            return True
-        progress = False
-        for entry in entries:
-            try:
-                if not entry.is_dir(follow_symlinks=False):
-                    os.unlink(entry.path)
-                    progress = True
-                    continue
-                os.chmod(entry.path, 0o700)
-                try:
-                    os.rmdir(entry.path)
-                    progress = True
-                    continue
-                except OSError:
-                    pass
-                for child in os.scandir(entry.path):
-                    counter += 1
-                    try:
-                        if child.is_dir(follow_symlinks=False):
-                            os.chmod(child.path, 0o700)
-                        os.rename(child.path, f"{top}/.rlvr-wipe-{counter}")
-                        progress = True
-                    except OSError:
-                        pass
-            except OSError:
-                pass
-        if not progress:
-            return False
-
-
-def _wipe_as(uid: int) -> None:
-    """Forks a child that empties the writable dirs as ``uid`` and waits for it."""
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            _drop_to(uid)
-            wipe_tree(WORK_DIR)
-            ok = [wipe_tree(p, ("work",) if p == "/tmp" else ()) for p in WIPE_DIRS
-                  if os.path.isdir(p)]
-            code = 0 if all(ok) else 1
-        finally:
-            _exit(code)
-    while True:
-        try:
-            os.waitpid(pid, 0)
-            return
-        except ChildProcessError:
-            return
-        except InterruptedError:
-            continue
-
-
-def _reset(roles: dict[int, str], ctl: socket.socket, uids: tuple[int, int]) -> bool:
-    """Kills and reaps the last program's processes and empties the writable dirs."""
-    _kill_all_and_reap(roles, ctl)
-    for uid in uids:
-        if _dirty():
-            _wipe_as(uid)
-    try:
-        if not os.path.isdir(WORK_DIR):
-            os.makedirs(WORK_DIR, exist_ok=True)
-            os.chmod(WORK_DIR, 0o777)
-    except OSError:
-        return False
-    return not _dirty()
 
 
 def _kill_all_and_reap(roles: dict[int, str], ctl: socket.socket) -> None:
@@ -406,6 +388,9 @@ def _ctl_send(ctl: socket.socket, obj: Any, fds: list[int] | None = None) -> Non
 def _spawn(mode: str, limits: dict[str, Any], ctl: socket.socket, roles: dict[int, str],
            uids: tuple[int, int]) -> None:
     """Forks U (and T in assert mode) and hands the host ends of their channels to the host."""
+    if not _TMP["fresh"]:
+        _refresh()  # raises if it cannot: the zygote exits, the host replaces the sandbox
+    _TMP["fresh"] = False
     host_fds: dict[str, int] = {}
     child_fds: list[int] = []
 
@@ -425,7 +410,7 @@ def _spawn(mode: str, limits: dict[str, Any], ctl: socket.socket, roles: dict[in
     else:
         in_r = os.open("/dev/null", os.O_RDONLY)
         child_fds.append(in_r)
-    rpc_u = -1
+    rpc_u = -1  # stdio: U gets fds 0-3 only (and closes 3 before the program runs)
     if mode in ("call", "assert"):
         rpc_other, rpc_u = pair()
         child_fds.append(rpc_u)
@@ -437,9 +422,10 @@ def _spawn(mode: str, limits: dict[str, Any], ctl: socket.socket, roles: dict[in
             host_fds["tester"] = spec_h
             child_fds.append(spec_t)
     pids: dict[str, int] = {}
+    user_fds = [in_r, out_w, err_w, setup_u] + ([rpc_u] if rpc_u >= 0 else [])
     pid = os.fork()
     if pid == 0:
-        _in_child([in_r, out_w, err_w, setup_u, rpc_u], uids[0], _run_user, mode, limits)
+        _in_child(user_fds, uids[0], _run_user, mode, limits, program=True)
     roles[pid] = "user"
     pids["user"] = pid
     if mode == "assert":
@@ -458,8 +444,14 @@ def _spawn(mode: str, limits: dict[str, Any], ctl: socket.socket, roles: dict[in
         os.close(fd)
 
 
-def _in_child(fds: list[int], uid: int, target: Any, mode: str, limits: dict[str, Any]) -> None:
-    """In a fresh fork: puts ``fds`` at 0..4, closes the rest, becomes ``uid``, runs ``target``."""
+def _in_child(fds: list[int], uid: int, target: Any, mode: str, limits: dict[str, Any],
+              program: bool = False) -> None:
+    """In a fresh fork: ``fds`` go to 0, 1, ...; becomes ``uid`` and runs ``target``.
+
+    Every other descriptor is closed (the zygote's control socket and wake-up pipe included).
+    The program's process is the first the OOM killer picks when the sandbox's memory cgroup
+    is full.
+    """
     code = 70
     try:
         signal.set_wakeup_fd(-1)
@@ -469,12 +461,16 @@ def _in_child(fds: list[int], uid: int, target: Any, mode: str, limits: dict[str
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as in a fresh interpreter
         import fcntl
 
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 100) if fd >= 0 else -1 for fd in fds]
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 100) for fd in fds]
         for target_fd, fd in enumerate(high):
-            if fd >= 0:
-                os.dup2(fd, target_fd)
-        os.closerange(len(fds), 65536)
+            os.dup2(fd, target_fd)
+        os.closerange(len(fds), 1 << 20)
+        if sorted(int(n) for n in os.listdir("/proc/self/fd")) != list(range(len(fds) + 1)):
+            raise RuntimeError("a descriptor survived")  # the extra one is listdir's own
         os.setsid()
+        if program:
+            with open("/proc/self/oom_score_adj", "w") as fh:
+                fh.write("1000")
         _drop_to(uid)
         code = target(mode, limits)
     except BaseException:  # noqa: BLE001 - nothing may escape a forked child
@@ -538,8 +534,7 @@ def _run_user(mode: str, limits: dict[str, Any]) -> int:
         send_msg(rpc, {"ready": False, "exc": type(exc).__name__, "msg": str(exc)[:500]})
         return 1
     _flush()
-    names = [k for k, v in list(module.__dict__.items()) if callable(v) and isinstance(k, str)]
-    send_msg(rpc, {"ready": True, "names": names})
+    send_msg(rpc, {"ready": True})
     _serve_calls(rpc, module.__dict__)
     return 0
 
@@ -687,15 +682,13 @@ def _run_tester(mode: str, limits: dict[str, Any]) -> int:
         return 0
     bdict = dict(vars(builtins))
     ns: dict[str, Any] = {"__builtins__": bdict, "__name__": "__test__"}
-    # Only names the test code reads and does not define, and never a builtin: a program's own
-    # abs/range/sorted must not change what the tests compute.
-    wanted = free_names(test_code) - set(bdict)
-    names = ready.get("names")
-    for name in names if isinstance(names, list) else []:
-        if isinstance(name, str) and name in wanted:
-            ns[name] = _Remote(rpc, name, bdict)
+    # The program provides the entry point and nothing else: every helper the tests use comes
+    # from trusted source (spec["helpers"], e.g. HumanEval's prompt) and runs here, so neither
+    # the helpers nor the values the tests pass to them ever reach the program.
     candidate = _Remote(rpc, entry_point, bdict)
     try:
+        exec(compile(str(spec.get("helpers", "")), "<helpers>", "exec"), ns)
+        ns[entry_point] = candidate
         exec(compile(test_code, "<tests>", "exec"), ns)
     except Exception as exc:  # noqa: BLE001 - a broken test module fails every test
         for i in range(n_tests):
@@ -758,7 +751,12 @@ def _zygote_loop(ctl: socket.socket, uids: tuple[int, int]) -> None:
         if msg["op"] == "spawn":
             _spawn(msg["mode"], msg["limits"], ctl, roles, uids)
         elif msg["op"] == "reset":
-            _ctl_send(ctl, {"op": "clean", "ok": _reset(roles, ctl, uids)})
+            _kill_all_and_reap(roles, ctl)
+            _ctl_send(ctl, {"op": "clean", "ok": True})
+            try:
+                _refresh()
+            except OSError:
+                pass  # the next spawn tries again, and fails the sandbox if it cannot
         elif msg["op"] == "ping":
             _ctl_send(ctl, {"op": "pong"})
 
@@ -767,7 +765,12 @@ def main(argv: list[str]) -> None:
     """Zygote entry point: ``--ctl-fd N --backend bwrap|unshare --tmp-bytes B --uids U,T``."""
     global _SECCOMP
     args = dict(zip(argv[0::2], argv[1::2], strict=False))
-    ctl = socket.socket(fileno=int(args["--ctl-fd"]))
+    import fcntl
+
+    # Well above 0-2 (a host run with a standard descriptor closed can hand it down as one).
+    ctl_fd = fcntl.fcntl(int(args["--ctl-fd"]), fcntl.F_DUPFD, 64)
+    os.close(int(args["--ctl-fd"]))
+    ctl = socket.socket(fileno=ctl_fd)
     user_uid, tester_uid = (int(x) for x in args["--uids"].split(","))
     _root_setup(args["--backend"], int(args["--tmp-bytes"]))
     _SECCOMP = _Seccomp()

@@ -43,5 +43,10 @@ def program_for(problem: dict[str, Any], completion: str) -> str:
 
 
 def tests_for(problem: dict[str, Any]) -> AssertTests:
-    """The problem's ``check(candidate)`` tests against its entry point."""
-    return AssertTests(test_code=problem["test"], entry_point=problem["entry_point"])
+    """The problem's ``check(candidate)`` tests against its entry point.
+
+    The prompt is the tests' trusted helper code: helpers such as ``poly`` (HumanEval/32) or
+    ``encode_cyclic`` (/38) run in the tester from the prompt, never from the program.
+    """
+    return AssertTests(test_code=problem["test"], entry_point=problem["entry_point"],
+                       helpers=problem["prompt"])

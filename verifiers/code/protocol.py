@@ -20,6 +20,10 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 # costs ~50x its size in memory and holds the GIL, so a program must not choose how much.
 MAX_REPLY_BYTES = 1 << 20
 MAX_DEPTH = 64
+# At most this many keys of one decoded set or dict may share a hash: a set of n ints that all
+# hash alike takes n**2 / 2 comparisons to build (~20 s for one 1 MiB reply), and sets and dicts
+# of exact builtin types that encode() produces essentially never have more than two.
+MAX_SAME_HASH = 16
 
 # ---------------------------------------------------------------------------- value codec
 
@@ -79,11 +83,13 @@ def decode(data: Any, _depth: int = 0) -> Any:
             if tag == "t":
                 return tuple(decode(v, nxt) for v in body)
             if tag == "d":
-                return {decode(k, nxt): decode(v, nxt) for k, v in body}
-            if tag == "s":
-                return {decode(v, nxt) for v in body}
-            if tag == "fs":
-                return frozenset(decode(v, nxt) for v in body)
+                pairs = [(decode(k, nxt), decode(v, nxt)) for k, v in body]
+                _few_collisions(k for k, _ in pairs)
+                return dict(pairs)
+            if tag in ("s", "fs"):
+                items = [decode(v, nxt) for v in body]
+                _few_collisions(items)
+                return set(items) if tag == "s" else frozenset(items)
             if tag == "b":
                 return bytes.fromhex(body)
             if tag == "c":
@@ -91,6 +97,21 @@ def decode(data: Any, _depth: int = 0) -> Any:
         except (TypeError, ValueError) as exc:
             raise EncodeError(f"malformed {tag!r} value: {exc}") from None
     raise EncodeError(f"unexpected encoded value of type {kind.__name__}")
+
+
+def _few_collisions(keys: Any) -> None:
+    """Raises :class:`EncodeError` when more than ``MAX_SAME_HASH`` keys share one hash.
+
+    Called before a set or dict is built from the keys; linear work (distinct hash values go in
+    a dict keyed by the hash, which CPython's probing spreads whatever their low bits).
+    """
+    seen: dict[int, int] = {}
+    for key in keys:
+        h = hash(key)
+        n = seen.get(h, 0) + 1
+        if n > MAX_SAME_HASH:
+            raise EncodeError(f"more than {MAX_SAME_HASH} keys of one set or dict share a hash")
+        seen[h] = n
 
 
 # ---------------------------------------------------------------------------- framing
@@ -201,18 +222,14 @@ def _check_function(test_code: str) -> ast.FunctionDef | None:
     return checks[0]
 
 
-def free_names(test_code: str) -> set[str]:
-    """Names the test code reads but never binds itself (the program may provide these).
-
-    A name that the test code assigns, imports, defines or uses as a parameter anywhere is the
-    test code's own; so is ``check``. Returns an empty set when the code does not parse.
-    """
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """(names the code reads, names it binds anywhere); two empty sets when it does not parse."""
     try:
-        tree = parse_source(test_code)
+        tree = parse_source(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return set()
+        return set(), set()
     loaded: set[str] = set()
-    bound: set[str] = {"check"}
+    bound: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
@@ -230,7 +247,22 @@ def free_names(test_code: str) -> set[str]:
             bound.add(node.name)
         elif isinstance(node, ast.MatchMapping) and node.rest:
             bound.add(node.rest)
-    return loaded - bound
+    return loaded, bound
+
+
+def free_names(test_code: str) -> set[str]:
+    """Names the test code reads but never binds itself.
+
+    A name that the test code assigns, imports, defines or uses as a parameter anywhere is the
+    test code's own; so is ``check``. Returns an empty set when the code does not parse.
+    """
+    loaded, bound = _names(test_code)
+    return loaded - bound - {"check"}
+
+
+def bound_names(source: str) -> set[str]:
+    """Names ``source`` binds anywhere (defines, assigns, imports); empty when it does not parse."""
+    return _names(source)[1]
 
 
 def in_place_test(test_code: str) -> str | None:

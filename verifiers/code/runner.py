@@ -288,7 +288,8 @@ def run_assert(worker: Worker, program: str, spec: AssertTests, deadline: float,
     ch = _Channels(worker, worker.spawn("assert", limits, deadline - time.monotonic()),
                    worker.config.output_limit_bytes, opened)
     ch.queue("setup", program.encode("utf-8", errors="replace"), close=True)
-    ch.queue_frame("tester", {"test_code": spec.test_code, "entry_point": spec.entry_point})
+    ch.queue_frame("tester", {"test_code": spec.test_code, "entry_point": spec.entry_point,
+                             "helpers": spec.helpers})
 
     def finished() -> bool:
         frames = ch.frames["tester"]
@@ -353,7 +354,11 @@ def run_call(worker: Worker, program: str, spec: CallTests, deadline: float,
         if not rpc or ch.timed_out:
             outcomes.append(TestOutcome(i, names[i], *_unfinished(ch)))
             continue
-        outcomes.append(TestOutcome(i, names[i], *_judge_reply(rpc.popleft(), expected)))
+        judged = _judge_reply(rpc.popleft(), expected)
+        if time.monotonic() >= deadline:  # judging counts against the time limit too
+            ch.timed_out = True
+            judged = _unfinished(ch)
+        outcomes.append(TestOutcome(i, names[i], *judged))
     return outcomes
 
 
@@ -439,6 +444,7 @@ def run_spec(worker: Worker, program: str, tests: TestSpec, timeout_s: float,
     limits = limits_for(timeout_s, memory_mb, worker.config)
     opened: list[_Channels] = []
     healthy = False
+    ooms = worker.cgroup.oom_kills() if worker.cgroup is not None else 0
     try:
         if isinstance(tests, AssertTests):
             outcomes = run_assert(worker, program, tests, deadline, limits, opened)
@@ -458,6 +464,11 @@ def run_spec(worker: Worker, program: str, tests: TestSpec, timeout_s: float,
     finally:
         for ch in opened:
             ch.close()
+    if worker.cgroup is not None and worker.cgroup.oom_kills() > ooms:
+        for o in outcomes:  # the sandbox's memory cgroup was full: the kernel killed the program
+            if o.status == "runtime_error":
+                o.status = "memory_limit"
+                o.message = f"{o.message} (the sandbox ran out of memory)"
     healthy = healthy and worker.reset(0.5)
     last = opened[-1] if opened else None
     details = {

@@ -26,12 +26,14 @@ visible read-only *by permission only* (an unprivileged uid), which is weaker. I
 
 A worker is thrown away (its whole PID namespace dies with bwrap) whenever a job overran its
 deadline or anything looked wrong, and after ``recycle_after`` jobs; otherwise the zygote kills
-and reaps everything the program left and empties ``/tmp`` and ``/dev/shm`` between jobs.
+and reaps everything the program left and mounts fresh ``/tmp`` and ``/dev/shm`` for the next
+program. Each worker runs in a memory cgroup of its own (:class:`MemoryCgroup`).
 The threat model is in ``docs/sandbox.md``.
 """
 
 from __future__ import annotations
 
+import array
 import fcntl
 import json
 import logging
@@ -39,6 +41,7 @@ import os
 import select
 import shutil
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -82,7 +85,7 @@ class SandboxConfig:
         backend: "bwrap", "unshare" (weaker fallback, warns) or "auto" (bwrap when installed).
         python: interpreter run inside; it must be readable by any uid (not under /root).
         tmp_mb: size of each private writable tmpfs (``/tmp``, where the program's cwd is
-            /tmp/work, and ``/dev/shm``); both are emptied between programs.
+            /tmp/work, and ``/dev/shm``); both are mounted afresh for every program.
         nproc: RLIMIT_NPROC of the program: processes and threads of its sandbox (each sandbox
             runs its programs under a uid of its own).
         max_file_mb: RLIMIT_FSIZE of the program.
@@ -153,6 +156,7 @@ def _bwrap_argv(config: SandboxConfig, ctl_fd: int, uids: tuple[int, int]) -> li
         "--unshare-cgroup-try", "--as-pid-1", "--die-with-parent", "--new-session",
         "--hostname", "sandbox", "--cap-drop", "ALL", "--cap-add", "CAP_SETUID",
         "--cap-add", "CAP_SETGID", "--cap-add", "CAP_KILL", "--cap-add", "CAP_SYS_ADMIN",
+        "--cap-add", "CAP_NET_ADMIN",
         "--ro-bind", "/usr", "/usr",
     ]
     for path in ("/lib", "/lib64", "/bin", "/sbin"):
@@ -230,6 +234,133 @@ class UidLease:
             self._fd = None
 
 
+CGROUP_ROOT = "/sys/fs/cgroup"
+# What a sandbox needs beyond its program, tester and tmpfs: bwrap, the zygote's interpreter.
+SANDBOX_OVERHEAD_BYTES = 64 << 20
+_cgroup_counter = iter(range(1 << 62))
+
+
+class MemoryCgroup:
+    """The memory cgroup of one sandbox, which caps all the memory the sandbox uses.
+
+    The kernel charges it every page the sandbox's processes use, mapped or not (memfd,
+    tmpfs, pipe and socket buffers included); ``memory.max`` (v2) or ``memory.limit_in_bytes``
+    (v1) caps the sum; past it the kernel reclaims, then OOM-kills inside the sandbox (the
+    program first: see ``harness._in_child``).
+
+    :meth:`create` returns None where no memory controller can be used (not mounted, or not
+    writable); the sandbox is then bounded by rlimits only (see docs/sandbox.md).
+    """
+
+    def __init__(self, path: str, limit_file: str, swap_file: str | None) -> None:
+        self.path, self._limit_file, self._swap_file = path, limit_file, swap_file
+        self.limit: int | None = None
+
+    @staticmethod
+    def create() -> MemoryCgroup | None:
+        """A new, empty cgroup (v2 if its memory controller is there, else v1), or None."""
+        name = f"{os.getpid()}-{next(_cgroup_counter)}"
+        try:
+            with open(f"{CGROUP_ROOT}/cgroup.controllers") as fh:
+                v2 = "memory" in fh.read().split()
+        except OSError:
+            v2 = False
+        try:
+            if v2:
+                parent = f"{CGROUP_ROOT}/rlvr-sandbox"
+                _write_once_dir(parent)
+                with open(f"{parent}/cgroup.subtree_control", "w") as fh:
+                    fh.write("+memory")
+                path = f"{parent}/{name}"
+                os.mkdir(path, 0o700)
+                cgroup = MemoryCgroup(path, "memory.max", "memory.swap.max")
+            else:
+                own = _own_v1_memory_cgroup()
+                if own is None:
+                    return None
+                parent = f"{CGROUP_ROOT}/memory{own}/rlvr-sandbox"
+                _write_once_dir(parent)
+                path = f"{parent}/{name}"
+                os.mkdir(path, 0o700)
+                cgroup = MemoryCgroup(path, "memory.limit_in_bytes", None)
+            cgroup.set_limit(SANDBOX_OVERHEAD_BYTES)
+        except OSError:
+            return None
+        return cgroup
+
+    @property
+    def procs_file(self) -> str:
+        """Writing "0" here moves the writer into this cgroup."""
+        return f"{self.path}/cgroup.procs"
+
+    def set_limit(self, limit_bytes: int) -> None:
+        """Caps the sandbox's memory (and, on v2, allows it no swap). Raises OSError."""
+        if limit_bytes == self.limit:
+            return
+        with open(f"{self.path}/{self._limit_file}", "w") as fh:
+            fh.write(str(limit_bytes))
+        if self._swap_file is not None and self.limit is None:
+            try:
+                with open(f"{self.path}/{self._swap_file}", "w") as fh:
+                    fh.write("0")
+            except OSError:
+                pass  # no swap accounting: nothing to cap
+        self.limit = limit_bytes
+
+    def oom_kills(self) -> int:
+        """How many processes the kernel has OOM-killed in this cgroup so far (0 if unknown)."""
+        name = "memory.events" if self._swap_file is not None else "memory.oom_control"
+        try:
+            with open(f"{self.path}/{name}") as fh:
+                for line in fh:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            pass
+        return 0
+
+    def remove(self) -> None:
+        """Removes the cgroup once its processes are gone (tries for up to a second)."""
+        for _ in range(100):
+            try:
+                os.rmdir(self.path)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.01)
+        logger.warning("could not remove the sandbox cgroup %s", self.path)
+
+
+def _write_once_dir(path: str) -> None:
+    try:
+        os.mkdir(path, 0o755)
+    except FileExistsError:
+        pass
+
+
+def _own_v1_memory_cgroup() -> str | None:
+    """This process's cgroup in the v1 memory hierarchy (e.g. ``/`` or ``/a/b``), if mounted."""
+    try:
+        with open("/proc/self/cgroup") as fh:
+            for line in fh:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                if "memory" in controllers.split(","):
+                    own = path.rstrip("/")
+                    if os.path.isdir(f"{CGROUP_ROOT}/memory{own}"):
+                        return own
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def sandbox_memory_bytes(memory_mb: int, mode: str, config: SandboxConfig) -> int:
+    """The cgroup limit of a sandbox while it runs one program under ``memory_mb``."""
+    tester = max(memory_mb << 20, harness.TESTER_MIN_MEMORY) if mode == "assert" else 0
+    return (memory_mb << 20) + tester + 2 * (config.tmp_mb << 20) + SANDBOX_OVERHEAD_BYTES
+
+
 class WorkerDied(Exception):
     """The sandbox's zygote went away (the program killed it, or it crashed)."""
 
@@ -252,13 +383,27 @@ class Worker:
         self.events: deque[dict[str, Any]] = deque()
         self.lease = UidLease()
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # Every message carries its sender's credentials (the kernel fills them in): only the
+        # zygote (root, the pid that said hello) is listened to, whoever else holds its socket.
+        parent.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         self.ctl = parent
+        self.zygote_pid: int | None = None
         build = _bwrap_argv if backend == "bwrap" else _unshare_argv
         argv = build(config, child.fileno(), self.lease.uids)
+        self.cgroup = MemoryCgroup.create()
+        if self.cgroup is None:
+            _warn_once("rlvr.verifiers.code: no usable memory cgroup (v2, or v1 at "
+                       f"{CGROUP_ROOT}/memory): a sandbox's memory is bounded by RLIMIT_AS only, "
+                       "which memfd, pipe and socket pages escape")
+        else:  # joined before exec, so every process of the sandbox is charged from its start
+            argv = ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', self.cgroup.procs_file,
+                    shutil.which(argv[0]) or argv[0], *argv[1:]]
         try:
             self.proc = _launcher.submit(_popen, argv, child.fileno()).result()
         except BaseException:
             self.lease.release()
+            if self.cgroup is not None:
+                self.cgroup.remove()
             raise
         finally:
             child.close()
@@ -293,12 +438,34 @@ class Worker:
         if not poller.poll(max(timeout, 0.0) * 1000):
             return None
         try:
-            data, fds, _, _ = socket.recv_fds(self.ctl, 65536, 16)
+            data, ancdata, _, _ = self.ctl.recvmsg(
+                65536, socket.CMSG_SPACE(16 * 4) + socket.CMSG_SPACE(12))
         except OSError as exc:
             raise WorkerDied(str(exc)) from None
+        fds: list[int] = []
+        cred: tuple[int, int, int] | None = None
+        for level, kind, body in ancdata:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds += array.array("i", body[: len(body) - len(body) % 4]).tolist()
+            elif level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+                cred = struct.unpack("3i", body[:12])  # pid, uid, gid
         if not data:
+            for fd in fds:
+                os.close(fd)
             raise WorkerDied("the sandbox zygote exited")
-        return json.loads(data), fds
+        if self.zygote_pid is None and cred is not None and cred[1] == 0:
+            self.zygote_pid = cred[0]  # the hello, sent before any program ran
+        if cred is None or cred[1] != 0 or cred[0] != self.zygote_pid:
+            for fd in fds:
+                os.close(fd)
+            raise WorkerDied(f"a control message came from a process other than the zygote "
+                             f"({cred})")
+        try:
+            return json.loads(data), fds
+        except ValueError:
+            for fd in fds:
+                os.close(fd)
+            raise WorkerDied("the sandbox zygote sent a malformed message") from None
 
     def fileno(self) -> int:
         """The control socket, for ``poll`` (readable = an event is waiting)."""
@@ -314,6 +481,12 @@ class Worker:
 
     def spawn(self, mode: str, limits: dict[str, Any], timeout: float) -> Spawned:
         """Forks the processes of one program run (see :mod:`~rlvr.verifiers.code.harness`)."""
+        if self.cgroup is not None:
+            try:
+                self.cgroup.set_limit(sandbox_memory_bytes(
+                    int(limits["memory_bytes"]) >> 20, mode, self.config))
+            except OSError as exc:
+                raise WorkerDied(f"could not set the sandbox's memory limit: {exc}") from None
         self.ctl.send(json.dumps({"op": "spawn", "mode": mode, "limits": limits}).encode())
         deadline = time.monotonic() + timeout
         while True:
@@ -328,7 +501,7 @@ class Worker:
             self.events.append(msg)
 
     def reset(self, timeout: float) -> bool:
-        """Kills and reaps everything left of the last program and wipes /tmp; False if stuck."""
+        """Kills and reaps everything left of the last program, drops its /tmp; False if stuck."""
         try:
             self.ctl.send(b'{"op": "reset"}')
             deadline = time.monotonic() + timeout
@@ -356,6 +529,9 @@ class Worker:
             pass
         else:  # the namespace is gone with bwrap: its uids are free again
             self.lease.release()
+            cgroup = getattr(self, "cgroup", None)
+            if cgroup is not None:
+                cgroup.remove()
         self.ctl.close()
 
 

@@ -6,11 +6,19 @@ Lists are accepted wherever tuples are documented; they are normalised to tuples
 from __future__ import annotations
 
 import ast
+import builtins
 import math
 from dataclasses import dataclass
 from typing import Any
 
-from rlvr.verifiers.code.protocol import EncodeError, encode, in_place_test, parse_source
+from rlvr.verifiers.code.protocol import (
+    EncodeError,
+    bound_names,
+    encode,
+    free_names,
+    in_place_test,
+    parse_source,
+)
 from rlvr.verifiers.errors import InvalidArgumentError
 
 
@@ -21,12 +29,15 @@ class AssertTests:
     Each top-level statement of ``check``'s body that mentions ``candidate`` is one test (the
     others are set-up that runs in order); when the body cannot be split (e.g. it has a top-level
     ``return``), the whole ``check(candidate)`` call is one test. The test code runs in its own
-    process; every call of the program's functions (``candidate`` and any other top-level
-    function of the program the test code uses, such as HumanEval's ``poly``) is a round trip
-    whose arguments and result must be plain data (see
-    :func:`~rlvr.verifiers.code.protocol.encode`).
-    The test code sees only the program's names it reads and does not define itself, and never
-    one that shadows a builtin.
+    process; every call of the candidate is a round trip whose arguments and result must be
+    plain data (see :func:`~rlvr.verifiers.code.protocol.encode`).
+
+    The program provides exactly one thing: ``entry_point`` (passed as ``candidate``, and bound
+    under its own name too). Every other name the test code reads must be a builtin or be
+    defined by the test code itself or by ``helpers``: trusted source (HumanEval's prompt, with
+    its ``poly`` or ``encode_cyclic``) that runs in the tester before the test code, so a
+    program can neither rewrite a helper the tests grade with nor see an expected value that
+    the tests pass to one.
 
     Raises:
         InvalidArgumentError: the test code does not parse, defines no ``check``, or has a test
@@ -37,6 +48,7 @@ class AssertTests:
 
     test_code: str
     entry_point: str
+    helpers: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.test_code, str):
@@ -53,6 +65,22 @@ class AssertTests:
             raise InvalidArgumentError(f"AssertTests.test_code does not parse: {exc}") from None
         if not any(isinstance(n, ast.FunctionDef) and n.name == "check" for n in tree.body):
             raise InvalidArgumentError("AssertTests.test_code must define check(candidate)")
+        if not isinstance(self.helpers, str):
+            raise InvalidArgumentError(
+                f"AssertTests.helpers must be a str, got {type(self.helpers).__name__}"
+            )
+        try:
+            parse_source(self.helpers)
+        except (SyntaxError, ValueError) as exc:
+            raise InvalidArgumentError(f"AssertTests.helpers does not parse: {exc}") from None
+        unknown = sorted(free_names(self.test_code) - bound_names(self.helpers)
+                         - set(dir(builtins)) - {self.entry_point})
+        if unknown:
+            raise InvalidArgumentError(
+                f"AssertTests.test_code reads {unknown} but neither it nor AssertTests.helpers "
+                "defines them: helpers the tests use must be trusted code (put their source, "
+                "e.g. the task's prompt, in AssertTests.helpers), never the program's"
+            )
         in_place = in_place_test(self.test_code)
         if in_place is not None:
             raise InvalidArgumentError(
