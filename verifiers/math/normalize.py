@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlvr.verifiers.errors import AnswerParseError
+from rlvr.verifiers.math.units import MAGNITUDES, canonical_unit
 
 __all__ = ["MAX_ANSWER_CHARS", "NormalizedAnswer", "normalize_answer"]
 
@@ -49,17 +50,6 @@ _TEXT_COMMANDS = (
     "mathsf|mathtt|boldsymbol|bm|emph"
 )
 _TEXT_OPEN = re.compile(r"\\(?:" + _TEXT_COMMANDS + r")\s*\{")
-_UNITS = frozenset(
-    """
-    cm m km mm nm in inch inches ft feet foot yd yard yards mi mile miles meter meters metre
-    metres centimeter centimeters millimeter millimeters kilometer kilometers kg g mg gram grams
-    kilogram kilograms lb lbs pound pounds oz ounce ounces s sec secs second seconds min mins
-    minute minutes h hr hrs hour hours day days week weeks month months year years dollar dollars
-    cent cents unit units sq square cubic degree degrees deg rad radian radians mph kph l liter
-    liters litre litres ml gallon gallons cup cups percent people persons students apples times
-    ways pages page points point base
-    """.split()
-)
 _TRIG_DEGREES = re.compile(
     r"\\(sin|cos|tan|cot|sec|csc)\s*(\()?\s*(\d+(?:\.\d+)?)\s*"
     r"(?:\^\s*\{\s*\\circ\s*\}|\^\s*\\circ(?![a-zA-Z])|\\degree(?![a-zA-Z])|\u00b0)\s*(\))?"
@@ -89,7 +79,7 @@ _REPLACEMENTS: tuple[tuple[str, re.Pattern[str], Any], ...] = (  # (needle, patt
     ("", re.compile(r"(?<!\\)\\[!,;:> ]|\\q?quad(?![a-zA-Z])|~"), " "),
     ("\\", _TRIG_DEGREES, _radians),
     ("\\", re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ(?![a-zA-Z])|\\circ(?![a-zA-Z])"
-                      r"|\\degree(?![a-zA-Z])"), ""),
+                      r"|\\degree(?![a-zA-Z])"), " \\\\text{deg} "),  # a unit, read as such
     ("$", re.compile(r"\\\$|\$"), ""),
     ("\\", re.compile(r"(?<!\\)\\[()\[\]]"), ""),
     ("infin", re.compile(r"\\(?:infin|infinity)(?![a-zA-Z])|\binfinity\b"), "\\\\infty"),
@@ -104,7 +94,14 @@ _MEMBERSHIP = re.compile(r"^[a-zA-Z]\s*\\in\s*")
 _LEADING = re.compile(r"^(?:\\approx|\\sim|=|:)\s*")
 _THOUSANDS = re.compile(r"^[-+]?\d{1,3}(?:([, ])\d{3})(?:\1\d{3})*(?:\.\d+)?$")
 """A whole answer grouped in thousands: ``1,234,567`` or ``1 234 567`` (one separator kind)."""
-_UNIT_POWER = re.compile(r"\s*\^\s*\{?\s*[23]\s*\}?")
+_UNIT_POWER = re.compile(r"\s*\^\s*\{?\s*([23])\s*\}?")
+_MAGNITUDE = re.compile(
+    r"(?<=[\d}])\s?\b(" + "|".join(MAGNITUDES) + r")\b", re.IGNORECASE
+)
+_NOT_A_UNIT = frozenset(
+    "sin cos tan cot sec csc arcsin arccos arctan sinh cosh tanh log exp gcd lcm max min sqrt "
+    "and".split()
+)
 _ATTACHED_UNIT = re.compile(r"^(?P<value>.*\d)(?P<unit>[a-zA-Z]{2,})$")
 _PLAIN_NUMBER = re.compile(r"^[-+]?[\d.,]+$")
 _REPEATING = re.compile(r"(?<![\d.])(-?)(\d*)\.(\d*)\\overline\s*\{(\d+)\}")
@@ -119,10 +116,13 @@ class NormalizedAnswer:
     Attributes:
         text: the cleaned LaTeX.
         percent: whether a percent sign (or "percent") was removed.
+        units: the units read beside values (canonical names from ``units.py``; a word that is
+            not in the table is kept as written, lower-cased), in order.
     """
 
     text: str
     percent: bool
+    units: tuple[str, ...] = ()
 
 
 def normalize_answer(answer: str) -> NormalizedAnswer:
@@ -144,19 +144,27 @@ def normalize_answer(answer: str) -> NormalizedAnswer:
         if needle in text:  # most answers hold no backslash: skip the LaTeX rules at once
             text = pattern.sub(replacement, text)  # group references only in thousands rules
     text = _WHITESPACE.sub(" ", text)
-    text = _unwrap_text_commands(text)
+    units: list[str] = []
+    text = _unwrap_text_commands(text, units)
     text, percent_count = _PERCENT.subn("", text)
+    text = _MAGNITUDE.sub(lambda m: f" \\times {MAGNITUDES[m.group(1).lower()]}", text)
     text = _REPEATING.sub(_repeating_decimal, text)
     text = _CONNECTIVES.sub(",", text)
     text = _WHITESPACE.sub(" ", text).strip()
-    text = _strip_edges(text)
+    text = _strip_edges(text, units)
     if _THOUSANDS.match(text):
         text = text.replace(",", "").replace(" ", "")
-    return NormalizedAnswer(text=text, percent=percent_count > 0)
+    return NormalizedAnswer(text=text, percent=percent_count > 0, units=tuple(units))
 
 
-def _unwrap_text_commands(text: str) -> str:
-    r"""Replace ``\text{...}``-like wrappers by their content; drop trailing unit text."""
+def _unwrap_text_commands(text: str, units: list[str]) -> str:
+    r"""Replace ``\text{...}``-like wrappers by their content.
+
+    Words beside a value are never dropped: a magnitude word becomes its factor
+    (``2\text{ million}`` is ``2 \times 10^{6}``), "or"/"and" stay connectives, and any other
+    word (with a power written after it) is taken out and appended to ``units`` (canonical when
+    it is in the unit table): the grader accepts it only where the gold answer has it.
+    """
     out: list[str] = []
     pos = 0
     while True:
@@ -171,13 +179,17 @@ def _unwrap_text_commands(text: str) -> str:
             break
         content = text[match.end() : close]
         before = "".join(out).strip()
-        trailing = not text[close + 1 :].strip(" .^{}23")
-        word = content.strip().strip(".").lower()
+        word = " ".join(content.strip().strip(".").lower().split())
         pos = close + 1
-        if before and (word in _UNITS or (trailing and _is_words(word))):
-            content = " "
-            power = _UNIT_POWER.match(text, pos)
-            pos = power.end() if power else pos
+        is_unit = word.isalpha() and canonical_unit(word) is not None  # also one letter: \text{m}
+        if before and (_is_words(word) or is_unit) and word not in ("or", "and"):
+            if word in MAGNITUDES:
+                content = f" \\times {MAGNITUDES[word]} "
+            else:
+                power = _UNIT_POWER.match(text, pos)
+                pos = power.end() if power else pos
+                units.append(canonical_unit(word, int(power.group(1)) if power else 1) or word)
+                content = " "
         out.append(f" {content} " if _is_words(word) else content)
     return "".join(out)
 
@@ -202,12 +214,12 @@ def _is_words(text: str) -> bool:
     return len(stripped) >= 2 and stripped.isalpha()
 
 
-def _strip_edges(text: str) -> str:
+def _strip_edges(text: str, units: list[str]) -> str:
     r"""Remove a leading "x \in"/"="/"\approx", trailing punctuation, units, outer braces/boxes."""
     text = _MEMBERSHIP.sub("", text)
     text = _LEADING.sub("", text)
     text = text.rstrip(" .;")
-    text = _strip_trailing_units(text)
+    text = _strip_trailing_units(text, units)
     while True:
         opening = next((p for p in _WRAPPERS if text.startswith(p)), None)
         if opening is None or _matching_brace(text, len(opening) - 1) != len(text) - 1:
@@ -215,22 +227,36 @@ def _strip_edges(text: str) -> str:
         text = text[len(opening) : -1].strip()
 
 
-def _strip_trailing_units(text: str) -> str:
-    """Drop unit words after a value: "12 cm^2" -> "12", "5cm" -> "5"; keep "2 x" and "3m"."""
+def _strip_trailing_units(text: str, units: list[str]) -> str:
+    """Take unit words after a value out into ``units``: "12 cm^2" -> "12" (unit ``cm^2``).
+
+    Table units of any length ("5cm", "3 m" alone); other words of three or more letters
+    ("12 apples") are taken as written. Short unknown letters stay variables ("2 x", "3 ab").
+    """
     words = text.split(" ")
     kept = len(words)
     while kept > 1:
+        power = _UNIT_POWER.search(words[kept - 1])
         word = _UNIT_POWER.sub("", words[kept - 1]).strip(".").lower()
         before = words[kept - 2]
-        if word not in _UNITS or not before or before[-1] not in "0123456789})":
+        if not before or before[-1] not in "0123456789})" or not word.isalpha():
             break
-        if len(word) == 1 and not (kept == 2 and _PLAIN_NUMBER.match(before)):
+        unit = canonical_unit(word, int(power.group(1)) if power else 1)
+        if unit is None and (len(word) < 3 or word in _NOT_A_UNIT):
             break
+        if unit is not None and len(word) == 1 and not (
+            kept == 2 and _PLAIN_NUMBER.match(before)
+        ):
+            break
+        units.append(unit or word)
         kept -= 1
     text = " ".join(words[:kept])
     attached = _ATTACHED_UNIT.match(text)
-    if attached and attached.group("unit").lower() in _UNITS:
-        text = attached.group("value")
+    if attached:
+        unit = canonical_unit(attached.group("unit"))
+        if unit is not None:
+            units.append(unit)
+            text = attached.group("value")
     return text
 
 
