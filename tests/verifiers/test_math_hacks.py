@@ -61,7 +61,7 @@ def test_the_guard_decides_on_the_parsed_answer():
     assert verify_answer(r"{347}\times{58}", "20126").reason == "unevaluated"
     assert verify_answer("x = 56 + 38", "94").reason == "unevaluated"
     assert verify_answer("12 + 7 = 19", "19").passed
-    for written in ("37", r"\frac{7}{2}", r"1.5 \times 10^{3}", "2^{10}", r"2\frac{1}{2}"):
+    for written in ("37", r"\frac{7}{2}", r"1.5 \times 10^{3}", r"2\frac{1}{2}"):
         assert verify_answer(written, "37").reason != "unevaluated", written
     assert verify_answer(r"\frac{74}{2}", "37").reason == "unevaluated"
     assert verify_answer("2+3", "2+3").passed  # a gold that is itself an expression

@@ -162,7 +162,20 @@ def extract(
     sentence_start = _sentence_start(text, numbers.start)
     if _HEDGE.search(text, sentence_start, numbers.start) or _HEDGE.search(text, numbers.end):
         return Extraction(None, "ambiguous")
-    return Extraction(numbers.answer)
+    return Extraction(_with_magnitude(text, numbers.end, numbers.answer))
+
+
+_MAGNITUDE_AFTER = re.compile(
+    r"\s{0,3}(?:\\(?:text|mathrm|mbox)\s{0,3}\{\s{0,3})?(hundred|thousand|million|billion|trillion"
+    r"|dozen)\b",
+    re.IGNORECASE,
+)
+
+
+def _with_magnitude(text: str, end: int, answer: str) -> str:
+    """``answer`` with the magnitude word written right after it (``2`` million is 2000000)."""
+    match = _MAGNITUDE_AFTER.match(text, end)
+    return f"{answer} \\text{{ {match.group(1)}}}" if match else answer
 
 
 def _sentence_start(text: str, pos: int) -> int:
@@ -207,7 +220,7 @@ def _boxed_answer(text: str) -> Extraction | None:
         return Extraction(None, "ambiguous")
     distinct = {"".join(b[2].split()) for b in boxes}
     if len(distinct) == 1:
-        return Extraction(boxes[-1][2])
+        return Extraction(_with_magnitude(text, last_end, boxes[-1][2]))
     group = find_boxed(text)
     if group is None or group.items != len(boxes) or _HEDGE.search(text, group.start, group.end):
         return Extraction(None, "ambiguous")

@@ -48,7 +48,11 @@ from rlvr.verifiers.math.parse import (
     choice_letter,
     parse_answer,
 )
-from rlvr.verifiers.math.unevaluated import is_plain_number, restates_arithmetic
+from rlvr.verifiers.math.unevaluated import (
+    is_plain_number,
+    restates_arithmetic,
+    restates_question,
+)
 from rlvr.verifiers.math.worker import default_pool
 from rlvr.verifiers.verdict import Verdict
 
@@ -262,7 +266,7 @@ def _full_grade(pred: str, gold: str, timeout_s: float) -> Grade:
             return Grade(False, "ambiguous", "choice", "the answer names two choices")
         equal = choice_letter(pred_norm.text, lenient=True) == gold_letter
         return Grade(equal, "correct" if equal else "wrong_answer", "choice")
-    foreign = [u for u in pred_norm.units if u not in gold_norm.units]
+    foreign = [u for u in pred_norm.units if u not in gold_norm.units and u != "modulus"]
     if foreign:
         message = f"{foreign[0]!r} beside the value, which the gold answer does not have"
         return Grade(False, "parse_error", "guard", message)
@@ -411,20 +415,29 @@ def _is_written_as_gold(response: str, gold: str) -> bool:
     return written != "" and written == _canonical(_prepare(gold).normalized.text)
 
 
-def _unevaluated(answer: str, gold: str) -> Grade | None:
-    """The "unevaluated" grade when ``answer`` restates arithmetic (``unevaluated.py``).
+_BASED_NUMERAL = re.compile(r"\d\s*_\s*\{?\s*\d")
 
-    None when it does not, or when the gold is not a plain number.
+
+def _unevaluated(answer: str, gold: str) -> Grade | None:
+    """The "unevaluated" grade when ``answer`` restates the question (``unevaluated.py``).
+
+    None when it does not, or when the gold answer is not one constant expression.
     """
     try:
         gold = gold_answer(gold)
         if INTEGER.fullmatch(answer) or len(answer) > MAX_ANSWER_CHARS:
             return None
-        gold_parsed, answer_parsed = _prepare(gold).answer, _prepare(answer).answer
-        if gold_parsed is None or answer_parsed is None or not is_plain_number(gold_parsed):
+        gold_prepared, answer_prepared = _prepare(gold), _prepare(answer)
+        gold_parsed, answer_parsed = gold_prepared.answer, answer_prepared.answer
+        if gold_parsed is None or answer_parsed is None:
             return None
-        if restates_arithmetic(answer_parsed):
-            return Grade(False, "unevaluated", "guard", "arithmetic left undone")
+        based = _BASED_NUMERAL.search(answer_prepared.normalized.text)
+        if based and not _BASED_NUMERAL.search(gold_prepared.normalized.text):
+            return Grade(False, "unevaluated", "guard", "a numeral in another base")
+        if restates_question(answer_parsed, gold_parsed) or (
+            is_plain_number(gold_parsed) and restates_arithmetic(answer_parsed)
+        ):
+            return Grade(False, "unevaluated", "guard", "left unevaluated")
     except Exception:  # noqa: BLE001 - grade() reports what cannot be read
         return None
     return None

@@ -16,7 +16,9 @@ linear time, whatever the input.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from rlvr.verifiers.errors import AnswerParseError
@@ -74,6 +76,9 @@ _REPLACEMENTS: tuple[tuple[str, re.Pattern[str], Any], ...] = (  # (needle, patt
     ("{,}", re.compile(r"(?<=\d)\{,\}(?=\d{3}(?!\d))"), ""),  # 10{,}000: a thousands separator
     ("{,}", re.compile(r"(?<=\d)\{,\}(?=\d)"), "."),  # 3{,}5: a decimal comma
     ("\\", re.compile(r"\\(?:emptyset|varnothing)(?![a-zA-Z])|\\\{\s*\\\}"), "\\{\\}"),
+    ("\\", re.compile(r"\\mathbb\s*\{\s*R\s*\}|\\R(?![a-zA-Z])"), r"(-\\infty, \\infty)"),
+    ("\\", re.compile(r"\\pmod\s*\{\s*\d+\s*\}|\(\s*\\bmod\s*\d+\s*\)|\\pmod\s*\d+"),
+     " \\\\text{modulus} "),
     ("\\", re.compile(r"(\d),\\!\s*(?=\d{3})"), r"\1"),
     ("\\", re.compile(r"(\d)\\,(?=\d{3}(?!\d))"), r"\1"),
     ("", re.compile(r"(?<!\\)\\[!,;:> ]|\\q?quad(?![a-zA-Z])|~"), " "),
@@ -94,6 +99,8 @@ _MEMBERSHIP = re.compile(r"^[a-zA-Z]\s*\\in\s*")
 _LEADING = re.compile(r"^(?:\\approx|\\sim|=|:)\s*")
 _THOUSANDS = re.compile(r"^[-+]?\d{1,3}(?:([, ])\d{3})(?:\1\d{3})*(?:\.\d+)?$")
 """A whole answer grouped in thousands: ``1,234,567`` or ``1 234 567`` (one separator kind)."""
+_DOTTED_THOUSANDS = re.compile(r"^[-+]?\d{1,3}(?:\.\d{3}){2,}$")
+"""``1.234.567``: thousands grouped with dots (two or more groups; ``1.234`` is a decimal)."""
 _UNIT_POWER = re.compile(r"\s*\^\s*\{?\s*([23])\s*\}?")
 _MAGNITUDE = re.compile(
     r"(?<=[\d}])\s?\b(" + "|".join(MAGNITUDES) + r")\b", re.IGNORECASE
@@ -139,6 +146,10 @@ def normalize_answer(answer: str) -> NormalizedAnswer:
     for char, replacement in _UNICODE.items():
         if char in text:
             text = text.replace(char, replacement)
+    if not text.isascii():
+        text = _unicode_notation(text)
+    if "\\over" in text:
+        text = _over_to_frac(text)
     text = _WHITESPACE.sub(" ", text)  # single spaces keep every later pattern linear
     for needle, pattern, replacement in _REPLACEMENTS:
         if needle in text:  # most answers hold no backslash: skip the LaTeX rules at once
@@ -154,7 +165,66 @@ def normalize_answer(answer: str) -> NormalizedAnswer:
     text = _strip_edges(text, units)
     if _THOUSANDS.match(text):
         text = text.replace(",", "").replace(" ", "")
+    elif _DOTTED_THOUSANDS.match(text):
+        text = text.replace(".", "")
     return NormalizedAnswer(text=text, percent=percent_count > 0, units=tuple(units))
+
+
+_SUPERSCRIPTS = dict(zip("⁰¹²³⁴⁵⁶⁷⁸⁹⁻", "0123456789-"))
+_SUPERSCRIPT_RUN = re.compile("[" + "".join(_SUPERSCRIPTS) + "]+")
+
+
+def _unicode_notation(text: str) -> str:
+    r"""Unicode superscripts, vulgar fractions and the digits of every script in ASCII LaTeX.
+
+    ``x²`` is ``x^{2}``, ``½`` is ``\frac{1}{2}`` (``3½`` the mixed number), ``١٢`` and
+    ``１２`` are 12.
+    """
+    text = _SUPERSCRIPT_RUN.sub(
+        lambda m: "^{" + "".join(_SUPERSCRIPTS[c] for c in m.group(0)) + "}", text
+    )
+    out = []
+    for char in text:
+        if char.isascii():
+            out.append(char)
+        elif unicodedata.category(char) == "Nd":
+            out.append(str(unicodedata.decimal(char)))
+        elif unicodedata.category(char) == "No" and "⁄" in unicodedata.normalize("NFKD", char):
+            top, _, bottom = unicodedata.normalize("NFKD", char).partition("⁄")
+            out.append(f"\\frac{{{top}}}{{{bottom}}}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+_OVER = re.compile(r"\\over(?![a-zA-Z])")
+_MAX_OVERS = 16
+
+
+def _over_to_frac(text: str) -> str:
+    r"""``{a \over b}`` (and a whole answer ``a \over b``) as ``\frac{a}{b}``."""
+    for _ in range(_MAX_OVERS):
+        match = _OVER.search(text)
+        if match is None:
+            return text
+        depth, open_at = 0, -1
+        for i in range(match.start() - 1, -1, -1):
+            if text[i] == "}" and (i == 0 or text[i - 1] != "\\"):
+                depth += 1
+            elif text[i] == "{" and (i == 0 or text[i - 1] != "\\"):
+                if depth == 0:
+                    open_at = i
+                    break
+                depth -= 1
+        if open_at < 0:
+            top, bottom = text[: match.start()], text[match.end() :]
+            return f"\\frac{{{top.strip()}}}{{{bottom.strip()}}}"
+        close_at = _matching_brace(text, open_at)
+        if close_at < 0:
+            return text
+        top, bottom = text[open_at + 1 : match.start()], text[match.end() : close_at]
+        text = f"{text[:open_at]}\\frac{{{top.strip()}}}{{{bottom.strip()}}}{text[close_at + 1:]}"
+    return text
 
 
 def _unwrap_text_commands(text: str, units: list[str]) -> str:
@@ -267,4 +337,7 @@ def _repeating_decimal(match: re.Match[str]) -> str:
     base = int(whole or "0") * 10**fixed_len + int(fixed or "0")
     numerator = base * (10**period_len - 1) + int(period)
     denominator = 10**fixed_len * (10**period_len - 1)
-    return f"({sign}{numerator}/{denominator})"
+    value = Fraction(numerator, denominator)  # lowest terms: a written result, not a quotient
+    if value.denominator == 1:
+        return f"{sign}{value.numerator}"
+    return f"({sign}{value.numerator}/{value.denominator})"

@@ -442,7 +442,12 @@ class _ExpressionParser:
             elif self._starts_factor(token):
                 if token[0] == "num" and self.tokens[self.pos - 1][0] == "num":
                     raise AnswerParseError("two numbers side by side")  # "2 3" is not 6
-                factors.append(self._power())
+                factor = self._power()
+                if _is_literal(factors[-1]) and factor[0] == "div" and all(
+                    _is_literal(part) for part in factor[1:]
+                ):  # "2\frac{1}{2}" inside a tuple: a mixed number or a product? refuse
+                    raise AnswerParseError("a number beside a fraction: mixed number or product")
+                factors.append(factor)
             else:
                 break
         return _product(factors)
@@ -633,6 +638,10 @@ class _ExpressionParser:
         if base is not None:
             node = ("div", ("fn", "ln", tuple(args)), ("fn", "ln", (base,)))
         return ("pow", node, power) if power is not None else node
+
+
+def _is_literal(node: Node) -> bool:
+    return node[0] == "num"
 
 
 def _product(factors: list[Node]) -> Node:
