@@ -93,6 +93,12 @@ _HEDGE = re.compile(
     re.IGNORECASE,
 )
 """Words that make the answer beside them one of several (``maybe 18 (or 19)``)."""
+_HEDGE_INSIDE = re.compile(
+    r"\b(?:either|maybe|perhaps|possibly|probably|likely|alternatively|guess|unsure|might"
+    r"|could)\b|not\s+sure",
+    re.IGNORECASE,
+)
+"""The hedge words inside an answer itself ("or" there joins a list: ``x = 1 or x = 2``)."""
 _SENTENCE_END = re.compile(r"[.!?](?:\s|$)|\n")
 _THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
 _MAX_BOXES_READ = 1000
@@ -151,7 +157,9 @@ def extract(
         for finder in (_last_gsm8k, _last_answer_is, _final_math, _whole_expression):
             found = finder(text)
             if found:
-                if finder is not _whole_expression and _HEDGE.search(_sentence_of(text, found)):
+                if finder is not _whole_expression and (
+                    _HEDGE.search(_sentence_of(text, found)) or _HEDGE_INSIDE.search(found)
+                ):
                     return Extraction(None, "ambiguous")
                 return Extraction(found)
         if not last_number_fallback:
@@ -265,9 +273,7 @@ def find_boxed(text: str) -> AnswerSpan | None:
 
 def _box_before(text: str, limit: int) -> tuple[int, int, str] | None:
     r"""``(start, end, content)`` of the last complete box that ends by ``limit``."""
-    found = {cmd: text.rfind(cmd, 0, limit) for cmd in _BOX_COMMANDS if cmd in text}
-    if not found:
-        return None
+    found = {cmd: text.rfind(cmd, 0, limit) for cmd in _BOX_COMMANDS}
     for _ in range(_MAX_BOXES_TRIED):
         cmd = max(found, key=found.__getitem__)
         start = found[cmd]

@@ -170,10 +170,12 @@ def _operations(node: Node, constants: set[str]) -> int:
     if kind == "add":
         return len(node[1]) - 1 + sum(_operations(term, constants) for term in node[1])
     if kind == "mul":
-        others = [f for f in node[1] if not _written_result(f)]
-        literals = len(node[1]) - len(others)
+        factors = _flat_factors(node)
+        others = [f for f in factors if not _written_result(f)]
+        literals = [f for f in factors if _written_result(f)]
+        ones = any(exact_value(f) in (1, -1) for f in literals)  # "(2\sqrt{3}) \cdot 1"
         inner = sum(_operations(f, constants) for f in others)
-        return max(0, len(others) - 1) + (literals > 1) + inner
+        return max(0, len(others) - 1) + (len(literals) > 1 or ones) + inner
     if kind == "pow" and _integer(node[2]) == -1:  # a reciprocal, as a quotient would be
         return _operations(node[1], constants)
     if kind == "div":
@@ -181,6 +183,21 @@ def _operations(node: Node, constants: set[str]) -> int:
         inner = _operations(node[1], constants) + _operations(node[2], constants)
         return int(numbers) + inner
     return 1 + sum(_operations(child, constants) for child in _children(node))
+
+
+def _flat_factors(node: Node) -> list[Node]:
+    """The factors of a product, through nested products and signs."""
+    factors: list[Node] = []
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        while item[0] == "neg":
+            item = item[1]
+        if item[0] == "mul":
+            stack.extend(item[1])
+        else:
+            factors.append(item)
+    return factors
 
 
 def restates_question(answer: Answer, gold: Answer) -> bool:
@@ -197,8 +214,8 @@ def restates_question(answer: Answer, gold: Answer) -> bool:
     if gold_node is None or node is None or free_symbols(gold_node):
         return False
     budget = operation_count(gold_node)
-    if has_approx(gold_node):  # a decimal gold stands for its exact value: \pi for 3.14159265
-        budget = max(budget, 1)
+    if has_approx(gold_node) and not has_approx(node):  # a decimal gold stands for its exact
+        budget = max(budget, 1)  # value: \pi for 3.14159265 (but not 2.5^{1} for 2.5)
     return operation_count(node) > budget
 
 
