@@ -107,11 +107,12 @@ ANSWER_FORMATS = ("auto", "boxed", "plain")
 
 @dataclass(frozen=True)
 class Extraction:
-    """The one final answer of a response, or why there is none.
+    r"""The one final answer of a response, or why there is none.
 
     Attributes:
         answer: the answer text (several items side by side joined by ", "), or None.
-        reason: "" when ``answer`` is set; else "no_answer" or "ambiguous" (several different
+        reason: "" when ``answer`` is set; else "no_answer", "unreadable" (a last number that is
+            part of an expression: ``56 + \pi - \pi``) or "ambiguous" (several different
             answers, or a hedge beside the answer).
     """
 
@@ -167,6 +168,9 @@ def extract(
     numbers = find_numbers(text)
     if numbers is None:
         return Extraction(None, "no_answer")
+    before = text[max(0, numbers.start - 24) : numbers.start]
+    if _OPERATOR_AFTER.match(text, numbers.end) or _OPERATOR_BEFORE.search(before):
+        return Extraction(None, "unreadable")  # the number is part of an expression
     sentence_start = _sentence_start(text, numbers.start)
     if _HEDGE.search(text, sentence_start, numbers.start) or _HEDGE.search(text, numbers.end):
         return Extraction(None, "ambiguous")
@@ -180,10 +184,27 @@ _MAGNITUDE_AFTER = re.compile(
 )
 
 
+_TEXT_AFTER = re.compile(
+    r"\s{0,3}\\(?:text|mathrm|mbox|textrm)\s{0,3}\{[^{}$]{0,60}\}(?:\^\{?\d\}?)?"
+)
+_DEGREES_AFTER = re.compile(r"\s{0,3}(?:\^\s{0,3}\{?\s{0,3}\\circ\s{0,3}\}?|\u00b0)")
+_OPERATOR_BEFORE = re.compile(r"(?:[+*/^_{\u00d7\u00f7\u00b7]|\\[A-Za-z]+)\s{0,3}$")
+_OPERATOR_AFTER = re.compile(
+    r"\s{0,3}(?:[-+*/^_}\u00d7\u00f7\u00b7]|\\(?!text|mathrm|mbox|textrm))"
+)
+
+
 def _with_magnitude(text: str, end: int, answer: str) -> str:
-    """``answer`` with the magnitude word written right after it (``2`` million is 2000000)."""
+    r"""``answer`` with the words written right after it, to be read, never dropped.
+
+    A magnitude word (``2`` million is 2000000), a ``\text{...}`` (a unit or any word) or a
+    degree sign right after the answer belong to it.
+    """
     match = _MAGNITUDE_AFTER.match(text, end)
-    return f"{answer} \\text{{ {match.group(1)}}}" if match else answer
+    if match:
+        return f"{answer} \\text{{ {match.group(1)}}}"
+    match = _TEXT_AFTER.match(text, end) or _DEGREES_AFTER.match(text, end)
+    return f"{answer}{match.group(0)}" if match else answer
 
 
 def _sentence_start(text: str, pos: int) -> int:

@@ -536,10 +536,14 @@ def _verify_here(
             found = extract(
                 response, last_number_fallback=last_number_fallback, answer_format=answer_format
             )
-            if found.reason == "ambiguous":
+            if found.reason in ("ambiguous", "unreadable"):
+                message = ("several different answers, or a hedge beside the answer"
+                           if found.reason == "ambiguous" else
+                           "the last number is part of an expression")
                 details = {"extracted": None, "gold": gold, "method": "extract",
-                           "message": "several different answers, or a hedge beside the answer"}
-                return Verdict(0.0, False, "ambiguous", details)
+                           "message": message}
+                reason = "ambiguous" if found.reason == "ambiguous" else "parse_error"
+                return Verdict(0.0, False, reason, details)
             extracted = found.answer
     except Exception as err:  # noqa: BLE001 - the contract: a response never raises
         message = f"unreadable response ({type(err).__name__})"
