@@ -78,7 +78,7 @@ def run(judge: Judge, rows: list[dict[str, Any]], repeats: int) -> dict:
     best = float("inf")
     outcomes: list[bool] = []
     for _ in range(repeats):
-        grader._prepare.cache_clear()
+        grader.clear_cache()  # here and in the idle workers, where the decisions run
         start = time.perf_counter()
         outcomes = [judge(r) for r in rows]
         best = min(best, time.perf_counter() - start)

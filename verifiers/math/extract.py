@@ -17,8 +17,10 @@ Several answers side by side are read as the list they are, never as their last 
 math spans or numbers that follow one another with only separators between them (commas, "or",
 "and", "to", whitespace) come back joined by commas. So "\boxed{3} or \boxed{4}", "either 3 or 4",
 "between 3 and 4" and a long list of numbers never equal a single gold answer (they do equal a
-gold list such as ``3, 4``). A correction ("\boxed{3}. Wait, ... \boxed{5}") is not a list: the
-last answer wins.
+gold list such as ``3, 4``). ``extract`` goes further and refuses what is not one answer: two
+different boxed values anywhere (a correction "\boxed{3}. Wait, ... \boxed{5}" included) or a
+hedge word beside the answer are "ambiguous" (``extract_answer`` then returns None), and only
+the text after the last ``</think>`` counts.
 
 Every step is a linear scan (box contents are scanned at most 20,000 characters, and at most 16
 unclosed boxes are skipped), so a 1 MB response costs milliseconds.

@@ -18,8 +18,11 @@ A pair of answers goes through, in order, stopping at the first decision:
 ``verify`` and ``verify_answer`` (the reward paths) first refuse arithmetic left undone against a
 plain-number gold (``unevaluated.py``); ``is_equivalent``/``grade`` are mathematical equality.
 
-Reasons: "correct", "wrong_answer", "no_answer" (nothing extracted), "unevaluated" (the question's
-arithmetic restated), "parse_error" (the prediction is not a readable answer, or is too large to
+The public functions send the whole decision (extraction included) to a worker process
+(``worker.py``) that is killed at the deadline ("timeout"); ``IN_WORKER`` marks that process.
+
+Reasons: "correct", "wrong_answer", "no_answer" (nothing extracted), "ambiguous" (several
+different answers, or a hedge), "unevaluated" (the question restated: ``unevaluated.py``), "parse_error" (the prediction is not a readable answer, or is too large to
 evaluate), "timeout" (the limit was hit, or the worker's memory limit). Nothing a model writes
 makes these functions raise: an unexpected error inside is a "parse_error" (a catch-all at each
 entry point).

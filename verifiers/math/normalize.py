@@ -1,11 +1,13 @@
 r"""String-level clean-up of a LaTeX answer before it is parsed.
 
 Removes what never changes the value: math delimiters, ``\left``/``\right``, spacing commands,
-``\displaystyle``, text/unit wrappers (``\text{cm}``, ``\mbox{...}``), degree signs, dollar
+``\displaystyle``, text wrappers (``\mbox{...}``; a word beside a value is taken out as a unit,
+``NormalizedAnswer.units``, for the grader to accept only where the gold has it, and a magnitude
+word becomes its factor: see ``units.py``), dollar
 signs, thousands separators (``10{,}000``; ``3{,}5`` is the decimal comma 3.5), a trailing full
 stop, "x \in" in front of a set. ``\emptyset`` and ``\varnothing`` become ``\{\}``; a degree
-sign inside a trigonometric function becomes radians (``\sin 60^\circ``), elsewhere it is
-dropped (``60^\circ`` is 60). A percent sign is removed and remembered (``percent=True``)
+sign inside a trigonometric function becomes radians (``\sin 60^\circ``), elsewhere it is the
+unit ``deg``. A percent sign is removed and remembered (``percent=True``)
 because a gold 50% may be compared with 50 or with 0.5.
 Connecting words ("or", "and") become commas, so "x=1 or x=2" reads as a list.
 
