@@ -21,10 +21,10 @@ plain-number gold (``unevaluated.py``); ``is_equivalent``/``grade`` are mathemat
 The public functions send the whole decision (extraction included) to a worker process
 (``worker.py``) that is killed at the deadline ("timeout"); ``IN_WORKER`` marks that process.
 
-Reasons: "correct", "wrong_answer", "no_answer" (nothing extracted), "ambiguous" (several
-different answers, or a hedge), "unevaluated" (the question restated: ``unevaluated.py``),
-"parse_error" (the prediction is not a readable answer, a unit or word the gold does not have,
-or is too large to evaluate), "timeout" (the limit was hit, or the worker's memory limit). Nothing a model writes
+Reasons: "correct", "wrong_answer", "no_answer" (nothing extracted), "ambiguous" (several different
+answers, or a hedge), "unevaluated" (the question restated: ``unevaluated.py``), "parse_error" (the
+prediction is not a readable answer, a unit or word the gold does not have, or is too large to
+evaluate), "timeout" (the limit was hit, or the worker's memory limit). Nothing a model writes
 makes these functions raise: an unexpected error inside is a "parse_error" (a catch-all at each
 entry point).
 """
