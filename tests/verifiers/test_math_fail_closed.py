@@ -167,6 +167,7 @@ def test_restated_questions_are_unevaluated_or_unreadable(response, gold):
     (r"\boxed{0.1\overline{6}}", r"\frac16"),
     (r"\boxed{\frac{1}{\sqrt{3}}}", r"\frac{\sqrt{3}}{3}"),
     (r"\boxed{\pi}", "3.14159265"),
+    (r"\boxed{-1+1i}", "-1 + i"),  # a coefficient 1 beside a constant is not an operation
     (r"\boxed{" + ", ".join(str(k) for k in range(100, 0, -1)) + "}",
      r"\{" + ", ".join(str(k) for k in range(1, 101)) + r"\}"),
 ])

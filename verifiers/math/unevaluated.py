@@ -173,7 +173,8 @@ def _operations(node: Node, constants: set[str]) -> int:
         factors = _flat_factors(node)
         others = [f for f in factors if not _written_result(f)]
         literals = [f for f in factors if _written_result(f)]
-        ones = any(exact_value(f) in (1, -1) for f in literals)  # "(2\sqrt{3}) \cdot 1"
+        atoms = all(f[0] in ("sym", "const") for f in others)  # "1i", "1x": a coefficient
+        ones = not atoms and any(exact_value(f) in (1, -1) for f in literals)  # "(2\sqrt{3})1"
         inner = sum(_operations(f, constants) for f in others)
         return max(0, len(others) - 1) + (len(literals) > 1 or ones) + inner
     if kind == "pow" and _integer(node[2]) == -1:  # a reciprocal, as a quotient would be
