@@ -481,8 +481,8 @@ def scalar_equal(a: Node, b: Node) -> bool | None:
             # doubles lose everything to cancellation in (x^{20} + x) - x^{20}, and leave
             # \sin \pi at 1.2e-16: a zero or a tiny value on one side is asked of mpmath too
             tiny = min(abs(value_a), abs(value_b)) == 0 or abs(value_a - value_b) < 1e-9
-            doubt = risks or tiny
-            if not doubt or precise_equal(a, b, real_env, rel_tol=rel_tol) is not True:
+            at_risk = bool(risks) or tiny
+            if not at_risk or precise_equal(a, b, real_env, rel_tol=rel_tol) is not True:
                 return False
         elif approx and not _within_rounding(a, approx_a, value_a, b, approx_b, value_b):
             return False
