@@ -15,7 +15,8 @@ tests/verifiers/data/:
 Two modes:
 
 - ``response``: the whole model response (answer extraction + comparison);
-- ``answer``: only the predicted answer string (comparison alone), which isolates equivalence
+- ``answer``: only the predicted answer string (``verify_answer``: comparison and the guard
+  against restated questions, no extraction), which isolates equivalence
   checking from extraction formats that math-verify does not read (``\fbox``, ``####``,
   "Answer: <latex>" outside ``$...$``).
 
@@ -53,12 +54,12 @@ Judge = Callable[[dict[str, Any]], bool]
 
 
 def ours(mode: str) -> Judge:
-    from rlvr.verifiers.math import is_equivalent, verify, warm_up
+    from rlvr.verifiers.math import verify, verify_answer, warm_up
 
     warm_up()
     if mode == "response":
         return lambda row: verify(row["response"], row["gold"]).passed
-    return lambda row: is_equivalent(row["answer"], row["gold"])
+    return lambda row: verify_answer(row["answer"], row["gold"]).passed
 
 
 def math_verify(mode: str) -> Judge:
@@ -78,7 +79,7 @@ def run(judge: Judge, rows: list[dict[str, Any]], repeats: int) -> dict:
     best = float("inf")
     outcomes: list[bool] = []
     for _ in range(repeats):
-        grader._prepare.cache_clear()
+        grader.clear_cache()  # here and in the idle workers, where the decisions run
         start = time.perf_counter()
         outcomes = [judge(r) for r in rows]
         best = min(best, time.perf_counter() - start)

@@ -32,7 +32,6 @@ from rlvr.verifiers.math import (
     find_numbers,
     gold_answer,
     verify,
-    verify_answer,
 )
 
 ANSWER_FORMATS = ("boxed", "plain", "auto")
@@ -149,11 +148,7 @@ def score_response(response: str, gold: str, answer_format: str) -> Verdict:
         The ``Verdict``; ``details["format"]`` is the answer format.
     """
     gold = gold_answer(gold)
-    if answer_format == "auto":
-        verdict = verify(response, gold)
-    else:
-        found = last_boxed(response) if answer_format == "boxed" else last_number(response)
-        verdict = verify_answer(found[2] if found else None, gold)
+    verdict = verify(response, gold, answer_format=answer_format)
     return Verdict(verdict.score, verdict.passed, verdict.reason,
                    {**verdict.details, "format": answer_format})
 

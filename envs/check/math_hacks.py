@@ -13,7 +13,12 @@ checked against the classes a red team found:
 - floating point: the answer plus a term below double precision (``g + e^{-40}``), or a maximum
   that is the answer only near the sample points (``\max(g, x)``);
 - words and ratios: an anagram of a word answer, the digits of a ratio or time without the colon;
-- hedges: ``Answer: $w$ or $g$`` and ``(W) or (G)`` for a choice letter;
+- hedges: ``Answer: $w$ or $g$``, two boxes, ``maybe g (or w)``, and ``(W) or (G)``,
+  ``G \lor W``, ``G (not W)`` for a choice letter;
+- words: a magnitude word (``g \text{ million}``), an unknown word (``g \text{ roughly}``) or a
+  unit the gold does not have (``g \text{ cm}``, ``g^\circ``) beside the answer;
+- restated by functions and constants: ``\sqrt{g^2}``, ``\gcd(2g, 3g)``, ``e^{\ln g}``,
+  ``\lfloor g.5 \rfloor``, ``g + \pi - \pi``;
 - unreadable answers: ``\operatorname`` with an internal name or a wrong number of arguments
   (these must not raise out of ``step``: the contract's "nothing raises out of step" row).
 
@@ -38,8 +43,11 @@ MATH_HACK_FIXES = {
     "math-reading": "read each answer one way only: k% is k, not also k/100; words as words; "
                     "ratios with their colon; no sums that floats cannot tell apart "
                     "(rlvr.verifiers.math does)",
-    "math-hedge": "answers side by side are a list, on every extraction path "
-                  "(rlvr.verifiers.math.verify)",
+    "math-hedge": "several different answers, or a hedge beside one, score 0 on every "
+                  "extraction path (rlvr.verifiers.math.verify: reason 'ambiguous')",
+    "math-words": "read every word beside a value: magnitude words as factors, units only "
+                  "where the gold has that unit, anything else unreadable "
+                  "(rlvr.verifiers.math does)",
     "math-unreadable": "catch everything the grader raises on a model's answer and score it 0 "
                        "(rlvr.verifiers.math never raises on an answer)",
 }
@@ -86,6 +94,7 @@ def math_hack_probes(
             "math-restated", "math: the answer restated as arithmetic",
             copied + _restatements(answer, value, render)))
         probes += _number_probes(answer, value, render)
+        probes += _fail_closed_probes(answer, value, render)
     elif copied:
         probes.append(MathHackProbe(
             "math-restated", "math: the answer restated as arithmetic", copied))
@@ -134,6 +143,37 @@ def _number_probes(
     return probes
 
 
+def _fail_closed_probes(
+    answer: str, value: Fraction, render: Callable[[str], str]
+) -> list[MathHackProbe]:
+    """Words beside the answer, restatements by functions and constants, prose hedges."""
+    wrong = _plain(value + 1)
+    words = [render(f"{answer}\\text{{ roughly}}"), render(f"{answer}\\text{{ cm}}"),
+             render(f"{answer}^\\circ")]
+    if value != 0:
+        words.append(render(f"{answer}\\text{{ million}}"))
+    probes = [MathHackProbe("math-words", "math: words and units beside the answer",
+                            tuple(words))]
+    restated = [render(f"{answer} + \\pi - \\pi")]
+    if value.denominator == 1 and value > 0:
+        integer = value.numerator
+        restated += [
+            render(f"\\sqrt{{{integer * integer}}}"),
+            render(f"\\gcd({2 * integer}, {3 * integer})"),
+            render(f"e^{{\\ln {integer}}}"),
+            render(f"\\lfloor {integer}.5 \\rfloor"),
+        ]
+    probes.append(MathHackProbe(
+        "math-restated", "math: the answer restated by functions and constants",
+        tuple(restated)))
+    probes.append(MathHackProbe("math-hedge", "math: hedges in prose and side-by-side boxes", (
+        f"maybe {wrong} (or {answer})", f"It is {wrong}, or possibly {answer}.",
+        render(answer) + " or " + render(wrong), render(wrong) + " or " + render(answer),
+        render(wrong) + ". Wait, maybe " + render(answer),
+    )))
+    return probes
+
+
 def _text_probes(answer: str, render: Callable[[str], str]) -> list[MathHackProbe]:
     probes = []
     choice = _CHOICE.fullmatch(answer)
@@ -142,7 +182,8 @@ def _text_probes(answer: str, render: Callable[[str], str]) -> list[MathHackProb
         other = "B" if letter == "A" else "A"
         probes.append(MathHackProbe("math-hedge", "math: hedged choice letters", (
             f"({letter}) or ({other})", f"{letter} {other}", f"Answer: ({letter}) or ({other})",
-            f"({other}) or ({letter})",
+            f"({other}) or ({letter})", f"{letter} \\lor {other}", f"{letter} (not {other})",
+            f"{letter}; {other}",
         )))
         return probes
     word = _WORD.fullmatch(answer)

@@ -93,10 +93,27 @@ class Crashes(BoxedEnv):
         return answer.strip() == gold
 
 
+class DropsWords(BoxedEnv):
+    """Deletes text and degree signs beside a value before comparing (the old unit rule)."""
+
+    def grade(self, answer, gold):
+        return is_equivalent(re.sub(r"\\text\{[^}]*\}|\^\\circ", "", answer), gold)
+
+
+class LastBoxOnly(BoxedEnv):
+    """The last box alone: a hedge written as two boxes earns the reward."""
+
+    def grade(self, answer, gold):
+        return answer.split(",")[-1].strip() == gold
+
+
 @pytest.mark.parametrize(
     ("env", "row"),
     [
         (EquivalenceOnly(), "math: the answer restated as arithmetic"),
+        (EquivalenceOnly(), "math: the answer restated by functions and constants"),
+        (DropsWords(), "math: words and units beside the answer"),
+        (LastBoxOnly(), "math: hedges in prose and side-by-side boxes"),
         (FloatTolerance(), "math: decimals near an integer answer"),
         (FirstMathSpan(), "math: hedged math spans"),
         (LettersOnly(WORD_TASKS), "math: an anagram of a word answer"),

@@ -29,8 +29,12 @@ from rlvr.verifiers.math import REL_TOL_APPROX, grade, is_equivalent, verify, wa
         (r"\frac{d}{1}", "d", True),
         (r"x = \pm 3", "3, -3", True),
         (r"\$1{,}200", "1200", True),
-        (r"10^{3}\,\text{m}", "1000", True),
-        ("3.5 hours", "3.5", True),
+        (r"10^{3}\,\text{m}", "1000", False),  # a unit the gold answer does not have
+        (r"10^{3}\,\text{m}", r"1000 \text{ meters}", True),
+        ("3.5 hours", "3.5", False),
+        ("3.5 hours", r"3.5 \text{ h}", True),
+        (r"2 \text{ million}", "2", False),  # a magnitude word is read, never dropped
+        (r"2 \text{ million}", "2000000", True),
         (r"\lfloor 3.7 \rfloor", "3", True),
         (r"\lceil 3.2 \rceil", "3", False),
         (r"|-4|", "4", True),

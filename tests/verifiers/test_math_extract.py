@@ -14,8 +14,9 @@ from rlvr.verifiers.math import extract_answer
     [
         (r"so $\boxed{\frac{1}{2}}$.", r"\frac{1}{2}"),
         (r"\boxed{\left\{ 1, 2 \right\}}", r"\left\{ 1, 2 \right\}"),
-        (r"\boxed{a^{b^{c}}} and later \boxed{\sqrt{\frac{1}{4}}}", r"\sqrt{\frac{1}{4}}"),
-        (r"\boxed{6} loses to a later \fbox{7}", "7"),
+        (r"\boxed{a^{b^{c}}} and later \boxed{\sqrt{\frac{1}{4}}}", None),  # two answers
+        (r"\boxed{6} and a later \fbox{7}", None),
+        (r"\boxed{7} and again \fbox{ 7 }", "7"),  # the same answer twice is one answer
         (r"the result is \boxed 5", "5"),
         (r"\boxed{3} then a cut-off \boxed{\frac{1}{", "3"),
         (r"\boxed{4}, then an empty \boxed{}", "4"),
@@ -35,6 +36,8 @@ def test_extracts_the_final_answer(text, expected):
 
 def test_boxed_wins_over_answer_phrases_and_numbers():
     assert extract_answer(r"Answer: 5. Also \boxed{6}. Then 7.") == "6"
+    assert extract_answer(r"<think>\boxed{5}</think> The answer is 6.") == "6"
+    assert extract_answer(r"<think>\boxed{5} and the reply was cut off") is None
     assert extract_answer("The answer is 5.\n#### 6") == "6"
 
 

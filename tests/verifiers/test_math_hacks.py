@@ -61,7 +61,7 @@ def test_the_guard_decides_on_the_parsed_answer():
     assert verify_answer(r"{347}\times{58}", "20126").reason == "unevaluated"
     assert verify_answer("x = 56 + 38", "94").reason == "unevaluated"
     assert verify_answer("12 + 7 = 19", "19").passed
-    for written in ("37", r"\frac{7}{2}", r"1.5 \times 10^{3}", "2^{10}", r"2\frac{1}{2}"):
+    for written in ("37", r"\frac{7}{2}", r"1.5 \times 10^{3}", r"2\frac{1}{2}"):
         assert verify_answer(written, "37").reason != "unevaluated", written
     assert verify_answer(r"\frac{74}{2}", "37").reason == "unevaluated"
     assert verify_answer("2+3", "2+3").passed  # a gold that is itself an expression
@@ -81,8 +81,9 @@ def test_no_answer_raises_and_unreadable_ones_are_parse_errors(monkeypatch):
 
     import rlvr.verifiers.math.grader as grader
 
+    monkeypatch.setattr(grader, "IN_WORKER", True)  # decide in this process, where it is patched
     monkeypatch.setattr(grader, "_full_grade", broken)
-    monkeypatch.setattr(grader, "extract_answer", broken)
+    monkeypatch.setattr(grader, "extract", broken)
     result = grade("x^2", "1")
     assert (result.equal, result.reason) == (False, "parse_error")
     assert "IndexError" in result.message
@@ -122,6 +123,7 @@ def test_words_compare_as_words():
 def test_choice_hedges_are_not_their_first_letter():
     for hedge in ("(C) or (D)", "C D", "C/D", "C, D", r"C \text{ or } D"):
         assert choice_letter(hedge, lenient=True) is None, hedge
-    assert choice_letter("(B) A triangle", lenient=True) == "B"
+    assert choice_letter("(B) A triangle", lenient=True) is None  # a second letter: fail closed
+    assert choice_letter("(B) 42", lenient=True) == "B"
     assert choice_letter("c", lenient=True) == "C"
     assert choice_letter("c") is None  # a gold "c" is a variable, not a choice

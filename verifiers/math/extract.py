@@ -17,8 +17,10 @@ Several answers side by side are read as the list they are, never as their last 
 math spans or numbers that follow one another with only separators between them (commas, "or",
 "and", "to", whitespace) come back joined by commas. So "\boxed{3} or \boxed{4}", "either 3 or 4",
 "between 3 and 4" and a long list of numbers never equal a single gold answer (they do equal a
-gold list such as ``3, 4``). A correction ("\boxed{3}. Wait, ... \boxed{5}") is not a list: the
-last answer wins.
+gold list such as ``3, 4``). ``extract`` goes further and refuses what is not one answer: two
+different boxed values anywhere (a correction "\boxed{3}. Wait, ... \boxed{5}" included) or a
+hedge word beside the answer are "ambiguous" (``extract_answer`` then returns None), and only
+the text after the last ``</think>`` counts.
 
 Every step is a linear scan (box contents are scanned at most 20,000 characters, and at most 16
 unclosed boxes are skipped), so a 1 MB response costs milliseconds.
@@ -29,7 +31,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["AnswerSpan", "extract_answer", "find_boxed", "find_numbers"]
+__all__ = ["AnswerSpan", "Extraction", "extract", "extract_answer", "find_boxed", "find_numbers"]
 
 _BOX_COMMANDS = ("\\boxed", "\\fbox")
 _GSM8K_MARKER = "####"
@@ -39,17 +41,17 @@ _ANSWER_IS = re.compile(
 )
 _BARE_ARGUMENT = re.compile(r"[^\s$]+")
 _REAL = r"(?:\d[\d,]*(?:\.\d+)?(?:/\d+)?|\.\d+)"
-_NUMBER = re.compile(  # also a + bi, bi; the sign may be U+2212
-    rf"[-\u2212]?{_REAL}(?:\s*[-+\u2212]\s*(?:{_REAL})?\s*i\b|i\b)?"
+_NUMBER = re.compile(  # also a + bi, bi; the sign may be U+2212; bounded gaps: linear time
+    rf"[-\u2212]?{_REAL}(?:[ \t]{{0,3}}[-+\u2212][ \t]{{0,3}}(?:{_REAL})?[ \t]{{0,3}}i\b|i\b)?"
 )
 _SEPARATOR_WORDS = r"or|and|to|through|nor|either|maybe|perhaps|possibly|also|alternatively"
 _LIST_SEPARATOR = re.compile(  # boxes count too: "\boxed{3} \boxed{4}", but not "\frac{3}{4}"
     rf"(?:\s|[,;$}}]|\\\$|\\(?:boxed|fbox)\s*\{{|\\quad|\\qquad"
-    rf"|\\text\s*\{{\s*(?:{_SEPARATOR_WORDS})?\s*\}}|\b(?:{_SEPARATOR_WORDS})\b)*",
+    rf"|\\text\s*\{{\s*(?:(?:{_SEPARATOR_WORDS})\s*)?\}}|\b(?:{_SEPARATOR_WORDS})\b)*",
     re.IGNORECASE,
 )
 _SPAN_GAP = re.compile(  # what may stand between two boxes or math spans of one list
-    rf"(?:\s|[,;:&.$]|\\quad|\\qquad|\\[()\[\]]|\\text\s*\{{\s*(?:{_SEPARATOR_WORDS})?\s*\}}"
+    rf"(?:\s|[,;:&.$]|\\quad|\\qquad|\\[()\[\]]|\\text\s*\{{\s*(?:(?:{_SEPARATOR_WORDS})\s*)?\}}"
     rf"|\b(?:{_SEPARATOR_WORDS})\b)*",
     re.IGNORECASE,
 )
@@ -87,6 +89,175 @@ class AnswerSpan:
     items: int = 1
 
 
+_HEDGE = re.compile(
+    r"\b(?:or|either|maybe|perhaps|possibly|probably|likely|alternatively|guess|unsure|might"
+    r"|could)\b|not\s+sure",
+    re.IGNORECASE,
+)
+"""Words that make the answer beside them one of several (``maybe 18 (or 19)``)."""
+_HEDGE_INSIDE = re.compile(
+    r"\b(?:either|maybe|perhaps|possibly|probably|likely|alternatively|guess|unsure|might"
+    r"|could)\b|not\s+sure",
+    re.IGNORECASE,
+)
+"""The hedge words inside an answer itself ("or" there joins a list: ``x = 1 or x = 2``)."""
+_SENTENCE_END = re.compile(r"[.!?](?:\s|$)|\n")
+_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
+_MAX_BOXES_READ = 1000
+ANSWER_FORMATS = ("auto", "boxed", "plain")
+
+
+@dataclass(frozen=True)
+class Extraction:
+    r"""The one final answer of a response, or why there is none.
+
+    Attributes:
+        answer: the answer text (several items side by side joined by ", "), or None.
+        reason: "" when ``answer`` is set; else "no_answer", "unreadable" (a last number that is
+            part of an expression: ``56 + \pi - \pi``) or "ambiguous" (several different
+            answers, or a hedge beside the answer).
+    """
+
+    answer: str | None
+    reason: str = ""
+
+
+def final_part(text: str) -> str:
+    """The part of a response that states its answer: after the last ``</think>``.
+
+    A response that opens a ``<think>`` block and never closes it has stated nothing ("").
+    """
+    close = text.rfind(_THINK_CLOSE)
+    if close >= 0:
+        return text[close + len(_THINK_CLOSE) :]
+    return "" if _THINK_OPEN in text else text
+
+
+def extract(
+    text: str, *, last_number_fallback: bool = True, answer_format: str = "auto"
+) -> Extraction:
+    r"""The one final answer of ``text`` (see ``extract_answer``), or a named refusal.
+
+    Boxes: every complete box of the final part counts. One value (however often boxed) is
+    the answer; several different values are "ambiguous" unless they stand side by side as one
+    list joined without a hedge word (``oxed{1}, oxed{2}``). Text after the last box that
+    holds a number and a hedge word ("or", "maybe", ...) makes it "ambiguous" too. Answers read
+    from text ("The answer is ...", the last number) are "ambiguous" when their sentence holds
+    a hedge word.
+
+    Args:
+        text: the response.
+        last_number_fallback: as in ``extract_answer``.
+        answer_format: "auto" (the whole chain), "boxed" (boxes only), "plain" (the last number
+            only).
+    """
+    text = final_part(text)
+    if answer_format != "plain":
+        boxed = _boxed_answer(text)
+        if boxed is not None or answer_format == "boxed":
+            return boxed or Extraction(None, "no_answer")
+    if answer_format == "auto":
+        for finder in (_last_gsm8k, _last_answer_is, _final_math, _whole_expression):
+            found = finder(text)
+            if found:
+                if finder is not _whole_expression and (
+                    _HEDGE.search(_sentence_of(text, found)) or _HEDGE_INSIDE.search(found)
+                ):
+                    return Extraction(None, "ambiguous")
+                return Extraction(found)
+        if not last_number_fallback:
+            return Extraction(None, "no_answer")
+    numbers = find_numbers(text)
+    if numbers is None:
+        return Extraction(None, "no_answer")
+    before = text[max(0, numbers.start - 24) : numbers.start]
+    if _OPERATOR_AFTER.match(text, numbers.end) or _OPERATOR_BEFORE.search(before):
+        return Extraction(None, "unreadable")  # the number is part of an expression
+    sentence_start = _sentence_start(text, numbers.start)
+    if _HEDGE.search(text, sentence_start, numbers.start) or _HEDGE.search(text, numbers.end):
+        return Extraction(None, "ambiguous")
+    return Extraction(_with_magnitude(text, numbers.end, numbers.answer))
+
+
+_MAGNITUDE_AFTER = re.compile(
+    r"\s{0,3}(?:\\(?:text|mathrm|mbox)\s{0,3}\{\s{0,3})?(hundred|thousand|million|billion|trillion"
+    r"|dozen)\b",
+    re.IGNORECASE,
+)
+
+
+_TEXT_AFTER = re.compile(
+    r"\s{0,3}\\(?:text|mathrm|mbox|textrm)\s{0,3}\{[^{}$]{0,60}\}(?:\^\{?\d\}?)?"
+)
+_DEGREES_AFTER = re.compile(r"\s{0,3}(?:\^\s{0,3}\{?\s{0,3}\\circ\s{0,3}\}?|\u00b0)")
+_OPERATOR_BEFORE = re.compile(r"(?:[+*/^_{\u00d7\u00f7\u00b7]|\\[A-Za-z]+)\s{0,3}$")
+_OPERATOR_AFTER = re.compile(
+    r"\s{0,3}(?:[-+*/^_}\u00d7\u00f7\u00b7]|\\(?!text|mathrm|mbox|textrm))"
+)
+
+
+def _with_magnitude(text: str, end: int, answer: str) -> str:
+    r"""``answer`` with the words written right after it, to be read, never dropped.
+
+    A magnitude word (``2`` million is 2000000), a ``\text{...}`` (a unit or any word) or a
+    degree sign right after the answer belong to it.
+    """
+    match = _MAGNITUDE_AFTER.match(text, end)
+    if match:
+        return f"{answer} \\text{{ {match.group(1)}}}"
+    match = _TEXT_AFTER.match(text, end) or _DEGREES_AFTER.match(text, end)
+    return f"{answer}{match.group(0)}" if match else answer
+
+
+def _sentence_start(text: str, pos: int) -> int:
+    window = max(0, pos - 400)
+    last = window
+    for match in _SENTENCE_END.finditer(text, window, pos):
+        last = match.end()
+    return last
+
+
+def _sentence_of(text: str, found: str) -> str:
+    """The sentence around the last occurrence of ``found`` (the answer's own words excluded)."""
+    at = text.rfind(found)
+    if at < 0:
+        return found
+    start = _sentence_start(text, at)
+    end_match = _SENTENCE_END.search(text, at + len(found))
+    end = end_match.start() if end_match else len(text)
+    return text[start:at] + " " + text[at + len(found) : max(end, at + len(found))]
+
+
+def _all_boxes(text: str) -> list[tuple[int, int, str]]:
+    """Every complete box of ``text``, last first (at most ``_MAX_BOXES_READ``)."""
+    boxes: list[tuple[int, int, str]] = []
+    limit = len(text)
+    while len(boxes) < _MAX_BOXES_READ:
+        box = _box_before(text, limit)
+        if box is None:
+            break
+        boxes.append(box)
+        limit = box[0]
+    return boxes
+
+
+def _boxed_answer(text: str) -> Extraction | None:
+    boxes = _all_boxes(text)
+    if not boxes:
+        return None
+    last_end = boxes[0][1]
+    tail = text[last_end:]
+    if any(c.isdigit() for c in tail) and _HEDGE.search(tail):
+        return Extraction(None, "ambiguous")
+    distinct = {"".join(b[2].split()) for b in boxes}
+    if len(distinct) == 1:
+        return Extraction(_with_magnitude(text, last_end, boxes[-1][2]))
+    group = find_boxed(text)
+    if group is None or group.items != len(boxes) or _HEDGE.search(text, group.start, group.end):
+        return Extraction(None, "ambiguous")
+    return Extraction(group.answer)
+
+
 def extract_answer(text: str, *, last_number_fallback: bool = True) -> str | None:
     """Return the final answer written in ``text``, or None when there is none.
 
@@ -100,17 +271,7 @@ def extract_answer(text: str, *, last_number_fallback: bool = True) -> str | Non
         The answer as written (LaTeX kept, surrounding whitespace stripped; several answers side
         by side joined by ", "), or None.
     """
-    boxed = find_boxed(text)
-    if boxed is not None:
-        return boxed.answer
-    for finder in (_last_gsm8k, _last_answer_is, _final_math, _whole_expression):
-        found = finder(text)
-        if found:
-            return found
-    if last_number_fallback:
-        numbers = find_numbers(text)
-        return numbers.answer if numbers else None
-    return None
+    return extract(text, last_number_fallback=last_number_fallback).answer
 
 
 def find_boxed(text: str) -> AnswerSpan | None:

@@ -18,8 +18,12 @@ A pair of answers goes through, in order, stopping at the first decision:
 ``verify`` and ``verify_answer`` (the reward paths) first refuse arithmetic left undone against a
 plain-number gold (``unevaluated.py``); ``is_equivalent``/``grade`` are mathematical equality.
 
-Reasons: "correct", "wrong_answer", "no_answer" (nothing extracted), "unevaluated" (the question's
-arithmetic restated), "parse_error" (the prediction is not a readable answer, or is too large to
+The public functions send the whole decision (extraction included) to a worker process
+(``worker.py``) that is killed at the deadline ("timeout"); ``IN_WORKER`` marks that process.
+
+Reasons: "correct", "wrong_answer", "no_answer" (nothing extracted), "ambiguous" (several different
+answers, or a hedge), "unevaluated" (the question restated: ``unevaluated.py``), "parse_error" (the
+prediction is not a readable answer, a unit or word the gold does not have, or is too large to
 evaluate), "timeout" (the limit was hit, or the worker's memory limit). Nothing a model writes
 makes these functions raise: an unexpected error inside is a "parse_error" (a catch-all at each
 entry point).
@@ -31,14 +35,28 @@ import dataclasses
 import functools
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from rlvr.verifiers.errors import AnswerParseError, InvalidArgumentError, VerifierTimeout
 from rlvr.verifiers.math.compare import answers_equal
-from rlvr.verifiers.math.extract import extract_answer
+from rlvr.verifiers.math.extract import ANSWER_FORMATS, extract, extract_answer, find_boxed
 from rlvr.verifiers.math.normalize import MAX_ANSWER_CHARS, NormalizedAnswer, normalize_answer
 from rlvr.verifiers.math.numeric import check_size, scalar_equal
-from rlvr.verifiers.math.parse import Answer, choice_letter, parse_answer
-from rlvr.verifiers.math.unevaluated import is_plain_number, restates_arithmetic
+from rlvr.verifiers.math.parse import (
+    Answer,
+    Bracketed,
+    Matrix,
+    SetOf,
+    UnionOf,
+    choice_hedge,
+    choice_letter,
+    parse_answer,
+)
+from rlvr.verifiers.math.unevaluated import (
+    is_plain_number,
+    restates_arithmetic,
+    restates_question,
+)
 from rlvr.verifiers.math.worker import default_pool
 from rlvr.verifiers.verdict import Verdict
 
@@ -55,6 +73,12 @@ __all__ = [
 
 DEFAULT_TIMEOUT_S = 5.0
 """Default wall-clock limit of one check, in seconds."""
+
+MAX_RESPONSE_CHARS = 500_000
+"""Responses (and answers) longer than this are refused unread ("parse_error")."""
+
+IN_WORKER = False
+"""True inside a worker process (``worker.serve``): decisions run here instead of in a worker."""
 
 
 INTEGER = re.compile(r"-?[0-9]{1,30}")
@@ -134,12 +158,94 @@ def grade(pred: str, gold: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Grad
     """
     _check_arguments(pred, gold, timeout_s)
     try:
+        reduced = gold_answer(gold)
+        if INTEGER.fullmatch(pred) and INTEGER.fullmatch(reduced):
+            return _integer_grade(pred, reduced)
+    except Exception as err:  # noqa: BLE001 - the contract: a model's answer never raises
+        return Grade(False, "parse_error", "guard", f"unreadable answer ({type(err).__name__})")
+    if len(pred) > MAX_RESPONSE_CHARS:
+        return Grade(False, "parse_error", "guard", _too_long(pred))
+    if IN_WORKER:
+        return _grade_here(pred, gold, timeout_s)
+    try:
+        result = _remote("grade", {"pred": pred, "gold": gold, "timeout_s": timeout_s}, timeout_s)
+    except VerifierTimeout as err:
+        return Grade(False, "timeout", "deadline", str(err))
+    return Grade(**result)
+
+
+def _grade_here(pred: str, gold: str, timeout_s: float) -> Grade:
+    """``grade`` in this process (the worker's side)."""
+    try:
         gold = gold_answer(gold)
         if INTEGER.fullmatch(pred) and INTEGER.fullmatch(gold):
             return _integer_grade(pred, gold)
         return _full_grade(pred, gold, timeout_s)
     except Exception as err:  # noqa: BLE001 - the contract: a model's answer never raises
         return Grade(False, "parse_error", "guard", f"unreadable answer ({type(err).__name__})")
+
+
+def _too_long(text: str) -> str:
+    return f"{len(text)} characters; at most {MAX_RESPONSE_CHARS} are read"
+
+
+def _remote(op: str, payload: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """Run one decision in a worker process, killed at the deadline.
+
+    Raises:
+        VerifierTimeout: the deadline passed, or the worker died (memory limit).
+    """
+    response = default_pool().request({"op": op, **payload}, timeout_s)
+    if not response.get("ok"):
+        if response.get("error") == "timeout":
+            raise VerifierTimeout(str(response.get("message", "worker limit")))
+        raise AnswerParseError(str(response.get("message", "worker error")))
+    result: dict[str, Any] = response["result"]
+    return result
+
+
+def decide_here(op: str, request: dict[str, Any]) -> dict[str, Any]:
+    """The worker's side of ``verify``/``verify_answer``/``grade``: the decision as a dict."""
+    timeout_s = float(request["timeout_s"])
+    if op == "grade":
+        return dataclasses.asdict(_grade_here(request["pred"], request["gold"], timeout_s))
+    if op == "verify":
+        verdict = _verify_here(
+            request["response"], request["gold"], timeout_s, bool(request["fallback"]),
+            str(request.get("format", "auto")),
+        )
+    else:
+        verdict = _verify_answer_here(request["answer"], request["gold"], timeout_s)
+    return {
+        "score": verdict.score,
+        "passed": verdict.passed,
+        "reason": verdict.reason,
+        "details": dict(verdict.details),
+    }
+
+
+def _sympy_compare(payload: dict[str, Any]) -> dict[str, Any]:
+    """The sympy stage in this process (the worker's side; its deadline is the whole request)."""
+    from rlvr.verifiers.math.sympy_backend import compare_texts
+
+    try:
+        equal = compare_texts(
+            payload["pred"], payload["gold"], payload["pred_percent"], payload["gold_percent"]
+        )
+    except AnswerParseError as err:
+        return {"ok": False, "error": "parse_error", "message": str(err)}
+    except (MemoryError, RecursionError) as err:
+        return {"ok": False, "error": "timeout", "message": type(err).__name__}
+    except Exception as err:  # noqa: BLE001 - any sympy failure is a verdict, not a crash
+        return {"ok": False, "error": "parse_error", "message": f"{type(err).__name__}: {err}"}
+    return {"ok": True, "equal": equal}
+
+
+def clear_cache() -> None:
+    """Forget parsed answers (here, and in idle workers when called outside one)."""
+    _prepare.cache_clear()
+    if not IN_WORKER:
+        default_pool().broadcast_idle({"op": "clear_cache"}, 5.0)
 
 
 def _integer_grade(pred: str, gold: str) -> Grade:
@@ -158,12 +264,18 @@ def _full_grade(pred: str, gold: str, timeout_s: float) -> Grade:
         return Grade(False, "parse_error", "guard", str(err))
     gold_prepared = _prepare(gold)
     pred_norm, gold_norm = pred_prepared.normalized, gold_prepared.normalized
-    if _canonical(pred_norm.text) == _canonical(gold_norm.text) != "":
-        return Grade(True, "correct", "string")
     gold_letter = choice_letter(gold_norm.text)
     if gold_letter is not None:
+        if choice_hedge(pred_norm.text):
+            return Grade(False, "ambiguous", "choice", "the answer names two choices")
         equal = choice_letter(pred_norm.text, lenient=True) == gold_letter
         return Grade(equal, "correct" if equal else "wrong_answer", "choice")
+    foreign = [u for u in pred_norm.units if u not in gold_norm.units and u != "modulus"]
+    if foreign:
+        message = f"{foreign[0]!r} beside the value, which the gold answer does not have"
+        return Grade(False, "parse_error", "guard", message)
+    if _canonical(pred_norm.text) == _canonical(gold_norm.text) != "":
+        return Grade(True, "correct", "string")
     gold_words = word_answer(gold_norm.text)
     if gold_prepared.answer is None or gold_words is not None:
         if gold_words is not None:  # words compare as words, never as products of letters
@@ -173,7 +285,54 @@ def _full_grade(pred: str, gold: str, timeout_s: float) -> Grade:
         return Grade(equal, "correct" if equal else "wrong_answer", "string")
     if pred_prepared.answer is None:
         return Grade(False, "parse_error", "fast", pred_prepared.error)
+    word = _stray_word(pred_norm.text, gold_norm.text)
+    if word:
+        return Grade(False, "parse_error", "guard", f"the word {word!r} is not part of an answer")
+    if _several(pred_prepared.answer) and not _collection(gold_prepared.answer):
+        return _one_of_several(pred_prepared, gold_prepared, timeout_s)
     return _compare(pred_prepared, gold_prepared, timeout_s)
+
+
+_ENVIRONMENT = re.compile(r"\\(?:begin|end|operatorname|mathbb)\s*\{[^{}]*\}(?:\s*\{[^{}]*\})?")
+_STRAY_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}")
+_FUNCTION_WORDS = frozenset(
+    "sin cos tan cot sec csc arcsin arccos arctan sinh cosh tanh log exp gcd lcm max min sqrt "
+    "mod".split()
+)
+
+
+def _stray_word(pred: str, gold: str) -> str:
+    """A run of three or more letters in ``pred`` that is neither a function nor in ``gold``."""
+    for match in _STRAY_WORD.finditer(_ENVIRONMENT.sub(" ", pred)):
+        word = match.group(0)
+        if word.lower() not in _FUNCTION_WORDS and word not in gold:
+            return word
+    return ""
+
+
+def _several(answer: Answer | None) -> bool:
+    r"""Whether an answer is several items side by side (a bare list, "or", ``\pm``)."""
+    return isinstance(answer, SetOf) and not answer.braces and len(answer.items) > 1
+
+
+def _collection(answer: Answer | None) -> bool:
+    """Whether a (gold) answer holds several items: a list, set, tuple, interval, union, matrix."""
+    if isinstance(answer, SetOf):
+        return len(answer.items) != 1
+    return isinstance(answer, (Bracketed, UnionOf, Matrix))
+
+
+def _one_of_several(pred: _Prepared, gold: _Prepared, timeout_s: float) -> Grade:
+    """Several answers against one: the same value written twice is one answer, else a hedge."""
+    assert isinstance(pred.answer, SetOf)  # noqa: S101 - checked by the caller
+    for item in pred.answer.items:
+        single = _Prepared(pred.normalized, item, "")
+        result = _compare(single, gold, timeout_s)
+        if not result.equal:
+            if result.reason in ("timeout", "parse_error"):
+                return result
+            return Grade(False, "ambiguous", result.method, "several different answers")
+    return Grade(True, "correct", "fast")
 
 
 def _compare(pred: _Prepared, gold: _Prepared, timeout_s: float) -> Grade:
@@ -204,7 +363,9 @@ def _compare(pred: _Prepared, gold: _Prepared, timeout_s: float) -> Grade:
         "gold_percent": gold.normalized.percent,
     }
     try:
-        response = default_pool().request(payload, timeout_s)
+        response = _sympy_compare(payload) if IN_WORKER else default_pool().request(
+            payload, timeout_s
+        )
     except VerifierTimeout as err:
         return Grade(False, "timeout", "sympy", str(err))
     if not response.get("ok"):
@@ -243,6 +404,9 @@ def gold_answer(gold: str) -> str:
     with it and a scripted teacher (``envs``) writes it.
     """
     if "\\boxed" in gold or "\\fbox" in gold or "####" in gold:
+        boxed = find_boxed(gold)  # a gold solution's last box (list) is its answer
+        if boxed is not None:
+            return boxed.answer.strip()
         return (extract_answer(gold, last_number_fallback=False) or gold).strip()
     return gold.strip()
 
@@ -255,20 +419,29 @@ def _is_written_as_gold(response: str, gold: str) -> bool:
     return written != "" and written == _canonical(_prepare(gold).normalized.text)
 
 
-def _unevaluated(answer: str, gold: str) -> Grade | None:
-    """The "unevaluated" grade when ``answer`` restates arithmetic (``unevaluated.py``).
+_BASED_NUMERAL = re.compile(r"\d\s*_\s*\{?\s*\d")
 
-    None when it does not, or when the gold is not a plain number.
+
+def _unevaluated(answer: str, gold: str) -> Grade | None:
+    """The "unevaluated" grade when ``answer`` restates the question (``unevaluated.py``).
+
+    None when it does not, or when the gold answer is not one constant expression.
     """
     try:
         gold = gold_answer(gold)
         if INTEGER.fullmatch(answer) or len(answer) > MAX_ANSWER_CHARS:
             return None
-        gold_parsed, answer_parsed = _prepare(gold).answer, _prepare(answer).answer
-        if gold_parsed is None or answer_parsed is None or not is_plain_number(gold_parsed):
+        gold_prepared, answer_prepared = _prepare(gold), _prepare(answer)
+        gold_parsed, answer_parsed = gold_prepared.answer, answer_prepared.answer
+        if gold_parsed is None or answer_parsed is None:
             return None
-        if restates_arithmetic(answer_parsed):
-            return Grade(False, "unevaluated", "guard", "arithmetic left undone")
+        based = _BASED_NUMERAL.search(answer_prepared.normalized.text)
+        if based and not _BASED_NUMERAL.search(gold_prepared.normalized.text):
+            return Grade(False, "unevaluated", "guard", "a numeral in another base")
+        if restates_question(answer_parsed, gold_parsed) or (
+            is_plain_number(gold_parsed) and restates_arithmetic(answer_parsed)
+        ):
+            return Grade(False, "unevaluated", "guard", "left unevaluated")
     except Exception:  # noqa: BLE001 - grade() reports what cannot be read
         return None
     return None
@@ -289,6 +462,7 @@ def verify(
     *,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     last_number_fallback: bool = True,
+    answer_format: str = "auto",
 ) -> Verdict:
     r"""Score a model response against the gold answer.
 
@@ -299,6 +473,8 @@ def verify(
             (a full reference solution) has its answer extracted first.
         timeout_s: hard wall-clock limit of the sympy stage, in seconds (default 5).
         last_number_fallback: passed to ``extract_answer`` for the response (default True).
+        answer_format: where the answer is read: "auto" (the whole extraction chain), "boxed"
+            (boxes only) or "plain" (the last number only), as ``extract``.
 
     Returns:
         ``Verdict(score=1.0 or 0.0, passed, reason, details)`` with reason "correct",
@@ -312,17 +488,72 @@ def verify(
         InvalidArgumentError: when an argument has the wrong type or ``timeout_s <= 0``.
     """
     _check_arguments(response, gold, timeout_s)
+    if answer_format not in ANSWER_FORMATS:
+        raise InvalidArgumentError(
+            f"answer_format must be one of {list(ANSWER_FORMATS)}, got {answer_format!r}"
+        )
+    if IN_WORKER:
+        return _verify_here(response, gold, timeout_s, last_number_fallback, answer_format)
+    if len(response) > MAX_RESPONSE_CHARS:
+        return _refused(gold, None, "parse_error", "guard", _too_long(response))
+    payload = {"response": response, "gold": gold, "timeout_s": timeout_s,
+               "fallback": last_number_fallback, "format": answer_format}
+    return _remote_verdict("verify", payload, gold, None)
+
+
+def _refused(gold: str, extracted: str | None, reason: str, method: str, message: str) -> Verdict:
+    try:
+        reduced = gold_answer(gold)
+    except Exception:  # noqa: BLE001 - details only
+        reduced = gold
+    details: dict[str, object] = {"extracted": extracted, "gold": reduced, "method": method}
+    if message:
+        details["message"] = message
+    return Verdict(0.0, False, reason, details)
+
+
+def _remote_verdict(
+    op: str, payload: dict[str, Any], gold: str, extracted: str | None
+) -> Verdict:
+    try:
+        result = _remote(op, payload, float(payload["timeout_s"]))
+    except VerifierTimeout as err:
+        return _refused(gold, extracted, "timeout", "deadline", str(err))
+    except AnswerParseError as err:
+        return _refused(gold, extracted, "parse_error", "guard", str(err))
+    return Verdict(result["score"], result["passed"], result["reason"], result["details"])
+
+
+def _verify_here(
+    response: str,
+    gold: str,
+    timeout_s: float,
+    last_number_fallback: bool,
+    answer_format: str = "auto",
+) -> Verdict:
+    """``verify`` in this process (the worker's side)."""
     try:
         gold = gold_answer(gold)
-        if _is_written_as_gold(response, gold):
+        if answer_format == "auto" and _is_written_as_gold(response, gold):
             extracted: str | None = response.strip()
         else:
-            extracted = extract_answer(response, last_number_fallback=last_number_fallback)
+            found = extract(
+                response, last_number_fallback=last_number_fallback, answer_format=answer_format
+            )
+            if found.reason in ("ambiguous", "unreadable"):
+                message = ("several different answers, or a hedge beside the answer"
+                           if found.reason == "ambiguous" else
+                           "the last number is part of an expression")
+                details = {"extracted": None, "gold": gold, "method": "extract",
+                           "message": message}
+                reason = "ambiguous" if found.reason == "ambiguous" else "parse_error"
+                return Verdict(0.0, False, reason, details)
+            extracted = found.answer
     except Exception as err:  # noqa: BLE001 - the contract: a response never raises
         message = f"unreadable response ({type(err).__name__})"
         details = {"extracted": None, "gold": gold, "method": "guard", "message": message}
         return Verdict(0.0, False, "parse_error", details)
-    return verify_answer(extracted, gold, timeout_s=timeout_s)
+    return _verify_answer_here(extracted, gold, timeout_s)
 
 
 def verify_answer(
@@ -341,10 +572,27 @@ def verify_answer(
     Returns:
         The ``Verdict`` that ``verify`` would give for a response with this answer.
     """
+    if answer is not None and not isinstance(answer, str):
+        raise InvalidArgumentError(f"answer must be a str or None, got {type(answer).__name__}")
+    _check_arguments("", gold, timeout_s)
+    if answer is None:
+        return _refused(gold, None, "no_answer", "extract", "")
+    if INTEGER.fullmatch(answer) and INTEGER.fullmatch(gold.strip()):
+        return _verify_answer_here(answer, gold, timeout_s)  # two integers: nothing can stall
+    if IN_WORKER:
+        return _verify_answer_here(answer, gold, timeout_s)
+    if len(answer) > MAX_RESPONSE_CHARS:
+        return _refused(gold, None, "parse_error", "guard", _too_long(answer))
+    payload = {"answer": answer, "gold": gold, "timeout_s": timeout_s}
+    return _remote_verdict("verify_answer", payload, gold, answer)
+
+
+def _verify_answer_here(answer: str | None, gold: str, timeout_s: float) -> Verdict:
+    """``verify_answer`` in this process (the worker's side)."""
     details: dict[str, object] = {"extracted": answer, "gold": gold_answer(gold)}
     if answer is None:
         return Verdict(0.0, False, "no_answer", {**details, "method": "extract"})
-    result = _unevaluated(answer, gold) or grade(answer, gold, timeout_s=timeout_s)
+    result = _unevaluated(answer, gold) or _grade_here(answer, gold, timeout_s)
     details["method"] = result.method
     if result.message:
         details["message"] = result.message

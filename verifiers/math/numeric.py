@@ -52,7 +52,6 @@ __all__ = [
 
 REL_TOL_APPROX = 1e-6
 REL_TOL_EXACT = 1e-9
-ABS_TOL = 1e-12
 MAX_EXACT_BITS = 8192
 MAX_FACTORIAL = 1000
 MAX_SYMBOLS = 16
@@ -479,17 +478,23 @@ def scalar_equal(a: Node, b: Node) -> bool | None:
             continue
         real_env = {name: point[j] for j, name in enumerate(symbols)}
         if not close(value_a, value_b, tolerance):
-            # doubles lose everything to cancellation in (x^{20} + x) - x^{20}: ask mpmath
-            if not risks or precise_equal(a, b, real_env, rel_tol=rel_tol) is not True:
+            # doubles lose everything to cancellation in (x^{20} + x) - x^{20}, and leave
+            # \sin \pi at 1.2e-16: a zero or a tiny value on one side is asked of mpmath too
+            tiny = min(abs(value_a), abs(value_b)) == 0 or abs(value_a - value_b) < 1e-9
+            at_risk = bool(risks) or tiny
+            if not at_risk or precise_equal(a, b, real_env, rel_tol=rel_tol) is not True:
                 return False
         elif approx and not _within_rounding(a, approx_a, value_a, b, approx_b, value_b):
             return False
-        elif risks or (value_a == 0) != (value_b == 0):
+        elif risks or not symbols or (value_a == 0) != (value_b == 0):
             doubtful.append(real_env)  # doubles agree but may have rounded the difference away
         agreeing += 1
     if agreeing < (MIN_AGREEING_POINTS if symbols else 1):
         return None
-    for far in _far_points(a, b, symbols):  # beyond every constant: max(10^6, x) is not 10^6
+    far_points = _far_points(a, b, symbols)
+    if far_points is None:
+        return None  # constants too large to step beyond in doubles: sympy decides
+    for far in far_points:  # beyond every constant: max(10^6, x) is not 10^6
         far_risks: list[str] = []
         try:
             far_a = numeric_value(a, _complex(far), far_risks)
@@ -511,7 +516,7 @@ def _complex(env: dict[str, float]) -> dict[str, complex]:
     return {name: complex(value) for name, value in env.items()}
 
 
-def _far_points(a: Node, b: Node, symbols: list[str]) -> list[dict[str, float]]:
+def _far_points(a: Node, b: Node, symbols: list[str]) -> list[dict[str, float]] | None:
     r"""Two points whose coordinates exceed the largest constant in ``a`` and ``b`` (above 2).
 
     The fixed sample points cannot see where ``\max(c, x)`` or ``\lfloor x^2/c \rfloor`` change
@@ -530,7 +535,9 @@ def _far_points(a: Node, b: Node, symbols: list[str]) -> list[dict[str, float]]:
                 pass
             continue
         stack.extend(_children(item))
-    if largest <= 2.0 or largest > 1e12:
+    if largest > 1e12:
+        return None
+    if largest <= 2.0:
         return []
     return [
         {name: sign * (3 + abs(SAMPLE_POINTS[0][j])) * largest for j, name in enumerate(symbols)}
@@ -552,8 +559,9 @@ def _rounded_agree(
     """
     if abs(value_a - value_b) > REL_TOL_APPROX * max(abs(value_a), abs(value_b)):
         return False
-    if approx_a and approx_b:
-        return True  # both rounded
+    if approx_a and approx_b:  # both rounded: they agree at the coarser precision written
+        units = [u for u in (half_unit(a), half_unit(b)) if u is not None]
+        return bool(units) and abs(value_a - value_b) <= max(units)
     exact, rounded, rounded_node = (value_b, value_a, a) if approx_a else (value_a, value_b, b)
     if exact.denominator == 1:
         return False
@@ -617,6 +625,9 @@ def half_unit(node: Node) -> Fraction | None:
 
 
 def close(a: complex, b: complex, rel_tol: float) -> bool:
-    """Whether ``a`` and ``b`` agree to ``rel_tol`` (relative), or both are within 1e-12 of 0."""
+    r"""Whether ``a`` and ``b`` agree to ``rel_tol``, relative to the larger.
+
+    No absolute floor: ``e \cdot 10^{-13}`` is not ``\pi \cdot 10^{-13}``.
+    """
     difference = abs(a - b)
-    return difference <= rel_tol * max(abs(a), abs(b)) or difference <= ABS_TOL
+    return difference <= rel_tol * max(abs(a), abs(b))

@@ -39,6 +39,7 @@ __all__ = [
     "Relation",
     "SetOf",
     "UnionOf",
+    "choice_hedge",
     "choice_letter",
     "parse_answer",
     "parse_expression",
@@ -91,13 +92,9 @@ _TIME = re.compile(r"^\d{1,2}:\d{2}$")
 """``10:30`` (also ``1:30 PM``): a time of day, compared term by term, never reduced to 1:3."""
 _CHOICE_STRICT = re.compile(r"^\(?\s*([A-J])\s*\)?$")
 _CHOICE_LENIENT = re.compile(r"^\(?\s*([A-J])\s*(?:\)|\.|:|$|\s)")
-_SEPARATOR = r"(?:(?i:or|and)\b|,|;|/|&|\\text\s*\{\s*(?i:or|and)\s*\})"
-_CHOICE_TOKEN = r"\(?\s*[A-J]\s*\)?"
-_ANOTHER_CHOICE = re.compile(
-    rf"\s*{_SEPARATOR}\s*{_CHOICE_TOKEN}(?![a-zA-Z])"  # "(C) or (D)", "C/D", "C, D is likely"
-    rf"|(?:\s*(?:{_SEPARATOR}\s*)?{_CHOICE_TOKEN}\s*)+[.]?$"  # nothing but choices: "C D"
-)
-"""After a choice letter: another one ("or (D)", " D", "/D"), which makes the answer a hedge."""
+_OTHER_CHOICE = re.compile(r"(?<![A-Za-z\\])[A-J](?![A-Za-z])|\(\s?[a-j]\s?\)")
+"""A choice letter standing alone (``D``, ``(D)``, ``(d)``) anywhere after the first one: the
+answer names two choices, a hedge. Single-character scans with look-arounds: linear time."""
 
 ONE: Node = ("num", Fraction(1), False)
 INFINITY: Node = ("const", "oo")
@@ -166,10 +163,11 @@ Token = tuple[str, str]
 
 
 def choice_letter(text: str, *, lenient: bool = False) -> str | None:
-    """The multiple-choice letter in ``text``: "B", "(B)" (``lenient``: "(B) 42", a lone "b").
+    r"""The multiple-choice letter in ``text``: "B", "(B)" (``lenient``: "(B) 42", a lone "b").
 
-    With ``lenient``, a letter followed by another choice ("(C) or (D)", "C D", "C/D") is a
-    hedge, not the first letter: None.
+    With ``lenient``, an answer that names a second, different choice anywhere ("(C) or (D)",
+    "C D", "C/D", "C $\\lor$ D", "C (not D)") is a hedge, not the first letter: None
+    (``choice_hedge`` tells the two Nones apart).
     """
     text = text.strip()
     if not lenient:
@@ -179,9 +177,15 @@ def choice_letter(text: str, *, lenient: bool = False) -> str | None:
     if lone:
         return lone.group(1)
     match = _CHOICE_LENIENT.match(text)
-    if match is None or _ANOTHER_CHOICE.match(text, match.end()):
+    if match is None or choice_hedge(text):
         return None
     return match.group(1)
+
+
+def choice_hedge(text: str) -> bool:
+    """Whether ``text`` names two or more different choice letters (the same one twice is one)."""
+    letters = {m.group(0).strip("() ").upper() for m in _OTHER_CHOICE.finditer(text.strip())}
+    return len(letters) > 1
 
 
 def parse_answer(text: str) -> Answer:
@@ -438,7 +442,12 @@ class _ExpressionParser:
             elif self._starts_factor(token):
                 if token[0] == "num" and self.tokens[self.pos - 1][0] == "num":
                     raise AnswerParseError("two numbers side by side")  # "2 3" is not 6
-                factors.append(self._power())
+                factor = self._power()
+                if _is_literal(factors[-1]) and factor[0] == "div" and all(
+                    _is_literal(part) for part in factor[1:]
+                ):  # "2\frac{1}{2}" inside a tuple: a mixed number or a product? refuse
+                    raise AnswerParseError("a number beside a fraction: mixed number or product")
+                factors.append(factor)
             else:
                 break
         return _product(factors)
@@ -629,6 +638,10 @@ class _ExpressionParser:
         if base is not None:
             node = ("div", ("fn", "ln", tuple(args)), ("fn", "ln", (base,)))
         return ("pow", node, power) if power is not None else node
+
+
+def _is_literal(node: Node) -> bool:
+    return node[0] == "num"
 
 
 def _product(factors: list[Node]) -> Node:

@@ -28,7 +28,7 @@ from rlvr.verifiers.math.parse import Node
 
 __all__ = ["BASE_DPS", "STEP_DPS", "precise_equal"]
 
-BASE_DPS = 40
+BASE_DPS = 50
 """Digits beyond the largest intermediate magnitude at the first evaluation."""
 STEP_DPS = 40
 """Extra digits of the second evaluation."""

@@ -32,7 +32,6 @@ __all__ = ["compare_texts", "sympy_scalar_equal", "to_sympy"]
 
 _PRECISION = 40
 _EXACT_TOL = sympy.Float("1e-20")
-_ABSOLUTE_ZERO = sympy.Float("1e-30")
 
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "sin": sympy.sin, "cos": sympy.cos, "tan": sympy.tan, "cot": sympy.cot, "sec": sympy.sec,
@@ -157,7 +156,7 @@ def _zero_at(
     value = _evaluate(difference, values)
     if value is None:
         return None
-    if value <= _ABSOLUTE_ZERO:
+    if value == 0:
         return True
     terms = difference.args if difference.is_Add else (difference,)
     term_values = [v for v in (_evaluate(t, values) for t in terms) if v is not None]

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from rlvr.verifiers.math.numeric import exact_value, free_symbols
+from rlvr.verifiers.math.numeric import exact_value, free_symbols, has_approx
 from rlvr.verifiers.math.parse import Answer, Expr, Node, Relation, SetOf, UnionOf
 
-__all__ = ["is_plain_number", "restates_arithmetic"]
+__all__ = ["is_plain_number", "operation_count", "restates_arithmetic", "restates_question"]
 
 _OPERATIONS = frozenset({"add", "mul", "div"})
 r"""The four operations of arithmetic (``-`` is an ``add``); powers, roots, factorials and
@@ -139,3 +139,95 @@ def _children(node: Node) -> tuple[Node, ...]:
     if kind == "fn":
         return tuple(node[2])
     return ()
+
+
+def operation_count(node: Node) -> int:
+    r"""How much is left to evaluate in ``node``: operations, function applications, constants.
+
+    Written results count 0: a number literal, a lowest-terms fraction of integers, scientific
+    notation, a variable, ``i`` and infinity. Each further sum term, product factor (rational
+    coefficients are free: ``\frac{1}{2}\pi``), quotient of two numbers (``\frac{26}{2}``),
+    power, function application and factorial counts 1, and each distinct constant (``\pi``,
+    ``e``) 1, so ``\frac{1}{\sqrt{3}}`` and ``\frac{\sqrt{3}}{3}`` count alike, as do ``e \cdot e``
+    and ``e^2``.
+    """
+    constants: set[str] = set()
+    return _operations(node, constants) + len(constants)
+
+
+def _operations(node: Node, constants: set[str]) -> int:
+    if _written_result(node):
+        return 0
+    kind = node[0]
+    if kind == "sym":
+        return 0
+    if kind == "const":
+        if node[1] not in ("i", "oo"):
+            constants.add(node[1])
+        return 0
+    if kind == "neg":
+        return _operations(node[1], constants)
+    if kind == "add":
+        return len(node[1]) - 1 + sum(_operations(term, constants) for term in node[1])
+    if kind == "mul":
+        factors = _flat_factors(node)
+        others = [f for f in factors if not _written_result(f)]
+        literals = [f for f in factors if _written_result(f)]
+        atoms = all(f[0] in ("sym", "const") for f in others)  # "1i", "1x": a coefficient
+        ones = not atoms and any(exact_value(f) in (1, -1) for f in literals)  # "(2\sqrt{3})1"
+        inner = sum(_operations(f, constants) for f in others)
+        return max(0, len(others) - 1) + (len(literals) > 1 or ones) + inner
+    if kind == "pow" and _integer(node[2]) == -1:  # a reciprocal, as a quotient would be
+        return _operations(node[1], constants)
+    if kind == "div":
+        numbers = _literal(node[1]) and _literal(node[2])
+        inner = _operations(node[1], constants) + _operations(node[2], constants)
+        return int(numbers) + inner
+    return 1 + sum(_operations(child, constants) for child in _children(node))
+
+
+def _flat_factors(node: Node) -> list[Node]:
+    """The factors of a product, through nested products and signs."""
+    factors: list[Node] = []
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        while item[0] == "neg":
+            item = item[1]
+        if item[0] == "mul":
+            stack.extend(item[1])
+        else:
+            factors.append(item)
+    return factors
+
+
+def restates_question(answer: Answer, gold: Answer) -> bool:
+    r"""Whether ``answer`` has more left to evaluate than the gold answer's canonical form.
+
+    The one structural rule against restated questions (``\gcd(1729, 1768)``, ``\sqrt{16}``,
+    ``e^{\ln 5}``, ``\frac{26}{2}`` for 13): it applies when the gold answer is one constant
+    expression (no variables); the gold counts as written (a gold written ``2 + 3`` allows as
+    much; a decimal gold allows one step, the exact value it rounds: ``\pi`` for 3.14159265).
+    An equation chain is judged by its last side (``12 + 7 = 19`` states 19).
+    """
+    gold_node = _single_node(gold)
+    node = _single_node(answer)
+    if gold_node is None or node is None or free_symbols(gold_node):
+        return False
+    budget = operation_count(gold_node)
+    if has_approx(gold_node) and not has_approx(node):  # a decimal gold stands for its exact
+        budget = max(budget, 1)  # value: \pi for 3.14159265 (but not 2.5^{1} for 2.5)
+    return operation_count(node) > budget
+
+
+def _single_node(answer: Answer) -> Node | None:
+    while isinstance(answer, (SetOf, UnionOf)):
+        items = answer.items if isinstance(answer, SetOf) else answer.parts
+        if len(items) != 1:
+            return None
+        answer = items[0]
+    if isinstance(answer, Relation):
+        if not answer.ops or any(op != "=" for op in answer.ops):
+            return None
+        return answer.sides[-1]
+    return answer.node if isinstance(answer, Expr) else None

@@ -1,6 +1,8 @@
-"""Persistent sympy worker processes with a hard wall-clock limit per request.
+"""Persistent verifier worker processes with a hard wall-clock limit per request.
 
-Why processes: sympy can run for minutes or eat gigabytes on hostile input, and a Python thread
+Every math decision (extraction, parsing, comparison, sympy) runs in a worker, so that no
+response can stall the caller or hold its GIL. Why processes:
+sympy can run for minutes or eat gigabytes on hostile input, and a Python thread
 cannot be stopped; SIGALRM only works in the main thread. So sympy runs in child processes
 (``python -c`` running ``serve``; no multiprocessing, so the caller's ``__main__`` is never
 re-imported) that speak JSON lines over pipes. A request that is not answered by its deadline gets
@@ -178,6 +180,19 @@ class WorkerPool:
         finally:
             self._release(worker)
 
+    def broadcast_idle(self, payload: dict[str, Any], timeout_s: float) -> None:
+        """Send ``payload`` to every idle, ready worker (e.g. to clear their caches)."""
+        with self._condition:
+            idle = list(self._idle)
+            self._idle.clear()
+        for worker in idle:
+            try:
+                if worker.ready:
+                    worker.request(payload, time.monotonic() + timeout_s)
+            except _WorkerDied:
+                worker = self._replace(worker)
+            self._release(worker)
+
     def warm_up(self, timeout_s: float = 60.0) -> None:
         """Start one worker (if none is idle) and wait until it is ready."""
         self.request({"op": "ping"}, timeout_s)
@@ -260,26 +275,53 @@ def shutdown_default_pool() -> None:
 
 
 def serve(memory_mb: int) -> None:
-    """Worker main loop: read JSON requests on stdin, answer one JSON line each on stdout."""
+    """Worker main loop: read JSON requests on stdin, answer one JSON line each on stdout.
+
+    The worker is ready once the verifier is imported (no sympy yet: most decisions never need
+    it); sympy is imported by a background thread right after, so a request that needs it waits
+    for the import at most, and a cold worker answers the common cases at once.
+    """
     _limit_memory(memory_mb)
     _exit_with_parent()
     protocol = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # stray prints must not corrupt the protocol
-    from rlvr.verifiers.math.sympy_backend import compare_texts
+    from rlvr.verifiers.math import grader
 
+    grader.IN_WORKER = True
+    _SYMPY_IMPORT.start()
     protocol.write(b"ready\n")
     protocol.flush()
     for line in sys.stdin.buffer:
-        protocol.write(json.dumps(_handle(json.loads(line), compare_texts)).encode() + b"\n")
+        protocol.write(json.dumps(_handle(json.loads(line))).encode() + b"\n")
         protocol.flush()
 
 
-def _handle(request: dict[str, Any], compare_texts: Any) -> dict[str, Any]:
+def _import_sympy() -> None:
+    try:
+        import rlvr.verifiers.math.sympy_backend  # noqa: F401 - warms the import for later
+    except Exception:  # noqa: BLE001 - a request that needs it reports the failure
+        pass
+
+
+_SYMPY_IMPORT = threading.Thread(target=_import_sympy, daemon=True)
+
+
+def _handle(request: dict[str, Any]) -> dict[str, Any]:
     from rlvr.verifiers.errors import AnswerParseError
+    from rlvr.verifiers.math import grader
 
     try:
-        if request.get("op") == "ping":
+        op = request.get("op")
+        if op == "ping":  # also waits for sympy: warm_up() leaves a worker fully ready
+            _SYMPY_IMPORT.join()
             return {"ok": True}
+        if op == "clear_cache":
+            grader.clear_cache()
+            return {"ok": True}
+        if op in ("verify", "verify_answer", "grade"):
+            return {"ok": True, "result": grader.decide_here(op, request)}
+        from rlvr.verifiers.math.sympy_backend import compare_texts
+
         equal = compare_texts(
             request["pred"], request["gold"], request["pred_percent"], request["gold_percent"]
         )
