@@ -66,8 +66,10 @@ def train_main(argv: Sequence[str]) -> int:
         print(f"rlvr train: error: {message}", file=sys.stderr)
         return 2
 
+    finished = False
     try:
         train(config)
+        finished = True
     except RunStoppedError as err:  # the run stopped on purpose: say why, no traceback
         print(f"rlvr train: error: {err}", file=sys.stderr)
         return 1
@@ -75,10 +77,10 @@ def train_main(argv: Sequence[str]) -> int:
         print(interrupted_hint(config, list(argv)), file=sys.stderr)
         return 130
     finally:
-        import torch.distributed as dist
+        from rlvr.learner.parallel import close_distributed
 
-        if dist.is_initialized():  # join gloo's threads before exit (else a rank can abort)
-            dist.destroy_process_group()
+        # gloo's threads end here, not in the interpreter's teardown (where a rank can abort)
+        close_distributed(barrier=finished)
     return 0
 
 

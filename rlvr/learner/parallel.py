@@ -14,6 +14,7 @@ group, which also keeps tied embeddings in one group).
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 from dataclasses import dataclass
@@ -116,6 +117,63 @@ def init_distributed(device: str = "auto") -> DistInfo:
         device=dev,
         mesh=mesh,
     )
+
+
+def _drop_torch_caches_of_meshes() -> None:
+    """Empty torch's module-level DTensor caches: they hold device meshes, and so their groups.
+
+    FSDP2's DTensor parameters leave the training mesh (a ``DeviceMesh`` holds its process
+    groups) in DTensor's sharding-propagation caches (Python and C++; torch's own
+    ``debug._clear_sharding_prop_cache`` empties both), the redistribute planners' dict, and the
+    ``functools`` caches of ``_gen_transform_infos`` and ``MeshTopoInfo.build_from_mesh``
+    (torch 2.13). Each is looked up by name and skipped where absent;
+    ``tests/rlvr/test_trainer.py`` checks that no gloo thread outlives ``rlvr train``, so a new
+    holder in a later torch shows up there. The caches refill if the process trains again.
+    """
+    from torch.distributed.tensor import _collective_utils, _redistribute, debug
+
+    clear_sharding: Any = getattr(debug, "_clear_sharding_prop_cache", None)
+    if callable(clear_sharding):
+        clear_sharding()
+    planners: Any = getattr(_redistribute, "_planner_cache", None)
+    if isinstance(planners, dict):
+        planners.clear()
+    topo: Any = getattr(_collective_utils, "MeshTopoInfo", None)
+    for cache in (getattr(_redistribute, "_gen_transform_infos", None),
+                  getattr(topo, "build_from_mesh", None)):
+        clear = getattr(cache, "cache_clear", None)
+        if callable(clear):
+            clear()
+
+
+def close_distributed(*, barrier: bool) -> None:
+    """Destroy the default process group so that its gloo threads end before the interpreter's.
+
+    ``dist.destroy_process_group`` only drops torch's registry of groups; the C++ group, with
+    gloo's worker and I/O threads, lives as long as anything else holds it, and after an FSDP2
+    run torch's own DTensor caches do (see ``_drop_torch_caches_of_meshes``). The group then
+    outlived ``rlvr train`` until the interpreter tore those modules down, and it was destroyed
+    in the middle of that teardown: its destructor gives up the GIL to join the gloo threads,
+    and a gloo thread that drops the last reference to a tensor owned by Python takes the GIL;
+    in a finalizing interpreter Python ends such a thread with ``pthread_exit``, whose unwinding
+    through a C++ destructor calls ``std::terminate`` (SIGABRT, "terminate called without an
+    active exception", no Python frame). Here, every rank first passes a barrier (gloo runs it
+    after the group's earlier work), the caches and the collectable garbage (the trainer's
+    modules) go, and the group is destroyed while the interpreter is whole: its threads are
+    joined here.
+
+    Args:
+        barrier: wait for every rank first (the run ended normally). False on an error path,
+            where another rank may never come.
+    """
+    if not dist.is_initialized():
+        return
+    if barrier:
+        dist.barrier()
+    _drop_torch_caches_of_meshes()
+    gc.collect()
+    dist.destroy_process_group()
+    gc.collect()  # the group itself, if only garbage held it
 
 
 def mixed_precision_policy(mode: str, device: torch.device) -> MixedPrecisionPolicy:
@@ -230,6 +288,7 @@ def free_cached_memory(device: torch.device) -> None:
 __all__ = [
     "DistInfo",
     "apply_fsdp",
+    "close_distributed",
     "decoder_layers",
     "enable_activation_checkpointing",
     "free_cached_memory",

@@ -37,6 +37,7 @@ def test_seeded_uniform_is_the_splitmix64_hash_bit_for_bit():
     got = seeded_uniform(torch.tensor([s - (1 << 64) if s >> 63 else s for s in seeds]),
                          torch.tensor(steps))
     assert got.dtype == torch.float64
+    # to the bit on any CPU: integer arithmetic, then a 53-bit integer over 2**53 (both exact)
     assert got.tolist() == [splitmix_uniform(seed, step) for seed, step in zip(seeds, steps)]
     assert 0 <= got.min() and got.max() < 1
 

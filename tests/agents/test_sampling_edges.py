@@ -147,6 +147,7 @@ def test_seeded_uniform_uses_the_published_splitmix64_constants():
     pairs = [(0, 0), (1, 0), (42, 7), (2**63 + 11, 3)]
     got = seeded_uniform(torch.tensor([s - (1 << 64) if s >> 63 else s for s, _ in pairs]),
                          torch.tensor([t for _, t in pairs]))
+    # to the bit on any CPU: integer arithmetic, then a 53-bit integer over 2**53 (both exact)
     assert got.tolist() == [_splitmix64_reference(s, t) for s, t in pairs]
 
 

@@ -32,14 +32,17 @@ def test_check_same_shape_returns_the_shape_and_skips_none():
 def test_masked_mean_is_the_masked_sum_over_count_plus_eps():
     x = T([[1.0, 2.0, 4.0]], dtype=F64)
     m = T([[1.0, 1.0, 0.0]], dtype=F64)
-    assert masked_mean(x, m).item() == 3.0 / (2.0 + EPS)
+    # within a few ulps, not to the bit: torch may divide by a one-element tensor as a multiplication
+    # by its reciprocal (a different rounding than Python's 3.0 / ...); EPS moves it by 5e-9
+    assert masked_mean(x, m).item() == pytest.approx(3.0 / (2.0 + EPS), rel=1e-15, abs=0)
 
 
 def test_masked_mean_over_a_dim_per_row_with_empty_rows():
     x = T([[1.0, 3.0, 100.0], [5.0, 7.0, 9.0], [float("inf"), 1.0, 2.0]], dtype=F64)
     m = T([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0.0, 1.0, 1.0]], dtype=F64)
     got = masked_mean(x, m, dim=-1)
-    assert torch.equal(got, T([4.0 / (2 + EPS), 0.0, 3.0 / (2 + EPS)], dtype=F64))
+    torch.testing.assert_close(got, T([4.0 / (2 + EPS), 0.0, 3.0 / (2 + EPS)], dtype=F64),
+                               rtol=1e-15, atol=0)  # rounded divisions: within a few ulps
 
 
 def test_masked_var_with_exactly_two_tokens():

@@ -162,12 +162,19 @@ def test_two_gloo_ranks_follow_the_one_rank_curve(warm_model, reference_run, tmp
     cfg_path = tmp_path / "config.yaml"
     dump_config(config, cfg_path)
     env = dict(os.environ, OMP_NUM_THREADS="1")
+    threads = tmp_path / "threads"
+    threads.mkdir()
     run_process_group(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-         "-m", "rlvr.cli", "train", str(cfg_path)],
+         str(Path(__file__).with_name("exit_threads.py")), str(threads), "train", str(cfg_path)],
         cwd=REPO, env=env, timeout=400, check=True)
     _assert_same(_history(ref_out / "metrics.jsonl"), _history(out / "metrics.jsonl"),
                  range(1, 4), tol=1e-4)
+    # The process group's gloo threads were joined before the interpreter's teardown (where
+    # destroying the group can abort a rank: rlvr.learner.parallel.close_distributed).
+    for rank in (0, 1):
+        names = json.loads((threads / f"rank{rank}.json").read_text())
+        assert not [n for n in names if "gloo" in n], (rank, names)
 
 
 def test_ppo_with_critic_kl_in_reward_and_entropy_bonus(warm_model, tmp_path):
