@@ -281,4 +281,5 @@ def dump_config(config: Any, path: str | Path) -> None:
     Path(path).write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
 
 
-__all__ = ["drop_foreign", "dump_config", "from_dict", "load", "merge", "parse_overrides", "to_dict"]
+__all__ = ["drop_foreign", "dump_config", "from_dict", "load", "merge", "parse_overrides",
+           "to_dict"]
