@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import importlib
+import os
 import shlex
 import threading
 from collections.abc import Mapping, Sequence
@@ -64,7 +65,10 @@ class McpConnection:
             argv = shlex.split(target)
             if not argv:
                 raise EnvArgumentError("an MCP tools entry needs a command line or a URL")
-            server = mcp.StdioServerParameters(command=argv[0], args=argv[1:])
+            # the server is the user's own command: it gets this process's environment (mcp's
+            # default passes only a few variables, so PYTHONPATH or API keys would be lost)
+            server = mcp.StdioServerParameters(command=argv[0], args=argv[1:],
+                                               env=dict(os.environ))
         self._client = mcp.Client(server)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,

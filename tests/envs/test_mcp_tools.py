@@ -84,3 +84,17 @@ def test_a_tool_env_on_mcp_tools_passes_check_env():
     report = check_env(env, deep=True, raise_on_failure=False)
     assert [r.status for r in report.results if r.topic == "tools"] == [PASS, PASS], report.table()
     assert report.passed, report.table()
+
+
+def test_the_example_calculator_server_answers_as_the_built_in_calculator():
+    example = Path(__file__).parents[2] / "examples" / "mcp_calculator_server.py"
+    mcp_env = envs.make("rlvr/CompactToolUse-v0", tools=[{"mcp": f"{sys.executable} {example}"}])
+    built_in = envs.make("rlvr/CompactToolUse-v0")
+    assert mcp_env.unwrapped.system_prompt == built_in.unwrapped.system_prompt
+    for expression in ("347*58", "(12+30)/4", "2**"):
+        replies = []
+        for env in (mcp_env, built_in):
+            env.reset(seed=0)
+            messages, _, _, _, info = env.step(call("calculator", {"expression": expression}))
+            replies.append((messages[0]["content"].split(":")[0], info["tool_errors"]))
+        assert replies[0] == replies[1], expression  # the same result, or both a tool error
