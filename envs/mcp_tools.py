@@ -16,6 +16,8 @@ takes longer than ``timeout_s``, or a connection that broke raise :class:`McpToo
 the tool env shows to the model as ``Error (tool_error): ...`` and counts in ``tool_errors``,
 as for a built-in tool that fails.
 
+A stdio server's stderr (its log) goes to a temporary file, named in connection errors.
+
 One connection per (target, process) is shared by every env of that process and closed at exit:
 starting a server per episode would cost more than the episode. Tools that keep state between
 calls therefore share it across episodes; give such servers a per-call key.
@@ -28,6 +30,7 @@ import atexit
 import importlib
 import os
 import shlex
+import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -59,6 +62,7 @@ class McpConnection:
             raise MissingDependencyError(
                 "MCP tools need the mcp package: pip install 'rlvr[mcp]'") from exc
         self.target = target
+        self.errlog: Any = None
         if target.startswith(("http://", "https://")):
             server: Any = target
         else:
@@ -67,8 +71,13 @@ class McpConnection:
                 raise EnvArgumentError("an MCP tools entry needs a command line or a URL")
             # the server is the user's own command: it gets this process's environment (mcp's
             # default passes only a few variables, so PYTHONPATH or API keys would be lost)
-            server = mcp.StdioServerParameters(command=argv[0], args=argv[1:],
+            params = mcp.StdioServerParameters(command=argv[0], args=argv[1:],
                                                env=dict(os.environ))
+            # the server's own log (a traceback per failed call) goes to a file, not the run's
+            self.errlog = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed in close())
+                "w", prefix="rlvr-mcp-", suffix=".log", delete=False)
+            server = importlib.import_module("mcp.client.stdio").stdio_client(
+                params, errlog=self.errlog)
         self._client = mcp.Client(server)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
@@ -81,9 +90,10 @@ class McpConnection:
             self.schemas: list[dict[str, Any]] = ready.result(CONNECT_TIMEOUT_S)
         except Exception as exc:
             self.close()
+            where = f" (its log: {self.errlog.name})" if self.errlog is not None else ""
             raise EnvArgumentError(
-                f"cannot connect to the MCP server {target!r}: {type(exc).__name__}: {exc}"
-            ) from exc
+                f"cannot connect to the MCP server {target!r}{where}: "
+                f"{type(exc).__name__}: {exc}") from exc
 
     async def _open(self) -> list[dict[str, Any]]:
         opened: asyncio.Future[list[dict[str, Any]]] = self._loop.create_future()
@@ -141,6 +151,8 @@ class McpConnection:
                 pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5.0)
+        if self.errlog is not None:
+            self.errlog.close()
 
 
 async def _set(event: asyncio.Event) -> None:
