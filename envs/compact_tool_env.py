@@ -63,7 +63,7 @@ class CompactToolUseEnv(ToolUseEnv):
         *,
         source: Any = "multiplication",
         source_kwargs: Mapping[str, Any] | None = None,
-        tools: Sequence[str | Callable[..., Any] | Tool] = ("calculator",),
+        tools: Sequence[str | Callable[..., Any] | Tool | Mapping[str, Any]] = ("calculator",),
         system_prompt: str | None = None,
         **kwargs: Any,
     ) -> None:

@@ -34,6 +34,7 @@ BUILTIN_ENVS: dict[str, str] = {
     "rlvr/Code-v0": "rlvr.envs.code_env:CodeEnv",
     "rlvr/ToolUse-v0": "rlvr.envs.tool_env:ToolUseEnv",
     "rlvr/CompactToolUse-v0": "rlvr.envs.compact_tool_env:CompactToolUseEnv",
+    "rlvr/ReasoningGym-v0": "rlvr.envs.reasoning_gym_env:ReasoningGymEnv",
 }
 """The built-in ids and their entry points."""
 

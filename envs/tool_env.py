@@ -54,8 +54,9 @@ class ToolUseEnv(TaskEnv):
             bundled two-fact questions (``"facts"``).
         source_kwargs: arguments for the source.
         tools: built-in tool names (``calculator``, ``python``, ``search``, ``lookup``),
-            functions with type hints and a Google-style docstring, or
-            :class:`rlvr.envs.tools.Tool`.
+            functions with type hints and a Google-style docstring,
+            :class:`rlvr.envs.tools.Tool`, or MCP servers as ``{"mcp": "<command or URL>"}``
+            (:mod:`rlvr.envs.mcp_tools`).
         documents: the collection ``search``/``lookup`` read (JSON lines; default: bundled facts).
         system_prompt: the system message, or None. Tool schemas are in ``info["tools"]`` for
             the chat template to render.
@@ -77,7 +78,8 @@ class ToolUseEnv(TaskEnv):
         *,
         source: SourceSpec = "facts",
         source_kwargs: Mapping[str, Any] | None = None,
-        tools: Sequence[str | Callable[..., Any] | Tool] = ("search", "calculator", "python"),
+        tools: Sequence[str | Callable[..., Any] | Tool | Mapping[str, Any]] = (
+            "search", "calculator", "python"),
         documents: str | Path | Sequence[Mapping[str, Any]] = FACTS_FILE,
         system_prompt: str | None = DEFAULT_TOOL_SYSTEM_PROMPT,
         prompt_template: str = "{question}",

@@ -334,13 +334,16 @@ BUILTIN_TOOLS = ("calculator", "python", "search", "lookup")
 
 
 def build_toolset(
-    tools: Sequence[str | Callable[..., Any] | Tool],
+    tools: Sequence[str | Callable[..., Any] | Tool | Mapping[str, Any]],
     *,
     documents: str | Path | Sequence[Mapping[str, Any]] = FACTS_FILE,
     python_timeout_s: float = 5.0,
     max_output_chars: int = 2000,
 ) -> Toolset:
-    """Build a toolset from built-in names, plain functions and :class:`Tool` objects.
+    """Build a toolset from built-in names, plain functions, :class:`Tool` objects and MCP servers.
+
+    An entry ``{"mcp": "<command line or URL>"}`` adds every tool the MCP server lists
+    (:mod:`rlvr.envs.mcp_tools`).
 
     Raises:
         EnvArgumentError: for an unknown built-in name (the message lists them).
@@ -364,10 +367,15 @@ def build_toolset(
                     f"unknown tool {item!r}; built-in tools: {list(BUILTIN_TOOLS)} "
                     "(or pass a function / rlvr.envs.tools.Tool)"
                 )
+        elif isinstance(item, Mapping) and "mcp" in item:
+            from rlvr.envs.mcp_tools import mcp_tools  # the mcp package only when asked for
+
+            built.extend(mcp_tools(item))
         elif callable(item):
             built.append(Tool.from_function(item))
         else:
-            raise EnvArgumentError(f"tools entries must be names, functions or Tools, got {item!r}")
+            raise EnvArgumentError(f"tools entries must be names, functions, Tools or "
+                                   f"{{'mcp': <command or URL>}}, got {item!r}")
     return Toolset(built, max_output_chars=max_output_chars)
 
 

@@ -7,10 +7,11 @@ The full reward is what a correct response earns. The checker learns it from a *
 function ``reference(env) -> str | None`` that gives the right answer of the current episode
 (for built-in tasks, the task's ``answer``, or its ``solution`` as a python block:
 :func:`task_reference`). The reference is tried as written, in ``\boxed{}``, after "The answer
-is" and after "Answer:"; the first form that earns the most becomes the form the probes write
-their hedges in, so they speak the env's answer format. Without a working reference the full
-reward is the top of ``env.reward_range`` (1.0 when undeclared) and the probes that need the
-answer (hedges, extraction) are skipped.
+is", after "Answer:" and in ``<answer>`` tags (a reference already wrapped in tags,
+``<answer>42</answer>``, is the answer 42 in that format); the first form that earns the most
+becomes the form the probes write their hedges in, so they speak the env's answer format.
+Without a working reference the full reward is the top of ``env.reward_range`` (1.0 when
+undeclared) and the probes that need the answer (hedges, extraction) are skipped.
 
 Families:
 
@@ -46,7 +47,9 @@ Reference = Callable[[gymnasium.Env], "str | None"]
 
 _EPS = 1e-6
 _FALLBACK_WRONG = "-9731"
-_RENDERINGS = ("{answer}", "\\boxed{{answer}}", "The answer is {answer}.", "Answer: {answer}")
+_RENDERINGS = ("{answer}", "\\boxed{{answer}}", "The answer is {answer}.", "Answer: {answer}",
+               "<answer>{answer}</answer>")
+_TAGGED = re.compile(r"\s*<([A-Za-z][\w-]*)>(.*)</\1>\s*", re.DOTALL)
 _REFERENCE_FIX = ("pass reference=lambda env: <the right answer of the current task> to "
                   "check_env so that the hedge and extraction probes can run")
 _FUNCTION_NAMES = (re.compile(r"def\s+([A-Za-z_]\w*)\s*\("), re.compile(r"`([A-Za-z_]\w*)\("))
@@ -149,9 +152,16 @@ def _calibrate(session: Session, reference: Reference | None) -> tuple[_Calibrat
         return fallback, f"reference raised {type(exc).__name__}: {exc}"
     if not answer:
         return fallback, "the reference gave no answer for this task"
+    renderings: tuple[str, ...] = _RENDERINGS
+    tagged = _TAGGED.fullmatch(answer)
+    if tagged and "<" not in tagged.group(2):
+        # "<answer>42</answer>": the tags are the env's answer format, 42 is the answer the
+        # hedges must hide among wrong ones (inside the same tags)
+        tag, answer = tagged.group(1), tagged.group(2).strip()
+        renderings = (f"<{tag}>{{answer}}</{tag}>", *_RENDERINGS)
     baseline = session.play("I do not know.").total_reward
     best: tuple[float, str] | None = None
-    for template in _RENDERINGS:
+    for template in renderings:
         total = session.play(template.replace("{answer}", answer)).total_reward
         if best is None or total > best[0] + _EPS:
             best = (total, template)

@@ -10,6 +10,9 @@ A class may define two classmethods that see its raw mapping before any field is
 ``import_plugins_from(data)`` imports the modules the mapping names, so that what they register
 (an env, an advantage estimator, a loss) is known when the fields are checked;
 ``defaults_from(data)`` returns the mapping with defaults that depend on other keys filled in.
+A class attribute ``BELONGS_TO = {"kwargs": "id"}`` says a field's value only makes sense with
+another's: when the overrides change ``id``, the file's ``kwargs`` are dropped, not merged with
+the overrides' own.
 
 Example::
 
@@ -227,7 +230,36 @@ def load(cls: type[Any], path: str | Path | None = None, overrides: Sequence[str
         if not isinstance(loaded, Mapping):
             raise ConfigError(f"config file {str(p)!r} must hold a mapping at the top level")
         data = dict(loaded)
-    return from_dict(cls, merge(data, parse_overrides(overrides)))
+    extra = parse_overrides(overrides)
+    return from_dict(cls, merge(drop_foreign(cls, data, extra), extra))
+
+
+def drop_foreign(cls: type[Any], base: Mapping[str, Any],
+                 extra: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` without the fields that belong to a value ``extra`` changes (``BELONGS_TO``).
+
+    Walks the dataclass fields of ``cls`` alongside both mappings, so nested sections
+    (``env.kwargs``) are handled wherever they sit.
+    """
+    out = dict(base)
+    for dependent, owner in getattr(cls, "BELONGS_TO", {}).items():
+        if owner in extra and extra[owner] != out.get(owner):
+            out.pop(dependent, None)
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        tp = hints.get(f.name)
+        sub, here, there = _section(tp), out.get(f.name), extra.get(f.name)
+        if sub is not None and isinstance(here, Mapping) and isinstance(there, Mapping):
+            out[f.name] = drop_foreign(sub, here, there)
+    return out
+
+
+def _section(tp: Any) -> type[Any] | None:
+    """The dataclass a field holds (also inside ``X | None``), or None."""
+    candidates = typing.get_args(tp) if typing.get_origin(tp) in (typing.Union,
+                                                                 types.UnionType) else (tp,)
+    found = [a for a in candidates if dataclasses.is_dataclass(a) and isinstance(a, type)]
+    return found[0] if len(found) == 1 else None
 
 
 def to_dict(config: Any) -> dict[str, Any]:
@@ -249,4 +281,5 @@ def dump_config(config: Any, path: str | Path) -> None:
     Path(path).write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
 
 
-__all__ = ["dump_config", "from_dict", "load", "merge", "parse_overrides", "to_dict"]
+__all__ = ["drop_foreign", "dump_config", "from_dict", "load", "merge", "parse_overrides",
+           "to_dict"]

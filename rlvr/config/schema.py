@@ -145,7 +145,13 @@ class EnvConfig:
             test split).
         imports: modules imported before the env is made, so plugins can register their envs
             (the CLI's ``--import`` adds to this list).
+
+    ``kwargs`` and ``eval_kwargs`` belong to ``id``: an override that names another env
+    (``env.id=rlvr/ReasoningGym-v0``) drops the config file's; only the kwargs given on the
+    command line with it remain.
     """
+
+    BELONGS_TO: ClassVar[dict[str, str]] = {"kwargs": "id", "eval_kwargs": "id"}
 
     id: str = "rlvr/Math-v0"
     kwargs: dict[str, Any] = field(default_factory=dict)

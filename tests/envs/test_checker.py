@@ -358,3 +358,26 @@ def test_tool_breakers_are_caught(env, row, needle):
     report = check_env(env, deep=True, max_steps=12, raise_on_failure=False)
     failures = {r.name: r for r in report.failures}
     assert row in failures and re.search(needle, failures[row].detail), report.table()
+
+
+def _tagged_env():
+    """Answers in <answer> tags, one block, compared as written: honest, not gameable."""
+    def verifier(response, task):
+        found = re.findall(r"<answer>(.*?)</answer>", response, re.DOTALL)
+        ok = len(found) == 1 and found[0].strip() == task["answer"]
+        return Verdict(float(ok), ok, "correct" if ok else "wrong_answer")
+    return VerifierEnv([{"question": "What is 6 * 7?", "answer": "42"}], verifier)
+
+
+def test_hedge_probes_speak_a_tagged_reference_answer_format():
+    # a reference wrapped in the env's tags is the answer in that format, so hedges hide
+    # "42" inside the tags ("<answer>43, 42</answer>"), not the tagged block beside a wrong number
+    tagged = check_env(_tagged_env(), deep=True, raise_on_failure=False,
+                       reference=lambda env: "<answer>42</answer>")
+    bare = check_env(_tagged_env(), deep=True, raise_on_failure=False,
+                     reference=lambda env: "42")
+    for report in (tagged, bare):
+        probes = {r.name: r.status for r in report.results if r.topic == "probes"}
+        assert probes["reference answer earns the full reward"] == PASS, report.table()
+        assert probes["hedge: several answers"] == PASS, report.table()
+        assert report.passed, report.table()

@@ -225,3 +225,19 @@ def test_a_critic_key_on_a_critic_free_estimator_loads_and_builds_no_critic(tmp_
         assert not get_estimator(config.algorithm.estimator).needs_critic
     with pytest.raises(ConfigError, match=r"^critic.value_clip must be > 0; got -1.0$"):
         load_config(CONFIGS / "quickstart.yaml", ["critic.value_clip=-1"])
+
+
+def test_switching_env_id_on_the_command_line_drops_the_files_env_kwargs():
+    # tool_quickstart.yaml's kwargs/eval_kwargs are the tool env's; another env must not get them
+    cfg = load_config("configs/tool_quickstart.yaml", ["env.id=rlvr/Math-v0"])
+    assert (cfg.env.id, cfg.env.kwargs, cfg.env.eval_kwargs) == ("rlvr/Math-v0", {}, {})
+    cfg = load_config("configs/tool_quickstart.yaml",
+                      ["env.id=rlvr/Math-v0", "env.kwargs.source=arithmetic"])
+    assert cfg.env.kwargs == {"source": "arithmetic"} and cfg.env.eval_kwargs == {}
+    # the same id, or no id override, keeps (and merges into) the file's kwargs
+    for overrides in (["env.kwargs.max_turns=3"],
+                      ["env.id=rlvr/CompactToolUse-v0", "env.kwargs.max_turns=3"]):
+        cfg = load_config("configs/tool_quickstart.yaml", overrides)
+        assert cfg.env.kwargs == {"source_kwargs": {"n_tasks": 5000, "digits": [3, 2]},
+                                  "max_turns": 3}
+        assert cfg.env.eval_kwargs == {"source_kwargs": {"n_tasks": 200, "digits": [3, 2]}}
