@@ -71,14 +71,18 @@ class Logger(Protocol):
     calling this logger (``rlvr.tracking.fanout.LoggerSet``).
     """
 
-    def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
-        """Record ``metrics`` at ``step`` (finite floats; keys like ``reward/mean``)."""
+    def log_metrics(self, step: int, metrics: Mapping[str, float | None]) -> None:
+        """Record ``metrics`` at ``step`` (keys like ``reward/mean``).
+
+        A value is a finite float, or None where it was not finite (NaN, inf): JSONL writes
+        null, the other loggers leave it out.
+        """
 
     def log_table(self, step: int, name: str, table: Table) -> None:
         """Record ``table`` under ``name`` at ``step`` (``eval/episodes``, ``eval/pass_at_k``)."""
 
     def log_artifact(self, path: Path, name: str) -> None:
-        """Keep the file or folder at ``path`` under ``name`` (``curves``, ``model``, ``report``)."""
+        """Keep the file or folder at ``path`` under ``name`` (``curves``, ``model``)."""
 
     def close(self, summary: Mapping[str, float], *, failed: bool = False) -> None:
         """End the tracked run with its final ``summary``; ``failed``: the run raised."""

@@ -56,7 +56,7 @@ class LoggerSet:
             except Exception as err:  # noqa: BLE001 - any tracker error disables that tracker
                 self.fail(name, doing, err)
 
-    def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
+    def log_metrics(self, step: int, metrics: Mapping[str, float | None]) -> None:
         """Every logger's ``log_metrics``."""
         self._each(f"logging step {step}", lambda lg: lg.log_metrics(step, metrics))
 

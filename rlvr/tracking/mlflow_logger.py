@@ -9,8 +9,9 @@
 - Params: the resolved config as flattened dotted keys (``actor.optim.lr``). MLflow's params
   are write-once: on a resume the keys the resume changed (``trainer.steps``) are set as tags
   ``resumed.<key>``.
-- Metrics: every metric at its step. MLflow allows ``[/\\w.\\- :]`` in names: ``@`` becomes
-  ``_at_`` (``eval/overall/pass_at_1``), any other character ``_``.
+- Metrics: every metric at its step. MLflow allows letters, digits and ``_ - . / :`` and
+  spaces in names: ``@`` becomes ``_at_`` (``eval/overall/pass_at_1``), any other
+  character ``_``.
 - Tables: JSON artifacts ``tables/<name>/step_<step>.json``; files and folders: artifacts
   under their name (``curves/curves.png``, ``model/``, ``eval_report/report.md``).
 """

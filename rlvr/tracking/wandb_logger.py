@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import netrc
 import os
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,7 @@ class WandbLogger:
         id_path = run.run_dir / ID_FILE
         run_id = id_path.read_text().strip() if run.resume and id_path.is_file() else None
         if not run_id:
-            run_id = wandb.util.generate_id()
+            run_id = uuid.uuid4().hex[:16]  # W&B ids: lowercase letters and digits
             id_path.write_text(run_id + "\n")
         self.run: Any = wandb.init(
             project=os.environ.get("WANDB_PROJECT") or "rlvr", name=run.name, id=run_id,

@@ -1,0 +1,127 @@
+"""The logger registry and the failure rule, with the real trainer (no tracker package needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+from tracking_helpers import train
+
+from rlvr.config import load_config
+from rlvr.errors import ConfigError, DuplicateNameError
+from rlvr.metrics import read_jsonl
+from rlvr.tracking import (
+    LOGGERS,
+    LoggerSpec,
+    RunInfo,
+    Table,
+    check_loggers,
+    flatten_params,
+    register_logger,
+)
+from rlvr.tracking.mlflow_logger import metric_name
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+class Recorder:
+    """A plugin's logger: keeps what it is told; raises from ``fail_at`` on when set."""
+
+    made: list[Recorder] = []
+    fail_at: int | None = None
+
+    def __init__(self, run: RunInfo) -> None:
+        self.run, self.steps, self.tables, self.artifacts = run, [], [], {}
+        self.summary: Mapping[str, float] | None = None
+        Recorder.made.append(self)
+
+    def log_metrics(self, step: int, metrics: Mapping[str, float | None]) -> None:
+        if Recorder.fail_at is not None and step >= Recorder.fail_at:
+            raise OSError(28, "No space left on device")
+        self.steps.append(step)
+
+    def log_table(self, step: int, name: str, table: Table) -> None:
+        self.tables.append((step, name, table))
+
+    def log_artifact(self, path: Path, name: str) -> None:
+        self.artifacts[name] = path
+
+    def close(self, summary: Mapping[str, float], *, failed: bool = False) -> None:
+        self.summary = summary
+
+
+@pytest.fixture
+def recorder():
+    Recorder.made, Recorder.fail_at = [], None
+    register_logger("recorder", LoggerSpec(factory=Recorder))
+    yield Recorder
+    LOGGERS.remove("recorder")
+
+
+def test_default_loggers_are_kept_and_jsonl_is_always_on():
+    config = load_config(CONFIGS / "quickstart.yaml")
+    assert config.trainer.loggers == ("jsonl", "tensorboard")
+    off = load_config(CONFIGS / "quickstart.yaml", ["trainer.loggers=[tensorboard]",
+                                                    "trainer.tensorboard=false"])
+    assert off.trainer.active_loggers() == ["jsonl"]
+
+
+def test_unknown_and_missing_loggers_are_refused_naming_the_key_and_extra():
+    with pytest.raises(ConfigError, match=r"^trainer\.loggers: unknown logger 'mlflw'.*mlflow"):
+        load_config(CONFIGS / "quickstart.yaml", ["trainer.loggers=[jsonl,mlflw]"])
+    register_logger("absent", LoggerSpec(factory=Recorder, package="rlvr_no_such_package",
+                                         extra="absent"))
+    try:
+        with pytest.raises(ConfigError, match=r"the absent logger needs the "
+                           r"rlvr_no_such_package package.*pip install 'rlvr\[absent\]'"):
+            check_loggers(["jsonl", "absent"])
+    finally:
+        LOGGERS.remove("absent")
+    with pytest.raises(DuplicateNameError):
+        register_logger("mlflow", LoggerSpec(factory=Recorder))
+
+
+def test_flattened_params_and_mlflow_metric_names():
+    assert flatten_params({"actor": {"optim": {"lr": 1e-6}}, "trainer": {"loggers": ["jsonl"]},
+                           "env": {"kwargs": {}}}) == {
+        "actor.optim.lr": 1e-6, "trainer.loggers": ["jsonl"], "env.kwargs": {}}
+    assert metric_name("eval/overall/pass@1") == "eval/overall/pass_at_1"
+    assert metric_name("eval/arith+x/maj@4") == "eval/arith_x/maj_at_4"
+
+
+@pytest.mark.slow
+def test_a_plugin_logger_gets_the_run_and_a_failing_one_is_disabled_once(tmp_path, recorder):
+    """A registered plugin logger is used by name; when it raises (a full disk), it is reported
+    once, never called again, training finishes, and the exit summary names it."""
+    lines: list[str] = []
+    recorder.fail_at = 2
+    result = train(tmp_path, "trainer.loggers=[jsonl,recorder]", log=lines.append)
+    [made] = recorder.made
+    assert made.run.name == tmp_path.name and made.run.config["trainer"]["steps"] == 2
+    assert made.steps == [0, 1]  # step 0: the held-out accuracy before RL
+    assert result.steps == 2
+    assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl")
+            if "reward/mean" in r] == [1, 2]  # jsonl went on
+    warnings = [line for line in lines if "recorder logger failed" in line]
+    assert len(warnings) == 1 and "No space left on device" in warnings[0]
+    assert "logging step 2" in result.failed_loggers["recorder"]
+    assert made.summary is None  # disabled: not even closed
+    assert "logger recorder failed and was disabled" in lines[-1]
+
+
+@pytest.mark.slow
+def test_the_plugin_gets_episode_tables_artifacts_and_summary(tmp_path, recorder):
+    result = train(tmp_path, "trainer.loggers=[jsonl,recorder]", "trainer.plot=true",
+                   "trainer.export_at_end=true", "eval.show_episodes=2")
+    [made] = recorder.made
+    assert [(s, n) for s, n, _ in made.tables] == [(0, "eval/episodes"), (1, "eval/episodes"),
+                                                   (2, "eval/episodes")]
+    table = made.tables[0][2]
+    assert {"prompt", "response", "reward", "passed", "verdict"} <= set(table.columns)
+    assert len(table.rows) == 2  # eval.tasks=2
+    assert made.artifacts["model"] == result.export_dir
+    assert made.artifacts["curves"] == result.curves_path
+    assert made.artifacts["episodes"] == result.episodes_path
+    assert made.summary is not None and made.summary["eval/accuracy"] == result.final_accuracy
+    assert result.failed_loggers == {}
