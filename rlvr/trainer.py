@@ -514,15 +514,9 @@ class Trainer:
             result.episodes_path = self.snapshots.write()
         if cfg.trainer.export_at_end:
             result.export_dir = self.export()
-        final = {k: v for k, v in (result.history[-1] if result.history else {}).items()
-                 if k != "step"}
         result.curves_path = self.logger.close(
             artifacts={"config": self.out / "config.yaml", "episodes": result.episodes_path,
-                       "model": result.export_dir},
-            summary=final | {k: v for k, v in (("eval/accuracy_before_rl",
-                                                  result.warmup_accuracy),
-                                                 ("eval/accuracy", result.final_accuracy))
-                             if v is not None})
+                       "model": result.export_dir}, summary=final_numbers(result))
         result.failed_loggers = self.logger.failed
         result.tensorboard_dir = self.logger.tensorboard_dir \
             if "tensorboard" in cfg.trainer.active_loggers() else None
@@ -600,6 +594,17 @@ def kl_notice(kl: Any) -> str:
     return (f"[rlvr] NOTICE: KL to the reference is both in the reward (-{kl.reward.coef:g} * "
             f"{kl.reward.estimator}) and in the loss (+{kl.loss.coef:g} * agg("
             f"{kl.loss.estimator})); the policy is pulled toward the reference twice")
+
+
+def final_numbers(result: TrainResult) -> dict[str, float]:
+    """The loggers' summary: the last step's metrics and held-out accuracy before/after RL."""
+    last = result.history[-1] if result.history else {}
+    numbers = {k: v for k, v in last.items() if k != "step"}
+    for key, value in (("eval/accuracy_before_rl", result.warmup_accuracy),
+                       ("eval/accuracy", result.final_accuracy)):
+        if value is not None:
+            numbers[key] = value
+    return numbers
 
 
 def _pct(value: float | None) -> str:

@@ -26,10 +26,9 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 class Recorder:
-    """A plugin's logger: keeps what it is told; raises from ``fail_at`` on when set."""
+    """A plugin's logger: keeps what it is told."""
 
     made: list[Recorder] = []
-    fail_at: int | None = None
 
     def __init__(self, run: RunInfo) -> None:
         self.run, self.steps, self.tables, self.artifacts = run, [], [], {}
@@ -37,8 +36,6 @@ class Recorder:
         Recorder.made.append(self)
 
     def log_metrics(self, step: int, metrics: Mapping[str, float | None]) -> None:
-        if Recorder.fail_at is not None and step >= Recorder.fail_at:
-            raise OSError(28, "No space left on device")
         self.steps.append(step)
 
     def log_table(self, step: int, name: str, table: Table) -> None:
@@ -51,12 +48,23 @@ class Recorder:
         self.summary = summary
 
 
+class FullDisk(Recorder):
+    """A plugin's logger whose disk fills up at step 2."""
+
+    def log_metrics(self, step: int, metrics: Mapping[str, float | None]) -> None:
+        if step >= 2:
+            raise OSError(28, "No space left on device")
+        super().log_metrics(step, metrics)
+
+
 @pytest.fixture
-def recorder():
-    Recorder.made, Recorder.fail_at = [], None
+def plugins():
+    Recorder.made = []
     register_logger("recorder", LoggerSpec(factory=Recorder))
+    register_logger("fulldisk", LoggerSpec(factory=FullDisk))
     yield Recorder
     LOGGERS.remove("recorder")
+    LOGGERS.remove("fulldisk")
 
 
 def test_default_loggers_are_kept_and_jsonl_is_always_on():
@@ -91,30 +99,27 @@ def test_flattened_params_and_mlflow_metric_names():
 
 
 @pytest.mark.slow
-def test_a_plugin_logger_gets_the_run_and_a_failing_one_is_disabled_once(tmp_path, recorder):
-    """A registered plugin logger is used by name; when it raises (a full disk), it is reported
-    once, never called again, training finishes, and the exit summary names it."""
+def test_plugin_loggers_get_the_run_and_a_failing_one_is_disabled_once(tmp_path, plugins):
+    """Registered plugin loggers are used by name and get metrics, episode tables, artifacts
+    and the summary; one that raises (a full disk) is reported once, never called again,
+    training finishes, and the exit summary names it."""
     lines: list[str] = []
-    recorder.fail_at = 2
-    result = train(tmp_path, "trainer.loggers=[jsonl,recorder]", log=lines.append)
-    [made] = recorder.made
+    result = train(tmp_path, "trainer.loggers=[jsonl,recorder,fulldisk]", "trainer.plot=true",
+                   "trainer.export_at_end=true", "eval.show_episodes=2", log=lines.append)
+    made, broken = plugins.made
+    assert isinstance(broken, FullDisk)
     assert made.run.name == tmp_path.name and made.run.config["trainer"]["steps"] == 2
-    assert made.steps == [0, 1]  # step 0: the held-out accuracy before RL
+    assert made.steps == [0, 1, 2] and broken.steps == [0, 1]  # step 0: accuracy before RL
     assert result.steps == 2
     assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl")
             if "reward/mean" in r] == [1, 2]  # jsonl went on
-    warnings = [line for line in lines if "recorder logger failed" in line]
+    warnings = [line for line in lines if "fulldisk logger failed" in line]
     assert len(warnings) == 1 and "No space left on device" in warnings[0]
-    assert "logging step 2" in result.failed_loggers["recorder"]
-    assert made.summary is None  # disabled: not even closed
-    assert "logger recorder failed and was disabled" in lines[-1]
+    assert list(result.failed_loggers) == ["fulldisk"]
+    assert "logging step 2" in result.failed_loggers["fulldisk"]
+    assert broken.summary is None  # disabled: not even closed
+    assert "logger fulldisk failed and was disabled" in lines[-1]
 
-
-@pytest.mark.slow
-def test_the_plugin_gets_episode_tables_artifacts_and_summary(tmp_path, recorder):
-    result = train(tmp_path, "trainer.loggers=[jsonl,recorder]", "trainer.plot=true",
-                   "trainer.export_at_end=true", "eval.show_episodes=2")
-    [made] = recorder.made
     assert [(s, n) for s, n, _ in made.tables] == [(0, "eval/episodes"), (1, "eval/episodes"),
                                                    (2, "eval/episodes")]
     table = made.tables[0][2]
@@ -124,4 +129,3 @@ def test_the_plugin_gets_episode_tables_artifacts_and_summary(tmp_path, recorder
     assert made.artifacts["curves"] == result.curves_path
     assert made.artifacts["episodes"] == result.episodes_path
     assert made.summary is not None and made.summary["eval/accuracy"] == result.final_accuracy
-    assert result.failed_loggers == {}

@@ -13,6 +13,8 @@ import urllib.request
 import pytest
 from tracking_helpers import require, train
 
+from rlvr.metrics import read_jsonl
+
 
 def _client(uri: str):
     from mlflow.tracking import MlflowClient
@@ -133,13 +135,18 @@ def test_a_real_mlflow_server_gets_the_run_and_a_server_down_disables_the_logger
     assert _steps(client, run.info.run_id, "eval/accuracy") == [0, 1]
     assert not (out / "mlflow.db").exists()  # the URI the user set, not the local store
 
-    os.killpg(proc.pid, 9)  # the server goes down: the logger is disabled, training goes on
+    os.killpg(proc.pid, 9)  # the server goes down: the logger is disabled, reported once
     proc.wait()
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
+    from rlvr.metrics import MetricsLogger
+
     lines: list[str] = []
-    down = train(tmp_path / "down", "trainer.loggers=[jsonl,mlflow]", "trainer.steps=1",
-                 log=lines.append)
-    assert down.steps == 1 and list(down.failed_loggers) == ["mlflow"]
-    assert sum("mlflow logger failed" in line for line in lines) == 1
-    assert "logger mlflow failed and was disabled" in lines[-1]
+    down = MetricsLogger(tmp_path / "down", total_steps=2, progress=False, plot=False,
+                         loggers=["jsonl", "mlflow"], report=lines.append)
+    down.log(1, {"reward/mean": 0.5})
+    down.log(2, {"reward/mean": 0.75})
+    down.close()
+    assert list(down.failed) == ["mlflow"] and down.failed["mlflow"].startswith("starting")
+    assert len(lines) == 1 and "mlflow logger failed" in lines[0]
+    assert [r["step"] for r in read_jsonl(tmp_path / "down" / "metrics.jsonl")] == [1, 2]
