@@ -36,18 +36,26 @@ class LoggerSpec:
         package: the import name the logger needs (``"mlflow"``), checked with the config;
             None when it needs nothing beyond rlvr.
         extra: the rlvr extra that installs ``package`` (``"mlflow"`` for ``rlvr[mlflow]``).
+        background: build and call it on a thread of its own (``rlvr.tracking.background``):
+            for a logger whose calls wait on a store or a server (MLflow).
     """
 
     factory: LoggerFactory | str
     package: str | None = None
     extra: str | None = None
+    background: bool = False
 
     def build(self, run: RunInfo) -> Logger:
-        """Build the logger for ``run``."""
+        """Build the logger for ``run`` (its ``Background`` wrapper when ``background``)."""
         factory = self.factory
         if isinstance(factory, str):
             module, _, attribute = factory.partition(":")
             factory = getattr(importlib.import_module(module), attribute)
+        if self.background:
+            from rlvr.tracking.background import Background
+
+            made = factory
+            return Background(lambda: made(run), name=f"rlvr-logger-{run.name}")
         return factory(run)
 
 
@@ -87,6 +95,6 @@ register_logger("jsonl", LoggerSpec(factory="rlvr.tracking.jsonl:JsonlLogger"))
 register_logger("tensorboard", LoggerSpec(factory="rlvr.tracking.tensorboard:TensorBoardLogger",
                                           package="tensorboard"))
 register_logger("mlflow", LoggerSpec(factory="rlvr.tracking.mlflow_logger:MlflowLogger",
-                                     package="mlflow", extra="mlflow"))
+                                     package="mlflow", extra="mlflow", background=True))
 register_logger("wandb", LoggerSpec(factory="rlvr.tracking.wandb_logger:WandbLogger",
                                     package="wandb", extra="wandb"))

@@ -20,6 +20,7 @@ from rlvr.tracking import (
     flatten_params,
     register_logger,
 )
+from rlvr.tracking.background import Background
 from rlvr.tracking.mlflow_logger import metric_name
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -96,6 +97,31 @@ def test_flattened_params_and_mlflow_metric_names():
         "actor.optim.lr": 1e-6, "trainer.loggers": ["jsonl"], "env.kwargs": {}}
     assert metric_name("eval/overall/pass@1") == "eval/overall/pass_at_1"
     assert metric_name("eval/arith+x/maj@4") == "eval/arith_x/maj_at_4"
+
+
+def test_a_background_logger_keeps_the_order_and_raises_its_error_in_the_caller(tmp_path):
+    Recorder.made = []
+    run = RunInfo(run_dir=tmp_path, name="bg")
+    ok = Background(lambda: Recorder(run))
+    for step in (1, 2, 3):
+        ok.log_metrics(step, {"reward/mean": 0.5})
+    ok.close({"eval/accuracy": 1.0})
+    assert Recorder.made[0].steps == [1, 2, 3] and Recorder.made[0].summary == {
+        "eval/accuracy": 1.0}
+    full = Background(lambda: FullDisk(run))
+    full.log_metrics(1, {})
+    full.log_metrics(2, {})  # fails on the worker
+    with pytest.raises(RuntimeError, match=r"^logging step 2: OSError: .*No space left"):
+        full.close({})
+    assert Recorder.made[1].steps == [1] and Recorder.made[1].summary is None
+
+    def broken() -> Recorder:
+        raise ConnectionError("server down")
+
+    never = Background(broken)
+    never._thread.join()
+    with pytest.raises(RuntimeError, match="^starting: ConnectionError: server down"):
+        never.log_metrics(1, {})
 
 
 @pytest.mark.slow
