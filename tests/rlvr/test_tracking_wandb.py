@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from tracking_helpers import require, train
-from wandb_records import config, history, records, run_record, summary
+from wandb_records import complete_records, config, history, run_record, summary
 
 
 def _offline_runs(root: Path) -> list[Path]:
@@ -25,7 +25,7 @@ def test_offline_run_has_config_metrics_episodes_summary_and_resume_continues_it
     assert first.failed_loggers == {}
     run_id = (out / "wandb_run_id").read_text().strip()
     [path] = _offline_runs(out)  # offline: nothing configured, so nothing leaves the machine
-    recs = records(path)
+    recs = complete_records(path)
     run = run_record(recs)
     assert (run.run_id, run.display_name, run.project) == (run_id, "wb-run", "rlvr")
     cfg = config(recs)
@@ -52,7 +52,7 @@ def test_offline_run_has_config_metrics_episodes_summary_and_resume_continues_it
     assert second.failed_loggers == {} and second.first_step == 3
     assert len(_offline_runs(out)) == 1
     [resumed] = _offline_runs(tmp_path / "wandb-dir")
-    recs = records(resumed)
+    recs = complete_records(resumed)
     assert run_record(recs).run_id == run_id
     assert [r["_step"] for r in history(recs) if "reward/mean" in r] == [3]
     assert summary(recs)["eval/accuracy"] == second.final_accuracy

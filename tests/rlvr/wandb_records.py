@@ -11,12 +11,28 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
 BLOCK = 32 * 1024
 HEADER = struct.Struct("<IHB")  # crc32, length, chunk type
 FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
+
+
+def complete_records(path: Path, timeout: float = 60.0) -> list[Any]:
+    """``records(path)`` once the file is complete: it holds the exit record and stopped growing.
+
+    ``run.finish()`` returns before wandb's service has flushed its last block to the file.
+    """
+    deadline, size = time.monotonic() + timeout, -1
+    while True:
+        recs = records(path)
+        done = any(r.WhichOneof("record_type") == "exit" for r in recs)
+        if (done and path.stat().st_size == size) or time.monotonic() > deadline:
+            return recs
+        size = path.stat().st_size
+        time.sleep(1.0)
 
 
 def records(path: Path) -> list[Any]:
