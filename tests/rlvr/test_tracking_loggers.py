@@ -155,3 +155,11 @@ def test_plugin_loggers_get_the_run_and_a_failing_one_is_disabled_once(tmp_path,
     assert made.artifacts["curves"] == result.curves_path
     assert made.artifacts["episodes"] == result.episodes_path
     assert made.summary is not None and made.summary["eval/accuracy"] == result.final_accuracy
+
+
+def test_rlvr_eval_takes_log_to_beside_its_config_keys():
+    from rlvr.cli import eval_args
+
+    args, config = eval_args(["--model", "m", "--suite", "arith-smoke", "--log-to", "mlflow",
+                              "--log-to", "wandb"])
+    assert args.loggers == ["mlflow", "wandb"] and config.suite == "arith-smoke"
