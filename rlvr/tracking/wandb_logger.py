@@ -38,8 +38,17 @@ def _logged_in() -> bool:
 
 
 def wandb_mode() -> str | None:
-    """The mode rlvr asks for: None (W&B decides) when configured, else ``"offline"``."""
-    if os.environ.get("WANDB_MODE") or os.environ.get("WANDB_API_KEY") or _logged_in():
+    """The mode rlvr asks for: ``WANDB_MODE``; else None when configured; else offline.
+
+    None lets W&B decide (online) when an API key is configured (``WANDB_API_KEY``, ``wandb
+    login``).
+
+    ``WANDB_MODE`` and ``WANDB_DIR`` are read here at each run's start and passed to
+    ``wandb.init``: W&B reads its environment once per process.
+    """
+    if os.environ.get("WANDB_MODE"):
+        return os.environ["WANDB_MODE"]
+    if os.environ.get("WANDB_API_KEY") or _logged_in():
         return None
     return "offline"
 
@@ -59,7 +68,7 @@ class WandbLogger:
         self.run: Any = wandb.init(
             project=os.environ.get("WANDB_PROJECT") or "rlvr", name=run.name, id=run_id,
             resume="allow", config=dict(run.config), mode=wandb_mode(),
-            dir=None if os.environ.get("WANDB_DIR") else str(run.run_dir),
+            dir=os.environ.get("WANDB_DIR") or str(run.run_dir),
             job_type=run.kind, reinit="create_new",
             settings=wandb.Settings(silent=True, console="off", x_disable_stats=True))
         self.run_id = run_id
