@@ -37,7 +37,7 @@ class LoggerSpec:
             None when it needs nothing beyond rlvr.
         extra: the rlvr extra that installs ``package`` (``"mlflow"`` for ``rlvr[mlflow]``).
         background: build and call it on a thread of its own (``rlvr.tracking.background``):
-            for a logger whose calls wait on a store or a server (MLflow).
+            for a logger whose calls wait on a store, a server or a service (MLflow, W&B).
     """
 
     factory: LoggerFactory | str
@@ -97,4 +97,4 @@ register_logger("tensorboard", LoggerSpec(factory="rlvr.tracking.tensorboard:Ten
 register_logger("mlflow", LoggerSpec(factory="rlvr.tracking.mlflow_logger:MlflowLogger",
                                      package="mlflow", extra="mlflow", background=True))
 register_logger("wandb", LoggerSpec(factory="rlvr.tracking.wandb_logger:WandbLogger",
-                                    package="wandb", extra="wandb"))
+                                    package="wandb", extra="wandb", background=True))
