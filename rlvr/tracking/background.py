@@ -1,10 +1,10 @@
 """A logger on a thread of its own, so the training step never waits for a tracking store.
 
 ``Background(build)`` builds the logger on its worker thread (an MLflow store's first start
-creates its database, W&B starts its service: seconds to a minute) and runs every call after it there, in order. The
-caller's calls only queue. The worker's first error ends it: the next call (or ``close``) raises
-that error in the caller, so ``rlvr.tracking.fanout.LoggerSet`` reports and disables the logger
-as it does for any logger that fails in place.
+creates its database, W&B starts its service: seconds to a minute) and runs every call after
+it there, in order. The caller's calls only queue. The worker's first error ends it: the next
+call (or ``close``) raises that error in the caller, so ``rlvr.tracking.fanout.LoggerSet``
+reports and disables the logger as it does for any logger that fails in place.
 """
 
 from __future__ import annotations
