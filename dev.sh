@@ -152,7 +152,7 @@ run_tests() {
 # tools/trackers/requirements.txt and the main venv's packages.
 setup_trackers() {
   local key dir report
-  key="$( (cat tools/trackers/requirements.txt; "$VENV/bin/python" -m pip freeze 2>/dev/null) \
+  key="$( (cat tools/trackers/requirements.txt; "$VENV/bin/python" -m pip freeze --exclude-editable 2>/dev/null) \
           | sha256sum | cut -c1-16)"
   dir="${RLVR_TRACKERS_CACHE:-$HOME/.cache/rlvr/trackers}/$key"
   if [[ ! -f "$dir/.complete" ]]; then
