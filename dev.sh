@@ -7,6 +7,8 @@
 #   bash dev.sh setup-sglang             only build the real sglang server's venv (tests use it)
 #   bash dev.sh setup-coexist            only build the venv with PyPI's verifiers, openai-agents
 #                                        and envs that tests/test_coexistence.py installs rlvr into
+#   bash dev.sh setup-trackers           only build the mlflow/wandb overlay; prints its path
+#                                        (PYTHONPATH=<it> for the tracker tests)
 #   bash dev.sh mutate [FILE ...]        mutation check of the reward/gradient modules against their
 #                                        own tests (tools/mutate/; every listed module by default)
 #   bash dev.sh compat [pytest args]     the transformers-sensitive tests on the other transformers
@@ -185,12 +187,40 @@ run_tests() {
   echo "[dev.sh] import contracts"; "$bin/lint-imports" --no-logo
   echo "[dev.sh] mypy"; "$bin/mypy"
   echo "[dev.sh] pytest"
+  local trackers; trackers="$(setup_trackers)"  # mlflow and wandb for the tracker tests
   set +e
-  "$bin/python" -m pytest "$@"
+  PYTHONPATH="$trackers${PYTHONPATH:+:$PYTHONPATH}" "$bin/python" -m pytest "$@"
   local rc=$?
   set -e
   if [[ $rc == 5 ]]; then echo "[dev.sh] pytest collected no tests"; return 0; fi
   return $rc
+}
+
+# ---------------------------------------------------------------- experiment trackers
+# MLflow and W&B (trainer.loggers) pin other versions of packages the main venv holds
+# (opentelemetry), so the tracker tests get an overlay: `pip install --target` of exactly what pip
+# would add or change beside the main venv (its --dry-run report), no dependency twice. It goes
+# first on PYTHONPATH for the test run. Cached in ~/.cache/rlvr/trackers/, keyed by
+# tools/trackers/requirements.txt and the main venv's packages.
+setup_trackers() {
+  local key dir report
+  key="$( (cat tools/trackers/requirements.txt; "$VENV/bin/python" -m pip freeze --exclude-editable 2>/dev/null) \
+          | sha256sum | cut -c1-16)"
+  dir="${RLVR_TRACKERS_CACHE:-$HOME/.cache/rlvr/trackers}/$key"
+  if [[ ! -f "$dir/.complete" ]]; then
+    rm -rf "$dir"; mkdir -p "$dir"
+    echo "[dev.sh] installing the mlflow/wandb overlay in $dir" >&2
+    local t0=$SECONDS
+    report="$dir/report.json"
+    pip_install --quiet --dry-run --report "$report" -r tools/trackers/requirements.txt
+    mapfile -t pkgs < <("$VENV/bin/python" -c 'import json, sys
+for p in json.load(open(sys.argv[1]))["install"]:
+    print(p["metadata"]["name"] + "==" + p["metadata"]["version"])' "$report")
+    pip_install --quiet --no-deps --target "$dir/site" "${pkgs[@]}"
+    touch "$dir/.complete"
+    echo "[dev.sh] mlflow/wandb overlay ready in $((SECONDS - t0)) s" >&2
+  fi
+  echo "$dir/site"
 }
 
 # ---------------------------------------------------------------- mutation check
@@ -286,6 +316,7 @@ case "$cmd" in
   setup) setup ;;
   setup-sglang) setup_sglang ;;
   setup-coexist) setup_coexist ;;
+  setup-trackers) setup; setup_trackers ;;
   test) sglang_setup_start; setup; sglang_setup_wait; run_tests "$@" ;;
   mutate) setup; mutate "$@" ;;
   compat) setup; test_compat "$@" ;;
@@ -293,5 +324,5 @@ case "$cmd" in
   quickstart) setup
     if [[ "${1:-}" == tool ]]; then shift; exec "$VENV/bin/rlvr" train configs/tool_quickstart.yaml "$@"; fi
     exec "$VENV/bin/rlvr" train configs/quickstart.yaml "$@" ;;
-  *) echo "usage: bash dev.sh {quickstart [tool]|test|mutate|compat|gpu-check|setup|setup-sglang|setup-coexist} [args]" >&2; exit 2 ;;
+  *) echo "usage: bash dev.sh {quickstart [tool]|test|mutate|compat|gpu-check|setup|setup-sglang|setup-coexist|setup-trackers} [args]" >&2; exit 2 ;;
 esac

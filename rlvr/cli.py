@@ -156,10 +156,13 @@ def _eval_parser() -> argparse.ArgumentParser:
     add("--import", dest="imports", action="append", default=[], metavar="MODULE",
         help="import a module first (it registers its envs); repeatable")
     add("--no-progress", action="store_true", help="hide the progress bar")
+    add("--log-to", dest="loggers", action="append", default=[], metavar="LOGGER",
+        help="also log the pass@k table and the report to this tracker (mlflow, wandb, a "
+             "plugin's; the run is named after --out); repeatable")
     return parser
 
 
-_NOT_CONFIG = ("model", "overrides", "out", "imports", "no_progress")
+_NOT_CONFIG = ("model", "overrides", "out", "imports", "no_progress", "loggers")
 
 
 def eval_args(argv: Sequence[str]) -> tuple[argparse.Namespace, Any]:
@@ -206,7 +209,7 @@ def eval_main(argv: Sequence[str]) -> int:
         args, config = eval_args(argv)
         out = Path(args.out) if args.out else Path("outputs") / "eval" / Path(config.suite).stem
         results = evaluate(args.model, config=config, out_dir=out, imports=args.imports,
-                           progress=not args.no_progress)
+                           progress=not args.no_progress, loggers=args.loggers)
     except (RlvrError, EnvError, AgentError) as err:
         print(f"rlvr eval: error: {err}", file=sys.stderr)
         return 2

@@ -297,6 +297,7 @@ def evaluate(
     out_dir: str | Path | None = None,
     imports: Sequence[str] = (),
     progress: bool = True,
+    loggers: Sequence[str] = (),
     **fields: Any,
 ) -> dict[str, Any]:
     """Evaluate one or more checkpoints on a suite.
@@ -312,6 +313,8 @@ def evaluate(
             episodes.html; None writes nothing.
         imports: modules to import first (third-party packages that register envs).
         progress: show a progress bar.
+        loggers: trackers to log the pass@k table and the report files to (``mlflow``,
+            ``wandb``, a plugin's: ``rlvr.eval.tracking``); needs ``out_dir``.
         **fields: other ``SuiteEvalConfig`` fields: ``samples`` (k of pass@k), ``temperature``
             (None: greedy for one sample, else 1.0), ``max_turns``, ``seed``, ``top_p``,
             ``max_new_tokens``, ``max_response_tokens``, ``stop``, ``concurrency``,
@@ -343,6 +346,13 @@ def evaluate(
         from rlvr.envs.registration import import_plugins
 
         import_plugins(imports)
+    if loggers:
+        from rlvr.tracking import check_loggers
+
+        if out_dir is None:
+            raise ConfigError("loggers needs out_dir: the tracked run is named after it and "
+                              "keeps its files", key="loggers")
+        check_loggers(loggers, key="loggers")  # before any episode is played
     entries = load_suite_entries(config.suite)
     results: dict[str, Any] = {
         **_results_header(asdict(config), entries), "models": [], "timing": {}
@@ -357,6 +367,10 @@ def evaluate(
         all_records.extend(records)
     if out_dir is not None:
         write_outputs(results, all_records, Path(out_dir))
+    if loggers and out_dir is not None:
+        from rlvr.eval.tracking import log_results
+
+        results["failed_loggers"] = log_results(results, Path(out_dir), loggers)
     return results
 
 

@@ -1,29 +1,31 @@
-"""Training metrics: one JSON line per step, TensorBoard scalars, a progress bar, a PNG at the end.
+"""Training metrics: the run's loggers, a progress bar, a PNG at the end.
 
-Only rank 0 writes. Files under ``output_dir``:
-
-- ``metrics.jsonl``: ``{"step": int, "<name>": float, ...}`` per logged step. On resume the lines
-  of steps after the checkpoint are dropped first, so a run killed mid-way and resumed has each
-  step exactly once.
-- ``tensorboard/``: the same scalars as TensorBoard events (``tensorboard --logdir``).
-- ``curves.png``: reward, accuracy and (in runs that call tools) the tool-call share and
-  validity against step, drawn by ``close()``: only metrics logged at more than one step, with
-  held-out accuracy before and after RL in the title.
+Only rank 0 logs (one tracked run however many ranks). Every step's metrics go to the loggers
+of ``trainer.loggers`` (``rlvr.tracking``): always ``metrics.jsonl`` (``{"step": int, "<name>":
+float, ...}`` per logged step; on resume the lines of steps after the checkpoint are dropped
+first), by default TensorBoard events (``tensorboard/``), and MLflow, W&B or a plugin's logger
+when listed. A logger other than JSONL that fails is reported once and disabled; training goes
+on and ``failed`` says which and why. ``curves.png``: reward, accuracy and (in runs that call
+tools) the tool-call share and validity against step, drawn by ``close()``: only metrics logged
+at more than one step, with held-out accuracy before and after RL in the title.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from rlvr.distributed import all_reduce_sums
+from rlvr.tracking import LoggerSet, RunInfo, Table, build_logger
+from rlvr.tracking.jsonl import read_jsonl
 from rlvr.trajectory import Trajectory
+
+__all__ = ["MetricsLogger", "plot_curves", "plotted_panels", "read_jsonl", "rollout_metrics"]
 
 #: Metrics shown in the progress bar's postfix, with their short labels.
 PROGRESS_KEYS = {
@@ -80,23 +82,6 @@ def heldout_summary(records: list[dict[str, Any]]) -> str | None:
             f"{100 * last:.1f}% at step {last_step} ({100 * (last - first):+.1f} points)")
 
 
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """The records of a metrics JSONL file.
-
-    A missing file gives ``[]``; a torn last line (a process killed mid-write) is skipped.
-    """
-    p = Path(path)
-    if not p.exists():
-        return []
-    records = []
-    for line in p.read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records
-
-
 def plot_curves(records: list[dict[str, Any]], path: str | Path) -> Path | None:
     """Draw the run's curves against step into a PNG (matplotlib Agg backend).
 
@@ -139,16 +124,19 @@ def plot_curves(records: list[dict[str, Any]], path: str | Path) -> Path | None:
 
 
 class MetricsLogger:
-    """Writes per-step metrics to JSONL and TensorBoard and drives the progress bar.
+    """Sends per-step metrics to the run's loggers and drives the progress bar.
 
     Args:
         output_dir: the run directory.
         total_steps: the number of steps of the run (for the progress bar).
         start_step: the step the run (re)starts after; JSONL lines beyond it are dropped.
         enabled: False on ranks other than 0: every method is then a no-op.
-        tensorboard: also write TensorBoard events.
+        tensorboard: with ``loggers`` None: JSONL and TensorBoard (True) or JSONL only.
         progress: show a tqdm progress bar.
         plot: write ``curves.png`` in ``close()``.
+        loggers: the loggers' names (``rlvr.tracking.LOGGERS``); ``jsonl`` is always added.
+        run: what the loggers record (name, config, resume); default: the folder, no config.
+        report: where a failing logger's one-line report goes.
     """
 
     def __init__(
@@ -161,43 +149,54 @@ class MetricsLogger:
         tensorboard: bool = True,
         progress: bool = True,
         plot: bool = True,
+        loggers: Sequence[str] | None = None,
+        run: RunInfo | None = None,
+        report: Callable[[str], Any] | None = None,
     ) -> None:
         self.output_dir = Path(output_dir)
         self.jsonl_path = self.output_dir / "metrics.jsonl"
         self.tensorboard_dir = self.output_dir / "tensorboard"
         self.png_path = self.output_dir / "curves.png"
         self.enabled = enabled
+        self.closed = False
         self._plot = plot
-        self._tb: Any = None
         self._bar: Any = None
         self._last: dict[str, float] = {}
+        if loggers is None:
+            loggers = ("jsonl", "tensorboard") if tensorboard else ("jsonl",)
+        self.names = list(dict.fromkeys(["jsonl", *loggers]))
+        self.loggers = LoggerSet({}, report=report or self.write, strict=("jsonl",))
         if not enabled:
             return
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        kept = [r for r in read_jsonl(self.jsonl_path) if r.get("step", 0) <= start_step]
-        self.jsonl_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
-        self._file = self.jsonl_path.open("a")
-        if tensorboard:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self._tb = SummaryWriter(str(self.tensorboard_dir), purge_step=start_step + 1)
+        run = run or RunInfo(run_dir=self.output_dir, name=self.output_dir.resolve().name)
+        run = RunInfo(run_dir=self.output_dir, name=run.name, config=run.config, kind=run.kind,
+                      resume=run.resume, start_step=start_step)
+        for name in self.names:
+            if name == "jsonl":
+                self.loggers.loggers[name] = build_logger(name, run)
+                continue
+            try:
+                self.loggers.loggers[name] = build_logger(name, run)
+            except Exception as err:  # noqa: BLE001 - a tracker that cannot start is disabled
+                self.loggers.fail(name, "starting", err)
         if progress:
             from rlvr.progress import progress_bar
 
             self._bar = progress_bar(total=total_steps, initial=start_step, desc="rl", unit="step")
         self._t0 = time.perf_counter()
 
+    @property
+    def failed(self) -> dict[str, str]:
+        """Loggers that failed and were disabled: name -> what they were doing and the error."""
+        return dict(self.loggers.failed)
+
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
         """Record ``metrics`` of ``step`` (non-finite values are written as null)."""
         if not self.enabled:
             return
         clean = {k: (float(v) if math.isfinite(float(v)) else None) for k, v in metrics.items()}
-        self._file.write(json.dumps({"step": step, **clean}) + "\n")
-        self._file.flush()
-        if self._tb is not None:
-            for key, value in clean.items():
-                if value is not None:
-                    self._tb.add_scalar(key, value, step)
+        self.loggers.log_metrics(step, clean)
         self._last.update({k: v for k, v in clean.items() if v is not None})
         if self._bar is not None:
             self._bar.n = step
@@ -208,6 +207,11 @@ class MetricsLogger:
             )
             self._bar.update(0)  # redraw, at most every mininterval (rlvr.progress)
 
+    def log_table(self, step: int, name: str, table: Table) -> None:
+        """Give ``table`` to the loggers that keep tables (MLflow, W&B)."""
+        if self.enabled:
+            self.loggers.log_table(step, name, table)
+
     def write(self, message: str) -> None:
         """Print a line without breaking the progress bar."""
         if not self.enabled:
@@ -217,27 +221,34 @@ class MetricsLogger:
         else:
             print(message, flush=True)
 
-    def close(self) -> Path | None:
-        """Close the files and the bar; draw ``curves.png``.
+    def close(self, artifacts: Mapping[str, Path | None] | None = None,
+              summary: Mapping[str, float] | None = None, *, failed: bool = False) -> Path | None:
+        """Draw ``curves.png``, give it and ``artifacts`` to the loggers, close them and the bar.
+
+        Args:
+            artifacts: name -> file or folder for the loggers to keep (None entries skipped).
+            summary: the run's final numbers (W&B's summary).
+            failed: the run raised (MLflow marks its run FAILED).
 
         Returns:
             The PNG path, or None when nothing was plotted (or on ranks other than 0).
         """
-        if not self.enabled or self._file.closed:
+        if not self.enabled or self.closed:
             return None
+        self.closed = True
         if self._bar is not None:
             self._bar.close()
             self._bar = None
-        if self._tb is not None:
-            self._tb.close()
-            self._tb = None
-        if not self._file.closed:
-            self._file.close()
-        if self._plot:
-            return plot_curves(read_jsonl(self.jsonl_path), self.png_path)
-        return None
-
-
+        png = None
+        try:
+            if self._plot:
+                self.loggers.loggers["jsonl"].close({})  # flushed before it is read back
+                png = plot_curves(read_jsonl(self.jsonl_path), self.png_path)
+            for name, path in {"curves": png, **(artifacts or {})}.items():
+                self.loggers.log_artifact(path, name)
+        finally:
+            self.loggers.close(summary or {}, failed=failed)
+        return png
 
 
 def rollout_metrics(trajs: Sequence[Trajectory], device: torch.device) -> dict[str, float]:

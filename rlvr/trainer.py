@@ -57,7 +57,7 @@ from rlvr.algorithms.advantages import AdvantageInputs, compute_advantages, get_
 from rlvr.algorithms.kl import apply_kl_in_reward, build_controller
 from rlvr.batch import RolloutBatch
 from rlvr.config import TrainConfig
-from rlvr.config.loader import dump_config
+from rlvr.config.loader import dump_config, to_dict
 from rlvr.distributed import all_reduce_sums, barrier, gather_objects, gather_rows
 from rlvr.learner import (
     Actor,
@@ -71,6 +71,7 @@ from rlvr.learner import (
 )
 from rlvr.metrics import MetricsLogger, rollout_metrics
 from rlvr.tool_metrics import tool_metrics
+from rlvr.tracking import RunInfo, episode_table
 from rlvr.training.async_rollout import (
     DROPPED,
     AsyncRollout,
@@ -95,6 +96,9 @@ from rlvr.trajectory import logprob_temperature
 
 if TYPE_CHECKING:
     from rlvr.agents.engines import BuiltEngine
+
+#: Held-out episodes given to the loggers' tables after each evaluation (W&B's eval/episodes).
+EPISODES_PER_EVAL = 16
 
 __all__ = ["StageTimer", "TrainResult", "Trainer", "check_env", "summary", "train"]
 
@@ -121,6 +125,8 @@ class TrainResult:
         steps: the last completed RL step.
         first_step: the first RL step this process ran (after a resume, the one after the
             checkpoint's).
+        failed_loggers: loggers (``trainer.loggers``) that failed and were disabled: name ->
+            what they were doing and the error.
         history: the logged metrics of this process's steps, in order, each with its ``step``
             (left out of the repr).
     """
@@ -139,6 +145,7 @@ class TrainResult:
     total_seconds: float = 0.0
     steps: int = 0
     first_step: int = 1
+    failed_loggers: dict[str, str] = field(default_factory=dict)
     history: list[dict[str, float]] = field(default_factory=list, repr=False)
 
 
@@ -250,9 +257,11 @@ class Trainer:
                                              every=cfg.eval.every,
                                              suite_path=self.out / "eval_suite.yaml")
         t = cfg.trainer
+        run = RunInfo(run_dir=self.out, name=self.out.resolve().name, config=to_dict(cfg),
+                      resume=t.resume, start_step=self.state.step)
         self.logger = MetricsLogger(self.out, total_steps=t.steps, start_step=self.state.step,
-                                    enabled=self.is_main, tensorboard=t.tensorboard,
-                                    progress=t.progress, plot=t.plot)
+                                    enabled=self.is_main, loggers=t.active_loggers(), run=run,
+                                    progress=t.progress, plot=t.plot, report=self.log)
 
     def _build_engine(self) -> BuiltEngine:
         """The rollout engine, built by ``rlvr.agents.engines`` from ``rollout.engine``.
@@ -315,7 +324,7 @@ class Trainer:
         if self.state.step == 0 and self.heldout is not None:
             with self.engine_weights():
                 before = self.heldout.evaluate(0)
-            self.logger.log(0, before)
+            self._log(0, before)
             result.warmup_accuracy = before.get("eval/accuracy")
             self.snapshots.take("before RL (step 0)", self.heldout)
             self.log(f"[rlvr] held-out accuracy before RL: {_pct(result.warmup_accuracy)}")
@@ -375,7 +384,7 @@ class Trainer:
                 with timer("eval"), self.engine_weights():
                     metrics |= self.heldout.maybe_evaluate(step) or {}
             metrics |= timer.metrics()
-            self.logger.log(step, metrics)
+            self._log(step, metrics)
             result.history.append({"step": float(step), **metrics})
             self.checkpoints.maybe_save(step)
         result.rl_seconds = time.perf_counter() - rl_start
@@ -499,19 +508,30 @@ class Trainer:
             if "eval/accuracy" not in last:
                 with self.engine_weights():
                     final = self.heldout.evaluate(self.state.step)
-                self.logger.log(self.state.step, final)
+                self._log(self.state.step, final)
             result.final_accuracy = final.get("eval/accuracy")
             self.snapshots.take(f"after RL (step {self.state.step})", self.heldout)
             result.episodes_path = self.snapshots.write()
         if cfg.trainer.export_at_end:
             result.export_dir = self.export()
-        result.curves_path = self.logger.close()
-        result.tensorboard_dir = self.logger.tensorboard_dir if cfg.trainer.tensorboard else None
+        result.curves_path = self.logger.close(
+            artifacts={"config": self.out / "config.yaml", "episodes": result.episodes_path,
+                       "model": result.export_dir}, summary=final_numbers(result))
+        result.failed_loggers = self.logger.failed
+        result.tensorboard_dir = self.logger.tensorboard_dir \
+            if "tensorboard" in cfg.trainer.active_loggers() else None
         result.steps = self.state.step
         result.total_seconds = time.perf_counter() - self.start_time
         self.close()
         self.log(summary(result))
         return result
+
+    def _log(self, step: int, metrics: dict[str, float]) -> None:
+        """Log ``metrics`` of ``step``; after a held-out evaluation, a sample of its episodes."""
+        self.logger.log(step, metrics)
+        if "eval/accuracy" in metrics and self.heldout is not None:
+            self.logger.log_table(step, "eval/episodes", episode_table(
+                self.heldout.last_records, EPISODES_PER_EVAL))
 
     def _logged(self, step: int) -> dict[str, Any]:
         """The metrics logged for ``step`` by this run so far (merged lines; {} on ranks > 0).
@@ -556,7 +576,7 @@ class Trainer:
             stack.callback(torch.set_num_threads, self.threads_before)
             stack.callback(self.engine.close)
             stack.callback(self.runner.close)
-            stack.callback(self.logger.close)
+            stack.callback(self.logger.close, failed=True)  # a no-op after finish()
             if self.heldout is not None:
                 stack.callback(self.heldout.close)
             if self.async_rollout is not None:  # first: its current step ends on a live engine
@@ -574,6 +594,17 @@ def kl_notice(kl: Any) -> str:
     return (f"[rlvr] NOTICE: KL to the reference is both in the reward (-{kl.reward.coef:g} * "
             f"{kl.reward.estimator}) and in the loss (+{kl.loss.coef:g} * agg("
             f"{kl.loss.estimator})); the policy is pulled toward the reference twice")
+
+
+def final_numbers(result: TrainResult) -> dict[str, float]:
+    """The loggers' summary: the last step's metrics and held-out accuracy before/after RL."""
+    last = result.history[-1] if result.history else {}
+    numbers = {k: v for k, v in last.items() if k != "step"}
+    for key, value in (("eval/accuracy_before_rl", result.warmup_accuracy),
+                       ("eval/accuracy", result.final_accuracy)):
+        if value is not None:
+            numbers[key] = value
+    return numbers
 
 
 def _pct(value: float | None) -> str:
@@ -605,6 +636,8 @@ def summary(result: TrainResult) -> str:
              ("curves", result.curves_path), ("episodes", result.episodes_path),
              ("model", result.export_dir)]
     lines += [f"  {name + ':':13s}{path}" for name, path in paths if path is not None]
+    lines += [f"  logger {name} failed and was disabled ({why})"
+              for name, why in result.failed_loggers.items()]
     return "\n".join(lines)
 
 

@@ -412,7 +412,15 @@ class TrainerConfig(Checked):
             (every episode ended in an env error or timeout), naming the env and its first
             error with the traceback.
         export_at_end: write a HuggingFace model directory to ``output_dir/export`` at the end.
-        tensorboard: also write TensorBoard event files.
+        loggers: where each step's metrics go (``rlvr.tracking``): ``jsonl``
+            (``metrics.jsonl``, always written, listed or not), ``tensorboard``
+            (``tensorboard/``), ``mlflow`` (``pip install 'rlvr[mlflow]'``; ``MLFLOW_TRACKING_URI``,
+            else a store in ``output_dir/mlflow.db``), ``wandb`` (``pip install 'rlvr[wandb]'``;
+            offline in ``output_dir/wandb/`` unless W&B is configured; ``WANDB_MODE``,
+            ``WANDB_DIR``) or a plugin's (``rlvr.tracking.register_logger``, imported through
+            ``env.imports``). Only rank 0 logs; a logger that fails is reported once and
+            disabled, training goes on.
+        tensorboard: false leaves ``tensorboard`` out of ``loggers``.
         plot: write ``curves.png`` (reward and accuracy) at the end.
         progress: show progress bars.
         device: ``auto`` (CUDA when available), ``cpu`` or ``cuda``.
@@ -433,11 +441,27 @@ class TrainerConfig(Checked):
     overwrite: bool = False
     max_failed_steps: int = bounded(1, gt=0)
     export_at_end: bool = True
+    loggers: tuple[str, ...] = ("jsonl", "tensorboard")
     tensorboard: bool = True
     plot: bool = True
     progress: bool = True
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: int | None = bounded(None, gt=0)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.loggers = tuple(self.loggers)
+        if not all(isinstance(name, str) for name in self.loggers):
+            raise ConfigError(f"loggers must be a list of logger names; got {self.loggers!r}",
+                              key="loggers")
+        from rlvr.tracking import check_loggers
+
+        check_loggers(self.active_loggers(), key="loggers")
+
+    def active_loggers(self) -> list[str]:
+        """``loggers`` as they run: ``jsonl`` first, ``tensorboard`` only with ``tensorboard``."""
+        names = ["jsonl", *self.loggers]
+        return [n for n in dict.fromkeys(names) if n != "tensorboard" or self.tensorboard]
 
 
 def _check_mini_batch(owner: str, learner: LearnerConfig, rollout: RolloutConfig) -> None:

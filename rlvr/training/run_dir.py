@@ -41,13 +41,14 @@ from rlvr.learner import latest_checkpoint
 
 #: What a run writes into its folder (a folder holding any of these was used by a run).
 RUN_FILES = ("config.yaml", "metrics.jsonl", "checkpoints", "sft_model", "export",
-             "tensorboard", "curves.png", "episodes.html", "eval_suite.yaml")
+             "tensorboard", "curves.png", "episodes.html", "eval_suite.yaml",
+             "mlflow.db", "mlartifacts", "mlflow_run.json", "wandb", "wandb_run_id")
 #: Dotted keys (or prefixes ending with ".") that may differ on a resume: they apply from the
 #: resumed step on and change nothing the checkpoint holds.
 RESUMABLE = (
     "trainer.steps", "trainer.resume", "trainer.overwrite", "trainer.output_dir",
     "trainer.checkpoint_every", "trainer.keep_checkpoints", "trainer.export_at_end",
-    "trainer.tensorboard", "trainer.plot", "trainer.progress", "trainer.device",
+    "trainer.tensorboard", "trainer.loggers", "trainer.plot", "trainer.progress", "trainer.device",
     "trainer.threads", "trainer.max_failed_steps", "eval.", "env.imports",
     "rollout.runner.env_step_timeout_s", "rollout.runner.env_workers", "rollout.open_ahead",
     "rollout.transformers.", "rollout.sglang.", "rollout.max_logprob_diff",

@@ -53,7 +53,7 @@ def test_a_run_that_raises_in_a_step_is_still_closed(tmp_path, error):
     assert not _live_threads("TransformersEngine", started_before), "engine thread still runs"
     assert not _live_threads("env", started_before), "the runner's env threads still run"
     assert torch.get_num_threads() == threads_before
-    assert trainer.logger._file.closed
+    assert trainer.logger.closed
     steps = [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl") if "reward/mean" in r]
     assert steps == [1]
     events = EventAccumulator(str(tmp_path / "tensorboard"))
