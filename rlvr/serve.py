@@ -81,5 +81,5 @@ def _build(path: Path, args: argparse.Namespace):  # type: ignore[no-untyped-def
         max_batch_size=args.max_batch_size, serve_model=True,
         options=section.engine_options)).engine
     gateway = Gateway(engine, tokenizer, model_name=args.model_name or path.name,
-                      api_key=args.api_key)
+                      api_key=args.api_key, strict_model=True)
     return GatewayServer(gateway, host=args.host, port=args.port)
