@@ -81,7 +81,7 @@ def main() -> None:
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     engine = TransformersEngine(model, tokenizer, max_batch_size=64)
-    gateway = Gateway(engine, tokenizer, strict_model=False)
+    gateway = Gateway(engine, tokenizer)
     with GatewayServer(gateway) as server:
         for big in (False, True):
             out = asyncio.run(_load(server.url, args.clients, args.requests, args.max_tokens,
