@@ -26,7 +26,7 @@ calls is its final answer). That is what ``check-env`` checks. The episode runne
 from __future__ import annotations
 
 import copy
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,6 +137,14 @@ class AgentEnv(TextEnv):
     def step(self, action: str) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
         """Grade ``action`` (the agent's answer as text) with the wrapped env's ``step``."""
         return self.base.step(action)  # type: ignore[no-any-return]
+
+    def demonstration(self, tool_results: Sequence[Message], *,
+                      use_tool: bool = True) -> str | None:
+        """The wrapped env's scripted teacher (for the supervised warm-up), or None."""
+        teacher = getattr(self.base.unwrapped, "demonstration", None)
+        if teacher is None:
+            return None
+        return teacher(tool_results, use_tool=use_tool)  # type: ignore[no-any-return]
 
     def agent_task(self) -> AgentTask:
         """The current episode's ``AgentTask`` (a copy).

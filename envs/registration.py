@@ -17,6 +17,8 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import os
+import sys
 from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
@@ -106,13 +108,36 @@ def import_plugins(modules: Iterable[str]) -> list[ModuleType]:
     imported = []
     for name in modules:
         try:
-            imported.append(importlib.import_module(name))
+            imported.append(_import_plugin(name))
         except Exception as exc:
             raise PluginImportError(
                 f"--import {name!r} failed: {type(exc).__name__}: {exc}. The module must be "
-                "importable (installed or on PYTHONPATH) and register its envs at import time"
+                "importable (installed, on PYTHONPATH, or under the current directory) and "
+                "register its envs at import time"
             ) from exc
     return imported
+
+
+def _import_plugin(name: str) -> ModuleType:
+    """Import ``name``; a top-level package or module in the current directory is found too.
+
+    ``python -m`` puts the current directory on ``sys.path``; the ``rlvr`` console script does
+    not, so ``--import examples.calculator_agent`` from a checkout's root would fail. When the
+    top-level name is not importable but exists in the current directory, the directory is
+    appended to ``sys.path`` (after installed packages, so it shadows nothing) and the import
+    retried.
+    """
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        top = name.split(".", 1)[0]
+        cwd = os.getcwd()
+        here = os.path.isdir(os.path.join(cwd, top)) or os.path.isfile(
+            os.path.join(cwd, f"{top}.py"))
+        if exc.name != top or not here or cwd in sys.path:
+            raise
+        sys.path.append(cwd)
+        return importlib.import_module(name)
 
 
 def _spec_or_error(env_id: str) -> EnvSpec:

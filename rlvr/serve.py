@@ -20,7 +20,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="rlvr serve",
         description="Serve a checkpoint behind an OpenAI-compatible API (/v1/chat/completions, "
                     "/v1/completions, /v1/models).",
-        epilog="Example: rlvr serve --model runs/tool_quickstart/final --port 8000",
+        epilog="Example: rlvr serve --model runs/tool_quickstart/export --port 8000",
     )
     add = parser.add_argument
     add("--model", required=True, metavar="PATH", help="HF checkpoint directory")
@@ -81,5 +81,5 @@ def _build(path: Path, args: argparse.Namespace):  # type: ignore[no-untyped-def
         max_batch_size=args.max_batch_size, serve_model=True,
         options=section.engine_options)).engine
     gateway = Gateway(engine, tokenizer, model_name=args.model_name or path.name,
-                      api_key=args.api_key)
+                      api_key=args.api_key, strict_model=True)
     return GatewayServer(gateway, host=args.host, port=args.port)

@@ -1,17 +1,21 @@
 """The gateway's HTTP routes (FastAPI): ``/v1/...`` and each episode's ``/episodes/{key}/v1/...``.
 
-Routes: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models``; the same
-under ``/episodes/{key}`` for an episode's endpoint (``Gateway.open_episode``). Every error is an
-OpenAI error object: 400 for a malformed request (naming the field), 401 for a wrong API key,
-404 for an unknown route or episode, 405 for a wrong method; an unexpected failure is a 500 with
+Routes: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models``,
+``GET /v1/models/{id}``, ``GET /health``; the same under ``/episodes/{key}`` for an episode's
+endpoint (``Gateway.open_episode``). Every error is an OpenAI error object: 400 for a malformed
+request (naming the field), 401 for a wrong API key, 404 for an unknown route, episode or
+(with ``strict_model``) model, 405 for a wrong method, 413 for a body over
+``max_body_bytes``; an unexpected failure is a 500 with
 ``type: server_error`` (and is logged), never a bare traceback.
 """
 
 # No ``from __future__ import annotations`` here: FastAPI reads the route functions' annotations
 # (``Request``, imported inside ``create_app`` because fastapi is optional) at definition time.
+import asyncio
 import json
 import logging
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from rlvr.agents.errors import MissingDependencyError
 from rlvr.agents.gateway.protocol import GatewayHTTPError, parse_chat, parse_completion
@@ -24,6 +28,39 @@ from rlvr.agents.gateway.responses import (
 from rlvr.agents.gateway.service import Gateway
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+async def unless_disconnected(request: Any, work: Awaitable[T]) -> T:
+    """Await ``work``, cancelling it (and so its generation) when the client disconnects.
+
+    The engine drops a cancelled request from its batch at once, so an abandoned call stops
+    taking decode steps from everyone else. The body has been read, so the next ASGI message is
+    ``http.disconnect``, which arrives when the client goes away (or, in-process, when the
+    response is complete).
+    """
+    task = asyncio.ensure_future(work)
+
+    async def watch() -> None:
+        while True:
+            message = await request.receive()
+            if message.get("type") == "http.disconnect":
+                return
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    finally:
+        watcher.cancel()
+    if not task.done():
+        task.cancel()
+        logger.info("client disconnected: generation cancelled")
+        raise GatewayHTTPError(499, "the client disconnected", code="client_disconnected")
+    return task.result()
 
 
 def create_app(gateway: Gateway) -> Any:
@@ -74,9 +111,21 @@ def create_app(gateway: Gateway) -> Any:
                                    kind="authentication_error", code="invalid_api_key")
 
     async def body_of(request: Request) -> Any:
-        raw = await request.body()
+        limit = gateway.max_body_bytes
+        too_big = GatewayHTTPError(413, f"the request body is over {limit} bytes",
+                                   code="request_too_large")
+        length = request.headers.get("content-length", "")
+        if length.isdigit() and int(length) > limit:
+            raise too_big
+        raw = bytearray()
+        async for chunk in request.stream():
+            raw += chunk
+            if len(raw) > limit:
+                raise too_big
         try:
-            return json.loads(raw)
+            return json.loads(bytes(raw))
+        except RecursionError:
+            raise GatewayHTTPError(400, "the request body's JSON is nested too deeply") from None
         except ValueError as exc:
             raise GatewayHTTPError(400, f"the request body is not valid JSON: {exc}") from exc
 
@@ -88,7 +137,7 @@ def create_app(gateway: Gateway) -> Any:
     async def chat(request: Request, episode: Any) -> Any:
         authorize(request)
         req = parse_chat(await body_of(request))
-        out = await gateway.chat(req, episode)
+        out = await unless_disconnected(request, gateway.chat(req, episode))
         if req.sampling.stream:
             return respond(None, chat_chunks(req, out, gateway.templates))
         return respond(chat_response(req, out, gateway.templates), None)
@@ -96,16 +145,34 @@ def create_app(gateway: Gateway) -> Any:
     async def complete(request: Request, episode: Any) -> Any:
         authorize(request)
         req = parse_completion(await body_of(request))
-        out = await gateway.complete(req, episode)
+        out = await unless_disconnected(request, gateway.complete(req, episode))
         if req.sampling.stream:
             return respond(None, completion_chunks(req, out, gateway.templates))
         return respond(completion_response(req, out, gateway.templates), None)
 
+    def model_card() -> dict[str, Any]:
+        return {"id": gateway.model_name, "object": "model", "created": gateway.created,
+                "owned_by": "rlvr", "max_model_len": gateway.max_context}
+
     def models(request: Request) -> Any:
         authorize(request)
-        return JSONResponse({"object": "list", "data": [
-            {"id": gateway.model_name, "object": "model", "created": gateway.created,
-             "owned_by": "rlvr"}]})
+        return JSONResponse({"object": "list", "data": [model_card()]})
+
+    def model(request: Request, name: str) -> Any:
+        authorize(request)
+        if name != gateway.model_name:
+            raise GatewayHTTPError(404, f"the model {name!r} does not exist; this server serves "
+                                   f"{gateway.model_name!r}", param="model",
+                                   code="model_not_found")
+        return JSONResponse(model_card())
+
+    @app.get("/health")
+    async def _health() -> Any:
+        return JSONResponse({"status": "ok"})
+
+    @app.get("/v1/models/{name:path}")
+    async def _model(name: str, request: Request) -> Any:
+        return model(request, name)
 
     @app.post("/v1/chat/completions")
     async def _chat(request: Request) -> Any:

@@ -2,15 +2,18 @@
 
 ``parse_chat`` and ``parse_completion`` turn a JSON body into a ``ChatRequest`` or a
 ``CompletionRequest``, or raise ``GatewayHTTPError`` (HTTP 400 with an OpenAI error object that
-names the offending field). Fields OpenAI defines but the gateway cannot honour (``top_logprobs``,
-penalties, ``logit_bias``, ``echo``, JSON response formats) are refused with a 400 rather than
-silently ignored; fields that do not change the generated tokens (``user``, ``metadata``,
+names the offending field). Fields that change the tokens but that the gateway cannot honour
+(``top_logprobs``, penalties, ``logit_bias``, ``echo``, JSON response formats, ``min_p``,
+``min_tokens``, ``ignore_eos``, ``best_of`` > 1, legacy ``functions``, non-text
+``modalities``, a forced ``tool_choice``; ``NEUTRAL`` lists them) are refused with a 400 rather
+than silently ignored; fields that do not change the generated tokens (``user``, ``metadata``,
 ``store``, ``parallel_tool_calls``, ...) are accepted and ignored, so clients and frameworks that
 send them work unchanged.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +66,7 @@ class Sampling:
         n: choices to generate (1 to ``MAX_N``).
         temperature: in [0, 2].
         top_p: in (0, 1].
+        top_k: keep the k most likely tokens (-1 or None: all).
         max_tokens: the most tokens per choice, or None for the server's default.
         stop: strings that end a choice (not included in its text).
         seed: sampling seed, or None.
@@ -73,6 +77,7 @@ class Sampling:
     n: int = 1
     temperature: float | None = None
     top_p: float | None = None
+    top_k: int | None = None
     max_tokens: int | None = None
     stop: tuple[str, ...] = ()
     seed: int | None = None
@@ -89,8 +94,8 @@ class ChatRequest:
         messages: chat messages ready for the chat template (``developer`` -> ``system``, text
             parts joined, tool-call arguments decoded to objects).
         tools: function schemas (OpenAI format), or None.
-        tool_choice: "auto", "none", "required" or a named function (only "none" changes what
-            the gateway does: it then parses no tool calls).
+        tool_choice: "auto" or "none" ("none": no tool calls are parsed; "required" and a
+            named tool are refused: the engine cannot force a call).
         logprobs: return each generated token's logprob.
         sampling: n, temperature, top_p, max tokens, stop, seed, stream.
     """
@@ -98,7 +103,7 @@ class ChatRequest:
     model: str
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] | None
-    tool_choice: Any
+    tool_choice: str
     logprobs: bool
     sampling: Sampling
 
@@ -134,11 +139,7 @@ def parse_chat(body: Any) -> ChatRequest:
     if not isinstance(messages, list) or not messages:
         raise bad_request("'messages' must be a non-empty array of messages", "messages")
     tools = _tools(body.get("tools"))
-    tool_choice = body.get("tool_choice", "auto")
-    if not (tool_choice in ("auto", "none", "required") or (
-            isinstance(tool_choice, dict) and tool_choice.get("type") == "function")):
-        raise bad_request("'tool_choice' must be 'auto', 'none', 'required' or "
-                          '{"type": "function", "function": {"name": ...}}', "tool_choice")
+    tool_choice = _tool_choice(body.get("tool_choice"), tools)
     logprobs = body.get("logprobs", False)
     if not isinstance(logprobs, bool) and logprobs is not None:
         raise bad_request("'logprobs' must be a boolean", "logprobs")
@@ -208,11 +209,46 @@ def _model(body: dict[str, Any]) -> str:
     return model
 
 
+#: Fields that change the generated tokens and that the engine cannot honour, with the only
+#: values accepted (the neutral ones): anything else is refused with a 400 naming the field.
+NEUTRAL: dict[str, tuple[Any, ...]] = {
+    "presence_penalty": (None, 0, 0.0),
+    "frequency_penalty": (None, 0, 0.0),
+    "repetition_penalty": (None, 1, 1.0),
+    "length_penalty": (None, 1, 1.0),
+    "min_p": (None, 0, 0.0),
+    "min_tokens": (None, 0),
+    "ignore_eos": (None, False),
+    "best_of": (None, 1),
+    "use_beam_search": (None, False),
+    "include_stop_str_in_output": (None, False),
+    "skip_special_tokens": (None, True),
+    "stop_token_ids": (None, []),
+    "functions": (None, []),
+    "function_call": (None, "none", "auto"),
+    "modalities": (None, ["text"]),
+    "audio": (None,),
+    "prediction": (None,),
+    "reasoning_effort": (None,),
+    "web_search_options": (None,),
+    "guided_json": (None,),
+    "guided_regex": (None,),
+    "guided_choice": (None,),
+    "guided_grammar": (None,),
+    "structured_outputs": (None,),
+}
+
+
 def _refuse_unsupported(body: dict[str, Any]) -> None:
-    for name in ("presence_penalty", "frequency_penalty"):
+    for name, neutral in NEUTRAL.items():
         value = body.get(name)
-        if value not in (None, 0, 0.0):
-            raise bad_request(f"'{name}' is not supported (only 0)", name)
+        if not any(value == ok and type(value) is type(ok) or (
+                isinstance(value, float) and isinstance(ok, int) and not isinstance(ok, bool)
+                and value == ok) for ok in neutral):
+            hint = " (use 'tools')" if name in ("functions", "function_call") else ""
+            allowed = ", ".join(json.dumps(v) for v in neutral)
+            raise bad_request(f"'{name}' is not supported{hint}: the engine cannot honour it; "
+                              f"only {allowed} is accepted", name)
     if body.get("logit_bias"):
         raise bad_request("'logit_bias' is not supported", "logit_bias")
     if body.get("top_logprobs"):
@@ -234,6 +270,10 @@ def _sampling(body: dict[str, Any], max_tokens: Any, max_key: str) -> Sampling:
     top_p = _number(body, "top_p", 0.0, 1.0)
     if top_p is not None and top_p == 0:
         raise bad_request("'top_p' must be in (0, 1]", "top_p")
+    top_k = body.get("top_k")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int)
+                              or not (top_k == -1 or top_k >= 1)):
+        raise bad_request("'top_k' must be an integer >= 1, or -1 for all tokens", "top_k")
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
                                    or max_tokens < 1):
         raise bad_request(f"'{max_key}' must be an integer >= 1", max_key)
@@ -258,7 +298,8 @@ def _sampling(body: dict[str, Any], max_tokens: Any, max_key: str) -> Sampling:
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
         raise bad_request("'stream_options' must be an object", "stream_options")
-    return Sampling(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, stop=stops,
+    return Sampling(n=n, temperature=temperature, top_p=top_p, top_k=top_k,
+                    max_tokens=max_tokens, stop=stops,
                     seed=None if seed is None else seed % 2**63, stream=bool(stream),
                     include_usage=bool(options.get("include_usage", False)))
 
@@ -278,7 +319,8 @@ def _tools(tools: Any) -> list[dict[str, Any]] | None:
         return None
     if not isinstance(tools, list):
         raise bad_request("'tools' must be an array of function tools", "tools")
-    out = []
+    out: list[dict[str, Any]] = []
+    names: set[str] = set()
     for i, tool in enumerate(tools):
         function = tool.get("function") if isinstance(tool, dict) else None
         if not (isinstance(tool, dict) and tool.get("type", "function") == "function"
@@ -287,11 +329,50 @@ def _tools(tools: Any) -> list[dict[str, Any]] | None:
             raise bad_request('each tool must be {"type": "function", "function": {"name": ..., '
                               '"parameters": {...}}}', f"tools[{i}]")
         params = function.get("parameters")
-        if params is not None and not isinstance(params, dict):
-            raise bad_request("a tool's 'parameters' must be a JSON schema object",
+        if params is not None and not (isinstance(params, dict) and params.get(
+                "type", "object") == "object" and isinstance(params.get("properties", {}), dict)
+                and isinstance(params.get("required", []), list)):
+            raise bad_request("a tool's 'parameters' must be a JSON schema of an object "
+                              '({"type": "object", "properties": {...}, "required": [...]})',
                               f"tools[{i}].function.parameters")
+        if function["name"] in names:
+            raise bad_request(f"two tools are named {function['name']!r}",
+                              f"tools[{i}].function.name")
+        names.add(function["name"])
         out.append({"type": "function", "function": dict(function)})
     return out
+
+
+def _tool_choice(choice: Any, tools: list[dict[str, Any]] | None) -> str:
+    """``"auto"`` or ``"none"``; ``"required"`` and a named tool are validated, then refused.
+
+    The engine cannot force a tool call (no constrained decoding), so a request that demands one
+    gets a 400 rather than an answer that may ignore the demand.
+    """
+    if choice is None:
+        return "auto"
+    names = [t["function"]["name"] for t in tools or []]
+    if choice in ("auto", "none"):
+        return str(choice)
+    if choice == "required":
+        if not tools:
+            raise bad_request("'tool_choice' is 'required' but the request has no 'tools'",
+                              "tool_choice")
+        raise bad_request("'tool_choice': 'required' is not supported: the engine cannot force "
+                          "a tool call; use 'auto'", "tool_choice", code="unsupported_tool_choice")
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        function = choice.get("function")
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name:
+            raise bad_request("a named 'tool_choice' must be "
+                              '{"type": "function", "function": {"name": ...}}', "tool_choice")
+        if name not in names:
+            raise bad_request(f"'tool_choice' names {name!r}, which is not in 'tools' "
+                              f"({names})", "tool_choice")
+        raise bad_request("a named 'tool_choice' is not supported: the engine cannot force a "
+                          "tool call; use 'auto'", "tool_choice", code="unsupported_tool_choice")
+    raise bad_request("'tool_choice' must be 'auto', 'none', 'required' or "
+                      '{"type": "function", "function": {"name": ...}}', "tool_choice")
 
 
 def _message(message: Any, i: int) -> dict[str, Any]:
@@ -336,8 +417,6 @@ def _content(content: Any, where: str) -> str | None:
 
 
 def _tool_calls(calls: Any, where: str) -> list[dict[str, Any]]:
-    import json
-
     if not isinstance(calls, list):
         raise bad_request("'tool_calls' must be an array", f"{where}.tool_calls")
     out = []

@@ -121,6 +121,14 @@ class Templates:
         return str(self.tokenizer.decode(list(token_ids), skip_special_tokens=False,
                                          clean_up_tokenization_spaces=False))
 
+    def text(self, token_ids: Sequence[int]) -> str:
+        """The text a client sees of ``token_ids``.
+
+        Special tokens (``<|im_end|>``, eos, ...) are skipped, as vLLM and SGLang decode.
+        """
+        return str(self.tokenizer.decode(list(token_ids), skip_special_tokens=True,
+                                         clean_up_tokenization_spaces=False))
+
     def token_text(self, token_id: int) -> str:
         """One token's text (for logprobs)."""
         return self.decode([token_id])
@@ -130,19 +138,20 @@ class Templates:
 
         Returns:
             ``(text, n_tokens, stopped)``: the decoded tokens without a final end-of-turn/eos
-            token, cut before the first stop string; ``n_tokens`` the tokens that text covers;
-            ``stopped`` whether a stop string cut it.
+            token and without special tokens (``text``), cut before the first stop string;
+            ``n_tokens`` the tokens that text covers (what ``usage.completion_tokens`` and the
+            logprobs count); ``stopped`` whether a stop string cut it.
         """
         ids = list(token_ids)
         if ids and ids[-1] in self.end_ids:
             ids = ids[:-1]
-        text = self.decode(ids)
+        text = self.text(ids)
         cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
         if cut < 0:
             return text, len(ids), False
         text = text[:cut]
         n = len(ids)
-        while n > 0 and len(self.decode(ids[: n - 1])) >= cut:
+        while n > 0 and len(self.text(ids[: n - 1])) >= cut:
             n -= 1
         return text, n, True
 

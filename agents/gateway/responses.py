@@ -20,7 +20,9 @@ def _finish(engine_reason: str, stopped: bool, has_calls: bool) -> str:
 
 
 def _usage(out: Generated) -> dict[str, int]:
-    completion = sum(len(c.token_ids) for c in out.completions)
+    # the tokens the response covers (and its logprobs list): the text's, not a final
+    # end-of-turn token nor tokens past a stop string
+    completion = sum(n_tokens for _, n_tokens, _ in out.texts)
     return {"prompt_tokens": out.prompt_len, "completion_tokens": completion,
             "total_tokens": out.prompt_len + completion}
 
@@ -94,7 +96,7 @@ def _text_pieces(t: Templates, ids: list[int], text: str) -> list[tuple[str, int
     pieces: list[tuple[str, int | None]] = []
     done = ""
     for k in range(len(ids)):
-        prefix = t.decode(ids[: k + 1])[: len(text)]
+        prefix = t.text(ids[: k + 1])[: len(text)]
         if len(prefix) > len(done) and prefix.startswith(done):
             pieces.append((prefix[len(done):], k))
             done = prefix

@@ -17,8 +17,9 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from rlvr.agents.engine import Completion, Engine, SamplingParams
 from rlvr.agents.errors import EngineAbortedError, RequestError, SamplingParamsError
@@ -34,6 +35,26 @@ from rlvr.agents.gateway.render import Templates, assistant_message, same_assist
 
 #: Tokens per choice when a request names no ``max_tokens`` (outside episodes).
 DEFAULT_MAX_TOKENS = 512
+#: The largest request body accepted (bytes); a larger one gets 413 before it is parsed.
+DEFAULT_MAX_BODY_BYTES = 2 << 20
+
+T = TypeVar("T")
+
+
+def engine_context(engine: Any) -> int | None:
+    """The engine's context length (prompt + completion tokens), or None when it reports none.
+
+    The transformers engine's ``max_context`` (the model's ``max_position_embeddings``), the
+    SGLang engine's ``context_length`` (what its servers report).
+    """
+    for name in ("max_context", "context_length"):
+        try:
+            value = getattr(engine, name, None)
+        except Exception:  # a property that asks a server that is not up yet
+            value = None
+        if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1 << 30:
+            return value
+    return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,15 +112,37 @@ class Gateway:
 
     def __init__(self, engine: Engine, tokenizer: Any, *, model_name: str = "rlvr",
                  api_key: str | None = None, stop_at_tool_call: bool = False,
-                 sampling: SamplingParams | None = None) -> None:
+                 sampling: SamplingParams | None = None, strict_model: bool = False,
+                 max_context: int | None = None,
+                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
         self.engine = engine
         self.templates = Templates(tokenizer)
         self.model_name = model_name
         self.api_key = api_key
         self.stop_at_tool_call = stop_at_tool_call
         self.defaults = sampling or SamplingParams()
+        self.strict_model = strict_model
+        self.max_context = max_context if max_context is not None else engine_context(engine)
+        self.max_body_bytes = int(max_body_bytes)
         self.episodes: dict[str, Episode] = {}
         self.created = int(time.time())
+        # one worker: the tokenizer is not shared between threads, and the event loop (every
+        # other client, and in training every agent) never waits on a long prompt's rendering
+        self._tokenize = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlvr-tokenize")
+
+    def check_model(self, name: str) -> None:
+        """With ``strict_model`` (``rlvr serve``), a request must name the served model.
+
+        Raises:
+            GatewayHTTPError: 404 ``model_not_found``.
+        """
+        if self.strict_model and name != self.model_name:
+            raise GatewayHTTPError(404, f"the model {name!r} does not exist; this server serves "
+                                   f"{self.model_name!r}", param="model", code="model_not_found")
+
+    async def off_loop(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on the tokenizer's worker thread (the event loop keeps serving)."""
+        return await asyncio.get_running_loop().run_in_executor(self._tokenize, fn, *args)
 
     # ------------------------------------------------------------------ episodes
     def open_episode(self, limits: EpisodeLimits | None = None) -> Episode:
@@ -132,15 +175,18 @@ class Gateway:
         parent: tuple[int, int] | None = None
         capture = episode.capture if episode is not None else None
         prompt: list[int] | None = None
+        self.check_model(req.model)
         if capture is not None and t.delta is not None:
             found = capture.continued_message(req.messages, req.tools, same_assistant)
             if found is not None:
                 parent, new = found
                 done = capture.context(parent)
-                closing = t.delta.turn_close(done[len(capture.calls[parent[0]].prompt_ids):])
-                prompt = done + closing + t.delta.env_delta(t.prepare(new), req.tools)
+                delta = t.delta
+                closing = delta.turn_close(done[len(capture.calls[parent[0]].prompt_ids):])
+                prompt = done + closing + await self.off_loop(
+                    lambda: delta.env_delta(t.prepare(new), req.tools))
         if prompt is None:
-            prompt = self._render(req)
+            prompt = await self.off_loop(self._render, req)
             if capture is not None:
                 parent = capture.longest_prefix(prompt)
         parse_tools = req.tools is not None and req.tool_choice != "none"
@@ -153,8 +199,9 @@ class Gateway:
 
     async def complete(self, req: CompletionRequest, episode: Episode | None) -> Generated:
         """Generate the choices of a text completion request (token ids or text)."""
-        prompt = req.prompt_ids if req.prompt_ids is not None else self.templates.encode(
-            req.prompt or "")
+        self.check_model(req.model)
+        prompt = req.prompt_ids if req.prompt_ids is not None else await self.off_loop(
+            self.templates.encode, req.prompt or "")
         parent = episode.capture.longest_prefix(prompt) if episode is not None else None
         node = CallNode(list(prompt), parent)
         return await self._generate(list(prompt), req.sampling, False, episode, node)
@@ -216,16 +263,37 @@ class Gateway:
         else:
             d = self.defaults
             stops = sampling.stop
-            cap = sampling.max_tokens or DEFAULT_MAX_TOKENS
+            cap = self._room(prompt_len, sampling.max_tokens)
             stop_tools = self.stop_at_tool_call
             temperature = d.temperature if sampling.temperature is None else sampling.temperature
             top_p = d.top_p if sampling.top_p is None else sampling.top_p
-            top_k = d.top_k
+            top_k = d.top_k if sampling.top_k is None else sampling.top_k
         if tools and stop_tools and t.tool_stop_id is not None:
             stop_ids.add(t.tool_stop_id)
         return SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k,
                               max_new_tokens=cap, stop_token_ids=tuple(sorted(stop_ids)),
                               stop=stops)
+
+    def _room(self, prompt_len: int, max_tokens: int | None) -> int:
+        """Tokens a call outside episodes may generate (``max_tokens``, or the default clipped).
+
+        A prompt at the context, or a prompt + ``max_tokens`` past it, is refused.
+
+        Raises:
+            GatewayHTTPError: 400 ``context_length_exceeded`` naming the limit.
+        """
+        ctx = self.max_context
+        if ctx is None:
+            return max_tokens or DEFAULT_MAX_TOKENS
+        if prompt_len >= ctx:
+            raise bad_request(f"the prompt has {prompt_len} tokens; this model's context is "
+                              f"{ctx} tokens (prompt + completion)", "messages",
+                              code="context_length_exceeded")
+        if max_tokens is not None and prompt_len + max_tokens > ctx:
+            raise bad_request(f"the prompt ({prompt_len} tokens) + max_tokens ({max_tokens}) "
+                              f"is more than this model's context of {ctx} tokens", "max_tokens",
+                              code="context_length_exceeded")
+        return max_tokens or min(DEFAULT_MAX_TOKENS, ctx - prompt_len)
 
     @staticmethod
     def _seeds(sampling: Sampling, limits: EpisodeLimits | None, index: int) -> list[int | None]:

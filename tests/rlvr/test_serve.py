@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import openai
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,7 +31,12 @@ def test_serve_answers_the_openai_client_and_needs_its_key(tiny_model_path):
         assert match, (line, proc.stderr.read() if proc.poll() is not None else "")
         client = openai.OpenAI(base_url=match.group(1), api_key="k3y", max_retries=0)
         assert client.models.list().data[0].id == tiny_model_path.name
-        out = client.chat.completions.create(model="x", max_tokens=4, temperature=0,
+        with pytest.raises(openai.NotFoundError, match="does not exist"):
+            client.chat.completions.create(model="x", max_tokens=4,
+                                           messages=[{"role": "user", "content": "hi"}])
+        assert client.models.retrieve(tiny_model_path.name).id == tiny_model_path.name
+        out = client.chat.completions.create(model=tiny_model_path.name, max_tokens=4,
+                                             temperature=0,
                                              messages=[{"role": "user", "content": "hi"}])
         assert out.choices[0].finish_reason in ("stop", "length")
         assert 1 <= out.usage.completion_tokens <= 4
