@@ -248,7 +248,8 @@ class Trainer:
             self.heldout = heldout_evaluator(cfg, self.engine, self.tokenizer,
                                              suite=cfg.eval.suite, tasks=cfg.eval.tasks,
                                              every=cfg.eval.every,
-                                             suite_path=self.out / "eval_suite.yaml")
+                                             suite_path=self.out / "eval_suite.yaml",
+                                             log=self.log)
         t = cfg.trainer
         self.logger = MetricsLogger(self.out, total_steps=t.steps, start_step=self.state.step,
                                     enabled=self.is_main, tensorboard=t.tensorboard,
