@@ -239,7 +239,7 @@ class Trainer:
             states["critic"] = self.critic
         self.checkpoints = Checkpoints(Checkpointer(states), self.out / "checkpoints",
                                        cfg.trainer.checkpoint_every, cfg.trainer.keep_checkpoints)
-        self.resumed_from = self.checkpoints.maybe_resume(cfg.trainer.resume)
+        self.resumed_from = self.checkpoints.maybe_resume(cfg.trainer.resume, self.log)
         if self.resumed_from is not None:
             self.log(f"[rlvr] resumed from {self.resumed_from} (step {self.state.step})")
         self.sync_weights()  # also on a fresh run: the engine may hold other weights

@@ -8,6 +8,11 @@ renames it into place. A process killed mid-save therefore leaves at most a stal
 directory (ignored, and replaced by the next save), never a half-written checkpoint under the
 real name; ``latest_checkpoint`` only returns directories carrying the marker.
 
+The marker lists the size and SHA-256 of every file (``rlvr.learner.checksums``); ``load``
+checks them first and raises ``CheckpointError`` naming each damaged file (a flipped bit, a
+truncated file), never loading different weights silently. ``Checkpoints.maybe_resume`` (in
+``rlvr.training.state``) then falls back to the previous intact checkpoint, with a warning.
+
 ``export_hf`` gathers the full (unsharded) weights of an FSDP2 causal LM and writes a directory
 that ``transformers.AutoModelForCausalLM.from_pretrained`` (and SGLang) load: safetensors,
 ``config.json``, ``generation_config.json`` and the tokenizer files.
@@ -29,8 +34,25 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_
 from torch.distributed.checkpoint.stateful import Stateful
 
 from rlvr.distributed import barrier, rank_and_world
+from rlvr.errors import RunStoppedError
+from rlvr.learner.checksums import damage, hash_share, merge_shares
 
 COMPLETE_MARKER = "COMPLETE"
+
+
+class CheckpointError(RunStoppedError):
+    """A checkpoint is damaged: a file is missing, truncated or changed since it was saved.
+
+    Attributes:
+        path: the checkpoint directory.
+        problems: one line per damaged file.
+    """
+
+    def __init__(self, path: Path, problems: list[str]) -> None:
+        self.path = path
+        self.problems = problems
+        super().__init__(f"checkpoint {path} is damaged: {'; '.join(problems[:3])}"
+                         + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""))
 
 
 def _fsync_dir(path: Path) -> None:
@@ -41,11 +63,11 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _publish(tmp: Path, target: Path) -> None:
+def _publish(tmp: Path, target: Path, marker_text: str = "ok\n") -> None:
     """Mark ``tmp`` complete and rename it to ``target`` (replacing an old one). Rank 0 only."""
     marker = tmp / COMPLETE_MARKER
     with open(marker, "w") as f:
-        f.write("ok\n")
+        f.write(marker_text)
         f.flush()
         os.fsync(f.fileno())
     _fsync_dir(tmp)
@@ -96,8 +118,11 @@ class Checkpointer:
         tmp = _prepare_tmp(target, "partial")
         dcp.save(dict(self.states), checkpoint_id=str(tmp))
         barrier()
-        if rank_and_world()[0] == 0:
-            _publish(tmp, target)
+        rank, world = rank_and_world()
+        hash_share(tmp, rank, world)
+        barrier()
+        if rank == 0:
+            _publish(tmp, target, merge_shares(tmp, world))
         barrier()
         return target
 
@@ -106,13 +131,22 @@ class Checkpointer:
 
         Raises:
             FileNotFoundError: ``step_dir`` is not a complete checkpoint.
+            CheckpointError: a file does not match its checksum, or torch cannot read it (the
+                message names the checkpoint and the file).
         """
         path = Path(step_dir)
         if not (path / COMPLETE_MARKER).is_file():
             raise FileNotFoundError(
                 f"step_dir {str(path)!r} is not a complete checkpoint (no {COMPLETE_MARKER} file)"
             )
-        dcp.load(dict(self.states), checkpoint_id=str(path))
+        problems = damage(path, COMPLETE_MARKER)
+        if problems:
+            raise CheckpointError(path, problems)
+        try:
+            dcp.load(dict(self.states), checkpoint_id=str(path))
+        except Exception as exc:  # DCP raises many types for an unreadable file
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CheckpointError(path, [f"torch cannot read it: {first[:300]}"]) from exc
 
 
 def latest_checkpoint(root: str | Path) -> Path | None:
@@ -121,16 +155,22 @@ def latest_checkpoint(root: str | Path) -> Path | None:
     Hidden directories (``.partial``/``.old`` leftovers of an interrupted save) and directories
     without the ``COMPLETE`` marker are ignored.
     """
+    found = complete_checkpoints(root)
+    return found[0] if found else None
+
+
+def complete_checkpoints(root: str | Path) -> list[Path]:
+    """The complete checkpoints under ``root``, newest (highest trailing step number) first."""
     base = Path(root)
     if not base.is_dir():
-        return None
+        return []
     found = []
     for child in base.iterdir():
         if child.name.startswith(".") or not (child / COMPLETE_MARKER).is_file():
             continue
         m = re.search(r"(\d+)$", child.name)
         found.append((int(m.group(1)) if m else -1, child.name, child))
-    return max(found)[2] if found else None
+    return [entry[2] for entry in sorted(found, reverse=True)]
 
 
 def prune_checkpoints(root: str | Path, keep: int) -> list[Path]:
@@ -267,7 +307,9 @@ def export_hf(
 
 __all__ = [
     "COMPLETE_MARKER",
+    "CheckpointError",
     "Checkpointer",
+    "complete_checkpoints",
     "export_adapter",
     "export_hf",
     "full_state_dict",
