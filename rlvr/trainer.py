@@ -189,7 +189,8 @@ class Trainer:
             self.log(line)
         if self.is_main:
             apply_plan(plan)
-            dump_config(cfg, self.out / "config.yaml")  # the config that runs
+            if not cfg.trainer.resume:  # a resume writes it once its checkpoint has loaded
+                dump_config(cfg, self.out / "config.yaml")  # the config that runs
         torch.manual_seed(cfg.trainer.seed)
         random.seed(cfg.trainer.seed)
         if cfg.model.path is None and self.is_main:
@@ -242,6 +243,8 @@ class Trainer:
         self.resumed_from = self.checkpoints.maybe_resume(cfg.trainer.resume, self.log)
         if self.resumed_from is not None:
             self.log(f"[rlvr] resumed from {self.resumed_from} (step {self.state.step})")
+        if self.is_main and cfg.trainer.resume:
+            dump_config(cfg, self.out / "config.yaml")  # the config that runs
         self.sync_weights()  # also on a fresh run: the engine may hold other weights
         self.heldout = None
         if self.is_main:
