@@ -228,9 +228,14 @@ def check_env_main(argv: Sequence[str]) -> int:
     parser.add_argument("--tasks", type=int, default=3,
                         help="tasks (reset seeds seed, seed+1, ...) the contract episodes and "
                              "probes play (default 3)")
+    parser.add_argument("--call-timeout-s", type=float, default=None,
+                        help="deadline of every reset/step call; a call past it is reported "
+                             "as a hang (default: 3x the step budget, at least 30 s)")
     args = parser.parse_args(list(argv))
     if args.tasks < 1:
         parser.error(f"--tasks must be >= 1; got {args.tasks}")
+    if args.call_timeout_s is not None and not args.call_timeout_s > 0:
+        parser.error(f"--call-timeout-s must be > 0; got {args.call_timeout_s}")
     import json
 
     from rlvr import envs
@@ -242,7 +247,7 @@ def check_env_main(argv: Sequence[str]) -> int:
         print(f"rlvr check-env: error: {err}", file=sys.stderr)
         return 2
     report = envs.check_env(env, deep=not args.quick, seed=args.seed, raise_on_failure=False,
-                            tasks=args.tasks)
+                            tasks=args.tasks, call_timeout_s=args.call_timeout_s)
     print(report.table())
     return 0 if report.passed else 1
 
