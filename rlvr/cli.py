@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.envs.errors import EnvError
-from rlvr.errors import RlvrError, RunStoppedError
+from rlvr.errors import ConfigError, RlvrError, RunStoppedError
 
 USAGE = """usage: rlvr {train,eval,check-env,serve} ...
 
@@ -68,18 +68,50 @@ def train_main(argv: Sequence[str]) -> int:
 
     try:
         train(config)
+    except ConfigError as err:  # found once a model is loaded (a teacher, LoRA, a resume)
+        print(f"rlvr train: error: {err}", file=sys.stderr)
+        return 2
     except RunStoppedError as err:  # the run stopped on purpose: say why, no traceback
         print(f"rlvr train: error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(interrupted_hint(config, list(argv)), file=sys.stderr)
         return 130
+    except Exception as err:
+        full = disk_full_at(err, Path(config.trainer.output_dir))
+        if full is None:
+            raise
+        print(f"rlvr train: error: no space left on device at {full}; free some space and "
+              "resume with trainer.resume=true (the last complete checkpoint is intact)",
+              file=sys.stderr)
+        return 1
     finally:
         import torch.distributed as dist
 
         if dist.is_initialized():  # join gloo's threads before exit (else a rank can abort)
             dist.destroy_process_group()
     return 0
+
+
+def disk_full_at(err: BaseException, out: Path) -> str | None:
+    """Where the disk filled up, when that is what ``err`` (or what led to it) says; else None.
+
+    torch reports a short write as its own ``RuntimeError`` ("unexpected pos ..."): then a
+    full filesystem under ``out`` is the answer.
+    """
+    import errno
+    import shutil
+
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
+            return str(seen.filename or out)
+        seen = seen.__cause__ or seen.__context__
+    try:
+        free = shutil.disk_usage(out).free
+    except OSError:
+        return None
+    return str(out) if free < 1 << 20 else None
 
 
 def interrupted_hint(config: Any, argv: list[str]) -> str:

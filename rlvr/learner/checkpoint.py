@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
 from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.checkpoint.stateful import Stateful
@@ -116,7 +117,10 @@ class Checkpointer:
         """
         target = Path(step_dir)
         tmp = _prepare_tmp(target, "partial")
-        dcp.save(dict(self.states), checkpoint_id=str(tmp))
+        try:
+            dcp.save(dict(self.states), checkpoint_id=str(tmp))
+        except CheckpointException as exc:  # DCP wraps what its writers raised
+            raise _unwrapped(exc) from exc
         barrier()
         rank, world = rank_and_world()
         hash_share(tmp, rank, world)
@@ -147,6 +151,21 @@ class Checkpointer:
         except Exception as exc:  # DCP raises many types for an unreadable file
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise CheckpointError(path, [f"torch cannot read it: {first[:300]}"]) from exc
+
+
+def _unwrapped(exc: CheckpointException) -> BaseException:
+    """What a rank's writer raised inside ``dcp.save``: Ctrl-C or a disk error as themselves.
+
+    A ``KeyboardInterrupt`` comes back as one (the save is abandoned: its hidden ``.partial``
+    folder is never loaded); an ``OSError`` (a full disk) as itself; anything else as ``exc``.
+    """
+    failures = [value[0] if isinstance(value, tuple) else value
+                for value in getattr(exc, "failures", {}).values()]
+    for kind in (KeyboardInterrupt, OSError):
+        for failure in failures:
+            if isinstance(failure, kind):
+                return failure
+    return exc
 
 
 def latest_checkpoint(root: str | Path) -> Path | None:
