@@ -112,7 +112,8 @@ class TrainResult:
         episodes_path: ``episodes.html``, held-out episodes before and after RL (None when
             ``eval.show_episodes`` is 0).
         warmup_accuracy: held-out accuracy before RL (after the warm-up, if any).
-        final_accuracy: held-out accuracy after RL.
+        final_accuracy: held-out accuracy after RL (None when not measured).
+        heldout_unmeasured: why the held-out accuracy after RL is n/a (every episode errored).
         warmup_seconds: time from the start to the first RL step: building the model and the
             supervised warm-up (when it runs).
         sft_steps: optimizer steps of the supervised warm-up run by this process (0 if none).
@@ -131,6 +132,7 @@ class TrainResult:
     curves_path: Path | None = None
     export_dir: Path | None = None
     episodes_path: Path | None = None
+    heldout_unmeasured: str | None = None
     warmup_accuracy: float | None = None
     final_accuracy: float | None = None
     warmup_seconds: float = 0.0
@@ -322,7 +324,8 @@ class Trainer:
             self.logger.log(0, before)
             result.warmup_accuracy = before.get("eval/accuracy")
             self.snapshots.take("before RL (step 0)", self.heldout)
-            self.log(f"[rlvr] held-out accuracy before RL: {_pct(result.warmup_accuracy)}")
+            self.log(f"[rlvr] held-out accuracy before RL: {_pct(result.warmup_accuracy)}"
+                     + (f" ({self.heldout.unmeasured})" if self.heldout.unmeasured else ""))
         elif self.state.step > 0:  # resumed: the accuracy before RL is in the run's metrics
             result.warmup_accuracy = self._logged(0).get("eval/accuracy")
         result.first_step = self.state.step + 1
@@ -500,11 +503,12 @@ class Trainer:
         if self.heldout is not None:
             last = result.history[-1] if result.history else self._logged(self.state.step)
             final = last
-            if "eval/accuracy" not in last:
+            if not any(key.startswith("eval/") for key in last):  # not evaluated at this step
                 with self.engine_weights():
                     final = self.heldout.evaluate(self.state.step)
                 self.logger.log(self.state.step, final)
             result.final_accuracy = final.get("eval/accuracy")
+            result.heldout_unmeasured = self.heldout.unmeasured
             self.snapshots.take(f"after RL (step {self.state.step})", self.heldout)
             result.episodes_path = self.snapshots.write()
         if cfg.trainer.export_at_end:
@@ -605,6 +609,8 @@ def summary(result: TrainResult) -> str:
         if result.warmup_accuracy is not None:
             line += f" ({100 * (result.final_accuracy - result.warmup_accuracy):+.1f} points)"
         lines.append(line)
+    elif result.heldout_unmeasured:
+        lines.append(f"held-out accuracy after RL: n/a: {result.heldout_unmeasured}")
     paths = [("metrics", result.metrics_path), ("tensorboard", result.tensorboard_dir),
              ("curves", result.curves_path), ("episodes", result.episodes_path),
              ("model", result.export_dir)]
