@@ -84,6 +84,7 @@ from rlvr.training.env_failures import EnvFailureGuard
 from rlvr.training.env_tokens import EnvTokenGuard
 from rlvr.training.gc_control import collections_paused, frozen_setup
 from rlvr.training.heldout import heldout_evaluator
+from rlvr.training.reward_watch import RewardWatch
 from rlvr.training.run_dir import RunLock, apply_plan, check_run_dir
 from rlvr.training.snapshots import EpisodeSnapshots
 from rlvr.training.state import Checkpoints, StageTimer, TrainerState
@@ -232,6 +233,7 @@ class Trainer:
         self.failures = EnvFailureGuard(cfg.trainer.max_failed_steps, cfg.env.id,
                                         self.dist.device)
         self.snapshots = EpisodeSnapshots(self.out / "episodes.html", cfg.eval.show_episodes)
+        self.reward_watch = RewardWatch()  # warns after steps that cannot teach anything
         kl = cfg.algorithm.kl
         if kl.placement == "both":
             self.log(kl_notice(kl))
@@ -383,6 +385,8 @@ class Trainer:
                     metrics |= self.heldout.maybe_evaluate(step) or {}
             metrics |= timer.metrics()
             self.logger.log(step, metrics)
+            if (flat := self.reward_watch.observe(metrics)) is not None:
+                self.log(flat)
             result.history.append({"step": float(step), **metrics})
             self.checkpoints.maybe_save(step)
         result.rl_seconds = time.perf_counter() - rl_start
