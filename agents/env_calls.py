@@ -412,4 +412,5 @@ def _settle_all(settled: list[tuple[asyncio.Future[Any], Any, BaseException | No
             fut.set_exception(exc)
 
 
-__all__ = ["ASIDE_FRACTION", "MAX_ASIDE", "EnvCallKilled", "EnvCallTimeout", "EnvCalls", "EnvThreads", "raise_in_thread"]
+__all__ = ["ASIDE_FRACTION", "MAX_ASIDE", "EnvCallKilled", "EnvCallTimeout", "EnvCalls",
+           "EnvThreads", "raise_in_thread"]

@@ -285,4 +285,5 @@ def config_checksum_ok(text: str) -> bool | None:
     return hashlib.sha256(body.encode()).hexdigest() == tail.strip()
 
 
-__all__ = ["CHECKSUM_LINE", "config_checksum_ok", "dump_config", "from_dict", "load", "merge", "parse_overrides", "to_dict"]
+__all__ = ["CHECKSUM_LINE", "config_checksum_ok", "dump_config", "from_dict", "load", "merge",
+           "parse_overrides", "to_dict"]

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from rlvr.learner.actor import Actor
 from rlvr.learner.checkpoint import (
-    CheckpointError,
     Checkpointer,
+    CheckpointError,
     complete_checkpoints,
     export_adapter,
     export_hf,

@@ -2,8 +2,9 @@
 
 The loader checks every key and value (``rlvr.config.loader``); these check what they point at:
 ``model.path`` is a HuggingFace model folder, ``trainer.device`` exists on this machine,
-``eval.suite`` names a suite, ``trainer.output_dir`` takes a file. Each failure is a ``ConfigError`` naming the key and what to do,
-raised before the model is built or the warm-up starts (``rlvr.training.warmup.check_env``).
+``eval.suite`` names a suite, ``trainer.output_dir`` takes a file. Each failure is a
+``ConfigError`` naming the key and what to do, raised before the model is built or the
+warm-up starts (``rlvr.training.warmup.check_env``).
 """
 
 from __future__ import annotations

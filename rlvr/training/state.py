@@ -10,7 +10,7 @@ from typing import Any
 
 from rlvr.algorithms.kl import KLController
 from rlvr.distributed import barrier, rank_and_world
-from rlvr.learner import CheckpointError, Checkpointer, complete_checkpoints, prune_checkpoints
+from rlvr.learner import Checkpointer, CheckpointError, complete_checkpoints, prune_checkpoints
 from rlvr.training.rng import gather_rng_states, restore_rng_states
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from rlvr.learner import CheckpointError, Checkpointer, latest_checkpoint
+from rlvr.learner import Checkpointer, CheckpointError, latest_checkpoint
 from rlvr.learner.checkpoint import COMPLETE_MARKER
 from rlvr.training.state import Checkpoints
 
