@@ -140,7 +140,7 @@ def _eval_parser() -> argparse.ArgumentParser:
         "episodes.jsonl and episodes.html. The flags set keys of the evaluation config; "
         "any key can be set as a dotted key=value after them (e.g. transformers.threads=2, "
         "sglang.weight_sync=disk), checked like rlvr train's.",
-        epilog="Example: rlvr eval --model M --suite arith-smoke --samples 4 "
+        epilog="Example: rlvr eval --model M --suite arith_small --samples 4 "
                "transformers.threads=2",
     )
     add = parser.add_argument

@@ -20,7 +20,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="rlvr serve",
         description="Serve a checkpoint behind an OpenAI-compatible API (/v1/chat/completions, "
                     "/v1/completions, /v1/models).",
-        epilog="Example: rlvr serve --model runs/tool_quickstart/final --port 8000",
+        epilog="Example: rlvr serve --model runs/tool_quickstart/export --port 8000",
     )
     add = parser.add_argument
     add("--model", required=True, metavar="PATH", help="HF checkpoint directory")

@@ -92,3 +92,15 @@ def test_ctrl_c_during_a_checkpoint_save_exits_130_with_the_resume_hint(tmp_path
     assert "Traceback" not in done.stderr
     assert f"the last checkpoint is {out / 'checkpoints' / 'step_000001'}" in done.stderr
     assert "trainer.resume=true" in done.stderr
+
+
+def test_the_help_examples_name_what_exists():
+    import re as _re
+
+    from rlvr.cli import _eval_parser
+    from rlvr.envs import load_suite
+    from rlvr.serve import _parser as serve_parser
+
+    suite = _re.search(r"--suite (\S+)", _eval_parser().epilog or "")
+    assert suite is not None and load_suite(suite.group(1)).entries
+    assert "runs/tool_quickstart/export" in (serve_parser().epilog or "")
