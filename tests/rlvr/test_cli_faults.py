@@ -86,7 +86,7 @@ def test_ctrl_c_during_a_checkpoint_save_exits_130_with_the_resume_hint(tmp_path
     out = tmp_path / "run"
     done = subprocess.run(
         [sys.executable, str(script), "train", str(CONFIGS / "quickstart.yaml"), *RUN,
-         "trainer.steps=3", "trainer.checkpoint_every=1", f"trainer.output_dir={out}"],
+         "trainer.checkpoint_every=1", f"trainer.output_dir={out}"],
         capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert done.returncode == 130, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
