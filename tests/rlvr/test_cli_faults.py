@@ -104,3 +104,11 @@ def test_the_help_examples_name_what_exists():
     suite = _re.search(r"--suite (\S+)", _eval_parser().epilog or "")
     assert suite is not None and load_suite(suite.group(1)).entries
     assert "runs/tool_quickstart/export" in (serve_parser().epilog or "")
+
+
+def test_lora_target_modules_that_match_nothing_exit_2_in_one_line(tmp_path, capsys):
+    assert _train(tmp_path / "run", "actor.lora.rank=4",
+                  "actor.lora.target_modules=[no_such_layer]") == 2
+    err = capsys.readouterr().err
+    assert "match no linear layer" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
