@@ -14,7 +14,13 @@ slow or hung env), the results finished so far go back at once, and while calls 
 queued and every job is in such a call, another job joins (up to ``workers``). So quick calls
 batched with a slow one are neither held behind it nor kept from their callers until it ends.
 
-Semantics kept from one-pool-job-per-call: up to ``workers`` calls run at once; a call's
+A call still running after ``ASIDE_FRACTION`` of its limit is presumed hung and set aside: its
+thread stops counting against ``workers`` (another starts for the calls waiting, in this flush
+and later ones), so hung calls never take the env threads of healthy ones and only the call
+that hung runs out its limit. At most ``MAX_ASIDE`` threads are set aside at once.
+
+Semantics kept from one-pool-job-per-call: up to ``workers`` calls run at once (calls set aside
+not counted); a call's
 wall-clock limit counts from when it was issued (time spent queued behind other calls
 included); an exception raised by the call is raised to its caller.
 
@@ -49,6 +55,10 @@ HAND_BACK_S = 0.01
 SPREAD_S = 0.05
 #: A call past its limit is told to stop again this often (seconds) while it goes on.
 KILL_EVERY_S = 0.5
+#: A call running longer than this fraction of its limit no longer holds an env thread's place.
+ASIDE_FRACTION = 0.25
+#: The most threads set aside (in presumed-hung calls) at once, per pool.
+MAX_ASIDE = 64
 
 
 class EnvCallTimeout(TimeoutError):
@@ -85,6 +95,7 @@ class EnvThreads:
         self._idle = 0
         self._threads = 0  # threads counted against ``size`` (not given up)
         self._given_up: set[int] = set()
+        self._aside: set[int] = set()  # given up while still in a (presumed hung) call
         self._closed = False
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
@@ -112,6 +123,21 @@ class EnvThreads:
             if self._jobs:
                 self._start_or_wake()
 
+    def set_aside(self, ident: int) -> bool:
+        """Stop counting thread ``ident`` (in a call presumed hung); it exits after its job.
+
+        Returns:
+            False when ``MAX_ASIDE`` threads are already set aside (``ident`` still counts).
+        """
+        with self._cond:
+            if ident in self._given_up:
+                return True
+            if len(self._aside) >= MAX_ASIDE:
+                return False
+            self._aside.add(ident)
+        self.give_up(ident)
+        return True
+
     def close(self) -> None:
         """Drop queued jobs; idle threads exit, busy ones after their job."""
         with self._cond:
@@ -129,6 +155,7 @@ class EnvThreads:
                     self._idle -= 1
                 if me in self._given_up:
                     self._given_up.discard(me)
+                    self._aside.discard(me)
                     return
                 if not self._jobs:  # closed
                     self._threads -= 1
@@ -244,12 +271,17 @@ class EnvCalls:
         if batch.pending <= 0:
             return
         now = time.perf_counter()
-        running = list(queue.started.values())
+        started = dict(queue.started)
+        for ident, t in started.items():  # presumed hung: its place goes to the others
+            if ident not in queue.aside and now - t > ASIDE_FRACTION * self.timeout_s \
+                    and self._pool is not None and self._pool.set_aside(ident):
+                queue.aside.add(ident)
+        running = [t for ident, t in started.items() if ident not in queue.aside]
         slow = [now - t > HAND_BACK_S for t in running]
-        if any(slow):
+        if any(slow) or len(running) < len(started):
             _settle_all(*queue.take(), batch)
-        if queue.calls and queue.jobs < self.workers and len(running) >= queue.jobs \
-                and all(slow):
+        jobs = queue.jobs - len(queue.aside)
+        if queue.calls and jobs < self.workers and len(running) >= jobs and all(slow):
             self._add_job(loop, queue, batch)
         every = min(2 * every, 0.1)
         loop.call_later(every, self._watch, loop, queue, batch, every)
@@ -303,6 +335,7 @@ class _Queue:
         self.calls: deque[_Call] = deque(calls)
         self.started: dict[int, float] = {}
         self.running: set[int] = set()  # threads inside a call (the ones a deadline stops)
+        self.aside: set[int] = set()  # threads set aside in a presumed-hung call
         self.killed: set[int] = set()
         self.jobs = 0
         self.lock = threading.Lock()
@@ -379,4 +412,5 @@ def _settle_all(settled: list[tuple[asyncio.Future[Any], Any, BaseException | No
             fut.set_exception(exc)
 
 
-__all__ = ["EnvCallKilled", "EnvCallTimeout", "EnvCalls", "EnvThreads", "raise_in_thread"]
+__all__ = ["ASIDE_FRACTION", "MAX_ASIDE", "EnvCallKilled", "EnvCallTimeout", "EnvCalls",
+           "EnvThreads", "raise_in_thread"]

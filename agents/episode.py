@@ -11,6 +11,7 @@ model token covering the span's last character.
 from __future__ import annotations
 
 import json
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,6 +104,7 @@ class EpisodeRecord:
         action: str,
         reward: float,
         spans: Any,
+        reward_range: Any = None,
     ) -> None:
         """Place a turn's reward and its reward spans on the turn's model tokens.
 
@@ -113,12 +115,20 @@ class EpisodeRecord:
             action: the text the env was given.
             reward: the step reward, written on the turn's last model token.
             spans: ``info["reward_spans"]``: ``(char_start, char_end, value)`` triples, or None.
+            reward_range: the env's declared ``(low, high)``; a step reward outside it is
+                refused (None: not checked).
 
         Raises:
-            EnvContractError: a reward that is not a finite number, or a malformed span.
+            EnvContractError: a reward that is not a finite int or float (a string such as
+                ``"1.0"``, a bool, None, NaN), one outside ``reward_range``, or a malformed span.
         """
         last = len(self.response_ids) - 1
-        self.token_level_scores[last] += _finite(reward, "reward")
+        value = _finite(reward, "reward")
+        low, high = _bounds(reward_range)
+        if not low <= value <= high:
+            raise EnvContractError(f"reward {reward!r} is outside the env's reward_range "
+                                   f"{tuple(reward_range)}")
+        self.token_level_scores[last] += value
         for span in spans or ():
             if not (isinstance(span, Sequence) and len(span) == 3):
                 raise EnvContractError(
@@ -194,13 +204,22 @@ class EpisodeRecord:
 
 
 def _finite(x: Any, what: str) -> float:
-    try:
-        value = float(x)
-    except (TypeError, ValueError):
-        raise EnvContractError(f"{what} must be a number; got {x!r}") from None
+    if isinstance(x, bool) or not isinstance(x, numbers.Real) or type(x).__name__ == "bool_":
+        raise EnvContractError(f"{what} must be an int or a float; got {type(x).__name__} "
+                               f"{x!r}")
+    value = float(x)
     if value != value or value in (float("inf"), float("-inf")):
         raise EnvContractError(f"{what} must be finite; got {x!r}")
     return value
+
+
+def _bounds(reward_range: Any) -> tuple[float, float]:
+    """``reward_range`` as two floats; no range (or a malformed one) bounds nothing."""
+    try:
+        low, high = (float(v) for v in reward_range)
+    except (TypeError, ValueError):
+        return float("-inf"), float("inf")
+    return low, high
 
 
 def jsonable(value: Any) -> Any:

@@ -451,7 +451,8 @@ class EpisodeRunner:
                 step = await self._env_call(state.env.step, action)
             obs, reward, terminated, truncated, info = step
             record.add_turn_rewards(
-                self.renderer, start, action_tokens, action, reward, info.get("reward_spans")
+                self.renderer, start, action_tokens, action, reward, info.get("reward_spans"),
+                getattr(getattr(state.env, "unwrapped", state.env), "reward_range", None),
             )
             state.note_step(action, obs, info)
             if terminated:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.envs.errors import EnvError
-from rlvr.errors import RlvrError, RunStoppedError
+from rlvr.errors import ConfigError, RlvrError, RunStoppedError
 
 USAGE = """usage: rlvr {train,eval,check-env,serve} ...
 
@@ -70,18 +70,50 @@ def train_main(argv: Sequence[str]) -> int:
     try:
         train(config)
         finished = True
+    except ConfigError as err:  # found once a model is loaded (a teacher, LoRA, a resume)
+        print(f"rlvr train: error: {err}", file=sys.stderr)
+        return 2
     except RunStoppedError as err:  # the run stopped on purpose: say why, no traceback
         print(f"rlvr train: error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(interrupted_hint(config, list(argv)), file=sys.stderr)
         return 130
+    except Exception as err:
+        full = disk_full_at(err, Path(config.trainer.output_dir))
+        if full is None:
+            raise
+        print(f"rlvr train: error: no space left on device at {full}; free some space and "
+              "resume with trainer.resume=true (the last complete checkpoint is intact)",
+              file=sys.stderr)
+        return 1
     finally:
         from rlvr.learner.parallel import close_distributed
 
         # gloo's threads end here, not in the interpreter's teardown (where a rank can abort)
         close_distributed(barrier=finished)
     return 0
+
+
+def disk_full_at(err: BaseException, out: Path) -> str | None:
+    """Where the disk filled up, when that is what ``err`` (or what led to it) says; else None.
+
+    torch reports a short write as its own ``RuntimeError`` ("unexpected pos ..."): then a
+    full filesystem under ``out`` is the answer.
+    """
+    import errno
+    import shutil
+
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
+            return str(seen.filename or out)
+        seen = seen.__cause__ or seen.__context__
+    try:
+        free = shutil.disk_usage(out).free
+    except OSError:
+        return None
+    return str(out) if free < 1 << 20 else None
 
 
 def interrupted_hint(config: Any, argv: list[str]) -> str:
@@ -110,7 +142,7 @@ def _eval_parser() -> argparse.ArgumentParser:
         "episodes.jsonl and episodes.html. The flags set keys of the evaluation config; "
         "any key can be set as a dotted key=value after them (e.g. transformers.threads=2, "
         "sglang.weight_sync=disk), checked like rlvr train's.",
-        epilog="Example: rlvr eval --model M --suite arith-smoke --samples 4 "
+        epilog="Example: rlvr eval --model M --suite arith_small --samples 4 "
                "transformers.threads=2",
     )
     add = parser.add_argument
@@ -233,9 +265,14 @@ def check_env_main(argv: Sequence[str]) -> int:
     parser.add_argument("--tasks", type=int, default=3,
                         help="tasks (reset seeds seed, seed+1, ...) the contract episodes and "
                              "probes play (default 3)")
+    parser.add_argument("--call-timeout-s", type=float, default=None,
+                        help="deadline of every reset/step call; a call past it is reported "
+                             "as a hang (default: 3x the step budget, at least 30 s)")
     args = parser.parse_args(list(argv))
     if args.tasks < 1:
         parser.error(f"--tasks must be >= 1; got {args.tasks}")
+    if args.call_timeout_s is not None and not args.call_timeout_s > 0:
+        parser.error(f"--call-timeout-s must be > 0; got {args.call_timeout_s}")
     import json
 
     from rlvr import envs
@@ -247,7 +284,7 @@ def check_env_main(argv: Sequence[str]) -> int:
         print(f"rlvr check-env: error: {err}", file=sys.stderr)
         return 2
     report = envs.check_env(env, deep=not args.quick, seed=args.seed, raise_on_failure=False,
-                            tasks=args.tasks)
+                            tasks=args.tasks, call_timeout_s=args.call_timeout_s)
     print(report.table())
     return 0 if report.passed else 1
 

@@ -485,6 +485,8 @@ class Evaluator:
         self.planned = plan_episodes(self.entries, samples, seed)
         self.last_results: dict[str, Any] | None = None
         self.last_records: list[dict[str, Any]] = []
+        #: Why the last evaluation has no accuracy (every episode errored or timed out), or None.
+        self.unmeasured: str | None = None
 
     def play(self, label: str) -> list[dict[str, Any]]:
         """Play every planned episode; their episodes.jsonl records, in plan order."""
@@ -509,7 +511,8 @@ class Evaluator:
             with the numeric metrics of ``rlvr.eval.metrics.summarize`` (e.g.
             ``eval/overall/pass@1``, ``eval/overall/mean_reward``, ``eval/arith/maj@4``,
             ``eval/arith/mean_turns``; metrics that are n/a, such as maj@k without answers, are
-            left out), and ``"<prefix>/accuracy"``: the overall pass@1.
+            left out), and ``"<prefix>/accuracy"``: the overall pass@1, left out when every
+            episode ended in an error or a timeout (``unmeasured`` then says so).
         """
         label = f"step_{step:06d}"
         records = self.play(label)
@@ -523,6 +526,13 @@ class Evaluator:
         if self.out_dir is not None:
             write_outputs(self.last_results, records, self.out_dir / label)
         flat = flatten_metrics(metrics, self.prefix)
+        failed = [r for r in records if r["finish_reason"] in ("error", "timeout")]
+        self.unmeasured = None
+        if records and len(failed) == len(records):  # nothing was measured: no accuracy
+            first = str(failed[0].get("error") or failed[0]["finish_reason"]).splitlines()
+            self.unmeasured = (f"every one of the {len(records)} held-out episodes ended in an "
+                               f"error or a timeout (first: {first[0][:200] if first else '?'})")
+            return flat
         return {**flat, f"{self.prefix}/accuracy": flat[f"{self.prefix}/overall/pass@1"]}
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ at more than one step, with held-out accuracy before and after RL in the title.
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -118,8 +119,13 @@ def plot_curves(records: list[dict[str, Any]], path: str | Path) -> Path | None:
     if summary:
         fig.suptitle(summary)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    tmp = Path(path).with_name(f".{Path(path).name}.tmp")
+    try:  # a full disk leaves no half-written (or 0-byte) picture
+        fig.savefig(tmp, dpi=110, format="png")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+        plt.close(fig)
     return Path(path)
 
 

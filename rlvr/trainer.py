@@ -85,6 +85,7 @@ from rlvr.training.env_failures import EnvFailureGuard
 from rlvr.training.env_tokens import EnvTokenGuard
 from rlvr.training.gc_control import collections_paused, frozen_setup
 from rlvr.training.heldout import heldout_evaluator
+from rlvr.training.reward_watch import RewardWatch
 from rlvr.training.run_dir import RunLock, apply_plan, check_run_dir
 from rlvr.training.snapshots import EpisodeSnapshots
 from rlvr.training.state import Checkpoints, StageTimer, TrainerState
@@ -116,7 +117,8 @@ class TrainResult:
         episodes_path: ``episodes.html``, held-out episodes before and after RL (None when
             ``eval.show_episodes`` is 0).
         warmup_accuracy: held-out accuracy before RL (after the warm-up, if any).
-        final_accuracy: held-out accuracy after RL.
+        final_accuracy: held-out accuracy after RL (None when not measured).
+        heldout_unmeasured: why the held-out accuracy after RL is n/a (every episode errored).
         warmup_seconds: time from the start to the first RL step: building the model and the
             supervised warm-up (when it runs).
         sft_steps: optimizer steps of the supervised warm-up run by this process (0 if none).
@@ -137,6 +139,7 @@ class TrainResult:
     curves_path: Path | None = None
     export_dir: Path | None = None
     episodes_path: Path | None = None
+    heldout_unmeasured: str | None = None
     warmup_accuracy: float | None = None
     final_accuracy: float | None = None
     warmup_seconds: float = 0.0
@@ -196,7 +199,8 @@ class Trainer:
             self.log(line)
         if self.is_main:
             apply_plan(plan)
-            dump_config(cfg, self.out / "config.yaml")  # the config that runs
+            if not cfg.trainer.resume:  # a resume writes it once its checkpoint has loaded
+                dump_config(cfg, self.out / "config.yaml")  # the config that runs
         torch.manual_seed(cfg.trainer.seed)
         random.seed(cfg.trainer.seed)
         if cfg.model.path is None and self.is_main:
@@ -236,6 +240,7 @@ class Trainer:
         self.failures = EnvFailureGuard(cfg.trainer.max_failed_steps, cfg.env.id,
                                         self.dist.device)
         self.snapshots = EpisodeSnapshots(self.out / "episodes.html", cfg.eval.show_episodes)
+        self.reward_watch = RewardWatch()  # warns after steps that cannot teach anything
         kl = cfg.algorithm.kl
         if kl.placement == "both":
             self.log(kl_notice(kl))
@@ -246,16 +251,19 @@ class Trainer:
             states["critic"] = self.critic
         self.checkpoints = Checkpoints(Checkpointer(states), self.out / "checkpoints",
                                        cfg.trainer.checkpoint_every, cfg.trainer.keep_checkpoints)
-        self.resumed_from = self.checkpoints.maybe_resume(cfg.trainer.resume)
+        self.resumed_from = self.checkpoints.maybe_resume(cfg.trainer.resume, self.log)
         if self.resumed_from is not None:
             self.log(f"[rlvr] resumed from {self.resumed_from} (step {self.state.step})")
+        if self.is_main and cfg.trainer.resume:
+            dump_config(cfg, self.out / "config.yaml")  # the config that runs
         self.sync_weights()  # also on a fresh run: the engine may hold other weights
         self.heldout = None
         if self.is_main:
             self.heldout = heldout_evaluator(cfg, self.engine, self.tokenizer,
                                              suite=cfg.eval.suite, tasks=cfg.eval.tasks,
                                              every=cfg.eval.every,
-                                             suite_path=self.out / "eval_suite.yaml")
+                                             suite_path=self.out / "eval_suite.yaml",
+                                             log=self.log)
         t = cfg.trainer
         run = RunInfo(run_dir=self.out, name=self.out.resolve().name, config=to_dict(cfg),
                       resume=t.resume, start_step=self.state.step)
@@ -327,7 +335,8 @@ class Trainer:
             self._log(0, before)
             result.warmup_accuracy = before.get("eval/accuracy")
             self.snapshots.take("before RL (step 0)", self.heldout)
-            self.log(f"[rlvr] held-out accuracy before RL: {_pct(result.warmup_accuracy)}")
+            self.log(f"[rlvr] held-out accuracy before RL: {_pct(result.warmup_accuracy)}"
+                     + (f" ({self.heldout.unmeasured})" if self.heldout.unmeasured else ""))
         elif self.state.step > 0:  # resumed: the accuracy before RL is in the run's metrics
             result.warmup_accuracy = self._logged(0).get("eval/accuracy")
         result.first_step = self.state.step + 1
@@ -385,6 +394,8 @@ class Trainer:
                     metrics |= self.heldout.maybe_evaluate(step) or {}
             metrics |= timer.metrics()
             self._log(step, metrics)
+            if (flat := self.reward_watch.observe(metrics)) is not None:
+                self.log(flat)
             result.history.append({"step": float(step), **metrics})
             self.checkpoints.maybe_save(step)
         result.rl_seconds = time.perf_counter() - rl_start
@@ -505,11 +516,12 @@ class Trainer:
         if self.heldout is not None:
             last = result.history[-1] if result.history else self._logged(self.state.step)
             final = last
-            if "eval/accuracy" not in last:
+            if not any(key.startswith("eval/") for key in last):  # not evaluated at this step
                 with self.engine_weights():
                     final = self.heldout.evaluate(self.state.step)
                 self._log(self.state.step, final)
             result.final_accuracy = final.get("eval/accuracy")
+            result.heldout_unmeasured = self.heldout.unmeasured
             self.snapshots.take(f"after RL (step {self.state.step})", self.heldout)
             result.episodes_path = self.snapshots.write()
         if cfg.trainer.export_at_end:
@@ -632,6 +644,8 @@ def summary(result: TrainResult) -> str:
         if result.warmup_accuracy is not None:
             line += f" ({100 * (result.final_accuracy - result.warmup_accuracy):+.1f} points)"
         lines.append(line)
+    elif result.heldout_unmeasured:
+        lines.append(f"held-out accuracy after RL: n/a: {result.heldout_unmeasured}")
     paths = [("metrics", result.metrics_path), ("tensorboard", result.tensorboard_dir),
              ("curves", result.curves_path), ("episodes", result.episodes_path),
              ("model", result.export_dir)]

@@ -28,7 +28,7 @@ import gymnasium
 
 from rlvr.envs.check.contract import RULES, check_spaces, contract_results
 from rlvr.envs.check.determinism import check_determinism
-from rlvr.envs.check.episode import Episode, Session
+from rlvr.envs.check.episode import NOT_PLAYED, Episode, Session
 from rlvr.envs.check.limits import LIMIT_INPUTS, check_limits, step_budget
 from rlvr.envs.check.probes import PROBE_FIXES, Reference, check_probes, task_reference
 from rlvr.envs.check.report import FAIL, NOT_RUN, PASS, SKIP, CheckReport, CheckResult
@@ -76,6 +76,7 @@ def check_env(
     raise_on_failure: bool = True,
     tasks: int = 3,
     time_budget_s: float = 60.0,
+    call_timeout_s: float | None = None,
 ) -> CheckReport:
     """Check ``env``; by default raise when anything failed.
 
@@ -96,6 +97,10 @@ def check_env(
             ``seed``, ``seed + 1``, ...); a probe fails when it fails on any of them.
         time_budget_s: no further task is started once this many seconds have passed (the
             first always plays); the report says how many were played.
+        call_timeout_s: the deadline of every ``reset``/``step`` call; default three times
+            the limits topic's step budget, at least 30 s. A call past it fails the row "every
+            call returns in time", the env is not called again, and the rows that could not
+            be judged say ``not run``.
 
     Returns:
         The :class:`CheckReport`, one row per check.
@@ -107,7 +112,10 @@ def check_env(
         raise ValueError(f"tasks must be an int >= 1; got {tasks!r}")
     spec = getattr(env, "spec", None)
     report = CheckReport(name or (spec.id if spec is not None else type(env.unwrapped).__name__))
-    session = Session(env, seed=seed, max_steps=max_steps)
+    budget = step_budget(env, step_timeout_s)
+    session = Session(env, seed=seed, max_steps=max_steps,
+                      call_timeout_s=call_timeout_s if call_timeout_s is not None
+                      else max(30.0, 3 * budget))
     check_spaces(env, session.violations)
     deadline = time.monotonic() + time_budget_s
     seeds = [seed]
@@ -121,12 +129,16 @@ def check_env(
             session.violations.setdefault("ends", []).append(
                 f"the episode of seed {task_seed} did not end within {max_steps} steps of "
                 "probe actions")
-    report.add(check_determinism(session, actions))
+    hung_in_contract = session.hung is not None
+    topics = [lambda: check_determinism(session, actions)]
     if deep:
-        report.add(check_limits(session, step_budget(env, step_timeout_s)))
-        report.add(_probes_over_tasks(session, reference, seeds, deadline))
-        report.add(check_tools(session))
-    report.results[:0] = contract_results(session.violations)
+        topics += [lambda: check_limits(session, budget),
+                   lambda: _probes_over_tasks(session, reference, seeds, deadline),
+                   lambda: check_tools(session)]
+    for topic in topics:  # a topic during or after a hang keeps no "pass" (it may not have run)
+        report.add(_after_hang(topic(), session, whole=True))
+    contract = contract_results(session.violations)
+    report.results[:0] = _after_hang(contract, session, whole=hung_in_contract)
     report.results = _not_run(report.results, session)
     if raise_on_failure:
         report.raise_for_failures()
@@ -153,8 +165,29 @@ def _probes_over_tasks(session: Session, reference: Reference | None, seeds: lis
     return list(rows.values())
 
 
+def _after_hang(rows: list[CheckResult], session: Session, *, whole: bool) -> list[CheckResult]:
+    """Rows that a hang kept from being judged become "not run".
+
+    A row played after the hang says so (``not played:``); with ``whole`` (the topic ran, at
+    least partly, after the hang) its passing rows may have been judged on episodes that never
+    played.
+    """
+    if session.hung is None:
+        return rows
+    out = []
+    for row in rows:
+        skipped = NOT_PLAYED in row.detail
+        keep = row.name in (RULES["hangs"][0], RULES["spaces"][0])
+        if not keep and (skipped or (whole and row.status == PASS)):
+            row = CheckResult(row.topic, row.name, NOT_RUN,
+                              f"the env hung before this could be judged ({session.hung})",
+                              "make every call return, then run the check again")
+        out.append(row)
+    return out
+
+
 #: Contract rules that can be judged without a single usable step.
-_WITHOUT_STEPS = ("spaces", "reset", "raises", "step")
+_WITHOUT_STEPS = ("spaces", "reset", "raises", "step", "hangs")
 
 
 def _not_run(results: list[CheckResult], session: Session) -> list[CheckResult]:
@@ -167,7 +200,7 @@ def _not_run(results: list[CheckResult], session: Session) -> list[CheckResult]:
         return results
     why = session.first_error or "no episode got past its opening"
     method = "reset()" if not session.resets_ok else "step()"
-    judged = {RULES[k][0] for k in (("spaces", "reset") if not session.resets_ok
+    judged = {RULES[k][0] for k in (("spaces", "reset", "hangs") if not session.resets_ok
                                     else _WITHOUT_STEPS)}
     out = []
     for row in results:

@@ -73,6 +73,11 @@ RULES: dict[str, tuple[str, str]] = {
         "nothing raises out of step",
         "catch errors of the model's output inside step and return them as a Verdict/feedback",
     ),
+    "hangs": (
+        "every call returns in time",
+        "reset and step must return (put a wall-clock limit around slow verification, e.g. a "
+        "child process with a timeout); the checker's deadline is --call-timeout-s",
+    ),
 }
 """Rule key -> (row name, how to fix it)."""
 

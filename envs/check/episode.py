@@ -1,14 +1,19 @@
 """Playing checker episodes: reset, then the same action(s) each turn until the episode ends.
 
 Every call is validated against the contract (:mod:`rlvr.envs.check.contract`) and timed; an
-exception
-raised by ``step`` ends the episode and is recorded, never propagated.
+exception raised by ``step`` ends the episode and is recorded, never propagated.
+
+Every ``reset`` and ``step`` runs in a daemon thread with a deadline (``call_timeout_s``). A call
+past it is recorded as a hang (``Session.hung``, the ``hangs`` rule); the env is not called
+again (its state is unknown and the call may still be running), so later episodes end at once
+with ``episode.error`` starting ``not played:``.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +23,40 @@ from rlvr.envs.base import Message
 from rlvr.envs.check.contract import Violations, check_after_end, validate_reset, validate_step
 from rlvr.verifiers import Verdict
 
-__all__ = ["Episode", "Session", "StepRecord"]
+__all__ = ["NOT_PLAYED", "CallHung", "Episode", "Session", "StepRecord", "call_within"]
+
+NOT_PLAYED = "not played:"
+"""How ``Episode.error`` starts for an episode skipped because the env hung before."""
+
+
+class CallHung(Exception):
+    """An env call did not return within its deadline."""
+
+
+def call_within(timeout_s: float | None, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in a daemon thread; raise :class:`CallHung` when it takes over ``timeout_s``.
+
+    The thread is left running when it hangs (Python cannot stop it); being a daemon thread, it
+    does not keep the process alive. An exception ``fn`` raises is raised here.
+    """
+    if timeout_s is None:
+        return fn(*args)
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn(*args)
+        except BaseException as exc:  # handed to the caller
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, name="rlvr-check-env-call", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise CallHung(f"did not return within {timeout_s:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
 
 
 @dataclass
@@ -108,8 +146,9 @@ class Episode:
         record: list[Any] = [repr(self.opening)]
         for step in self.steps:
             verdict = step.info.get("verdict")
+            reward = "nan" if step.reward != step.reward else step.reward  # NaN == NaN here
             record.append([
-                repr(step.messages), step.reward, step.terminated, step.truncated,
+                repr(step.messages), reward, step.terminated, step.truncated,
                 (verdict.score, verdict.passed, verdict.reason) if isinstance(verdict, Verdict)
                 else None,
             ])
@@ -124,10 +163,14 @@ class Session:
         seed: the reset seed of every episode (the same task each time).
         max_steps: an episode still running after this many steps is cut off (recorded as
             not ended).
+        call_timeout_s: the deadline of each ``reset``/``step`` call (None: no deadline).
     """
 
-    def __init__(self, env: gymnasium.Env, *, seed: int = 0, max_steps: int = 32) -> None:
+    def __init__(self, env: gymnasium.Env, *, seed: int = 0, max_steps: int = 32,
+                 call_timeout_s: float | None = None) -> None:
         self.env = env
+        self.call_timeout_s = call_timeout_s
+        self.hung: str | None = None  # the call that hung, "step() ... did not return ..."
         self.seed = seed
         self.max_steps = max_steps
         self.violations: Violations = {}
@@ -146,8 +189,14 @@ class Session:
         """Reset, then play ``actions`` in turn (cycled; a str repeats) until the episode ends."""
         cycle = [actions] if isinstance(actions, str) else list(actions)
         episode = Episode()
+        if self.hung is not None:
+            episode.error = f"{NOT_PLAYED} the env hung before ({self.hung})"
+            return episode
+        task_seed = self.seed if seed is None else seed
         try:
-            result = self.env.reset(seed=self.seed if seed is None else seed)
+            result = call_within(self.call_timeout_s, lambda: self.env.reset(seed=task_seed))
+        except CallHung as hung:
+            return self._hang(episode, f"reset(seed={task_seed}) {hung}")
         except Exception as exc:
             episode.error = f"reset raised {type(exc).__name__}: {exc}"
             self.violations.setdefault("reset", []).append(episode.error)
@@ -164,7 +213,9 @@ class Session:
             action = cycle[turn % len(cycle)]
             start = time.perf_counter()
             try:
-                out = self.env.step(action)
+                out = call_within(self.call_timeout_s, self.env.step, action)
+            except CallHung as hung:
+                return self._hang(episode, f"step({action[:40]!r}) (seed {task_seed}) {hung}")
             except Exception as exc:
                 episode.error = f"{type(exc).__name__}: {str(exc)[:200]}"
                 self.violations.setdefault("raises", []).append(
@@ -186,8 +237,20 @@ class Session:
                 episode.ended = True
                 if not self.after_end_checked:
                     self.after_end_checked = True
-                    check_after_end(self.env, self.violations)
+                    try:
+                        call_within(self.call_timeout_s, check_after_end, self.env,
+                                    self.violations)
+                    except CallHung as hung:
+                        return self._hang(episode, f"step() after the end {hung}")
                 return episode
+        return episode
+
+    def _hang(self, episode: Episode, what: str) -> Episode:
+        """Record a call past its deadline; the env is not called again."""
+        self.hung = what
+        episode.error = what
+        self.violations.setdefault("hangs", []).append(what)
+        self.first_error = self.first_error or what
         return episode
 
     def opening_user_text(self) -> str:

@@ -85,8 +85,8 @@ def resolve_source(
             except TypeError as exc:
                 raise TaskSourceError(
                     f"source {spec!r} (a data file or hub dataset): bad source_kwargs: {exc}; "
-                    "it accepts columns, id_column, split_column, json_fields, hub_split, "
-                    "hub_config"
+                    "it accepts columns, id_column, split_column, holdout, holdout_seed, "
+                    "json_fields, hub_split, hub_config"
                 ) from exc
         raise TaskSourceError(
             f"unknown task source {spec!r}; use one of {sorted(SOURCES)}, a .jsonl/.json/.parquet "

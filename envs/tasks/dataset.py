@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.envs.errors import TaskSourceError
-from rlvr.envs.tasks.base import DATA_DIR, Task, check_index, check_split
+from rlvr.envs.tasks.base import DATA_DIR, Task, check_index, check_split, stable_fraction
 from rlvr.envs.tasks.verl_layout import check_messages, is_message_list, is_verl_layout, verl_task
 
 _LOCAL_FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
@@ -34,6 +34,14 @@ class DatasetSource:
         json_fields: task fields whose value may be a JSON string to decode (e.g. ``tests``).
         split_column: keep only rows whose value in this column equals ``split`` (one file
             holding several splits).
+        holdout: hold out this fraction of a local file's rows (0 < holdout < 1): split
+            ``"train"`` is the other rows, every other split (``"test"``) the held-out ones.
+            The rows are chosen by a seeded hash of their row number (``holdout_seed``), the
+            same on every machine; ``round(holdout * rows)`` rows are held out, at least one.
+            Not with ``split_column`` or a hub dataset (their splits are already apart).
+            Without either, every split of one file holds the same rows (``selection`` tells
+            a trainer so: it refuses to call them held-out).
+        holdout_seed: the seed of the ``holdout`` choice.
         hub_split: the hub split to load when it differs from ``split``.
         hub_config: the hub configuration name, if any.
 
@@ -57,6 +65,8 @@ class DatasetSource:
         split_column: str | None = None,
         hub_split: str | None = None,
         hub_config: str | None = None,
+        holdout: float | None = None,
+        holdout_seed: int = 0,
     ) -> None:
         self.path = str(path)
         self.split = split
@@ -65,6 +75,7 @@ class DatasetSource:
         self.text_fields = tuple(text_fields)
         self.id_column = id_column
         self.json_fields = tuple(json_fields)
+        self.holdout: tuple[float, int, int, int] | None = None
         self._rows = _load(self.path, hub_split or split, hub_config, _mtime(self.path))
         available = list(self._rows.column_names)
         self.layout = "verl" if not self.columns and is_verl_layout(available) else "columns"
@@ -84,7 +95,35 @@ class DatasetSource:
                     f"{self.path}: no row has {split_column}={split!r}; values found: {found}"
                 )
             self._rows = self._rows.select(keep)
+        local = _is_local(self.path)
+        self.total_rows = len(self._rows)
+        self.selection: tuple[Any, ...] = (self.path, hub_config, hub_split or split) \
+            if not local else (self.path, split_column, split if split_column else None)
+        if holdout is not None:
+            self._hold_out(holdout, holdout_seed, local=local, split_column=split_column)
 
+    def _hold_out(self, holdout: float, seed: int, *, local: bool,
+                  split_column: str | None) -> None:
+        """Keep the rows of this split under a seeded ``holdout`` split of the file's rows."""
+        if isinstance(holdout, bool) or not isinstance(holdout, int | float) \
+                or not 0 < holdout < 1:
+            raise TaskSourceError(f"{self.path}: holdout must be a fraction between 0 and 1 "
+                                  f"(exclusive), got {holdout!r}")
+        if split_column is not None or not local:
+            raise TaskSourceError(
+                f"{self.path}: holdout is for one local file without splits; this source "
+                f"already has its {self.split!r} split ("
+                + (f"split_column={split_column!r})" if split_column else "a hub split)"))
+        n = len(self._rows)
+        if n < 2:
+            raise TaskSourceError(f"{self.path}: holdout needs at least 2 rows, the file has {n}")
+        held = min(n - 1, max(1, round(holdout * n)))
+        order = sorted(range(n), key=lambda i: stable_fraction(f"{seed}/{i}"))
+        chosen = set(order[:held])
+        train = self.split == "train"
+        self._rows = self._rows.select([i for i in range(n) if (i in chosen) != train])
+        self.holdout = (holdout, seed, held, n)
+        self.selection = (self.path, "holdout", holdout, seed, train)
     def __len__(self) -> int:
         return len(self._rows)
 
@@ -141,6 +180,15 @@ class DatasetSource:
             task["task_id"] = f"{Path(self.path).stem}/{self.split}/{index}"
         return task
 
+    def describe(self) -> str:
+        """Which rows this source serves, in words (a trainer logs it for its held-out set)."""
+        if self.holdout is not None:
+            fraction, seed, held, n = self.holdout
+            return (f"{self.path}: split {self.split!r} = {len(self)} of {n} rows (holdout="
+                    f"{fraction:g}, holdout_seed={seed}: {held} rows held out by a seeded hash "
+                    "of the row number)")
+        return f"{self.path}: split {self.split!r} = {len(self)} of {self.total_rows} rows"
+
     def __repr__(self) -> str:
         return f"DatasetSource({self.path!r}, split={self.split!r}, n={len(self)})"
 
@@ -153,6 +201,10 @@ def _nested(row: Mapping[str, Any], path: str) -> Any:
             return None
         value = value[key]
     return value
+
+
+def _is_local(path: str) -> bool:
+    return Path(path).suffix.lower() in _LOCAL_FORMATS or Path(path).exists()
 
 
 def _mtime(path: str) -> float | None:

@@ -276,10 +276,46 @@ def to_dict(config: Any) -> dict[str, Any]:
     return plain(config)
 
 
+#: The last line ``dump_config`` writes: the SHA-256 of the YAML above it.
+CHECKSUM_LINE = "# rlvr sha256: "
+
+
 def dump_config(config: Any, path: str | Path) -> None:
-    """Write ``config`` as YAML to ``path``."""
-    Path(path).write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
+    """Write ``config`` as YAML to ``path``, atomically, ending with its checksum line.
+
+    The text goes to a hidden sibling first, is flushed to disk and renamed over ``path``: a
+    crash or a full disk leaves the old file or the new one, never part of one.
+    """
+    import hashlib
+    import os
+
+    body = yaml.safe_dump(to_dict(config), sort_keys=False)
+    text = f"{body}{CHECKSUM_LINE}{hashlib.sha256(body.encode()).hexdigest()}\n"
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
-__all__ = ["drop_foreign", "dump_config", "from_dict", "load", "merge", "parse_overrides",
-           "to_dict"]
+def config_checksum_ok(text: str) -> bool | None:
+    """Whether ``text`` (a ``dump_config`` file) still matches its checksum line.
+
+    Returns:
+        None when it has no checksum line (an older or a truncated file), else the verdict.
+    """
+    import hashlib
+
+    body, sep, tail = text.rpartition(CHECKSUM_LINE)
+    if not sep or "\n" in tail.strip():
+        return None
+    return hashlib.sha256(body.encode()).hexdigest() == tail.strip()
+
+
+__all__ = ["CHECKSUM_LINE", "config_checksum_ok", "drop_foreign", "dump_config", "from_dict",
+           "load", "merge", "parse_overrides", "to_dict"]

@@ -20,6 +20,8 @@ from __future__ import annotations
 from rlvr.learner.actor import Actor
 from rlvr.learner.checkpoint import (
     Checkpointer,
+    CheckpointError,
+    complete_checkpoints,
     export_adapter,
     export_hf,
     full_state_dict,
@@ -55,6 +57,8 @@ __all__ = [
     "full_state_dict",
     "init_distributed",
     "latest_checkpoint",
+    "complete_checkpoints",
+    "CheckpointError",
     "load_causal_lm",
     "prune_checkpoints",
     "reference_for",

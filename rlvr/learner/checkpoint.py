@@ -8,6 +8,11 @@ renames it into place. A process killed mid-save therefore leaves at most a stal
 directory (ignored, and replaced by the next save), never a half-written checkpoint under the
 real name; ``latest_checkpoint`` only returns directories carrying the marker.
 
+The marker lists the size and SHA-256 of every file (``rlvr.learner.checksums``); ``load``
+checks them first and raises ``CheckpointError`` naming each damaged file (a flipped bit, a
+truncated file), never loading different weights silently. ``Checkpoints.maybe_resume`` (in
+``rlvr.training.state``) then falls back to the previous intact checkpoint, with a warning.
+
 ``export_hf`` gathers the full (unsharded) weights of an FSDP2 causal LM and writes a directory
 that ``transformers.AutoModelForCausalLM.from_pretrained`` (and SGLang) load: safetensors,
 ``config.json``, ``generation_config.json`` and the tokenizer files.
@@ -25,12 +30,30 @@ from typing import Any
 import torch
 import torch.distributed.checkpoint as dcp
 from torch import nn
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.checkpoint.stateful import Stateful
 
 from rlvr.distributed import barrier, rank_and_world
+from rlvr.errors import RunStoppedError
+from rlvr.learner.checksums import damage, hash_share, merge_shares
 
 COMPLETE_MARKER = "COMPLETE"
+
+
+class CheckpointError(RunStoppedError):
+    """A checkpoint is damaged: a file is missing, truncated or changed since it was saved.
+
+    Attributes:
+        path: the checkpoint directory.
+        problems: one line per damaged file.
+    """
+
+    def __init__(self, path: Path, problems: list[str]) -> None:
+        self.path = path
+        self.problems = problems
+        super().__init__(f"checkpoint {path} is damaged: {'; '.join(problems[:3])}"
+                         + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""))
 
 
 def _fsync_dir(path: Path) -> None:
@@ -41,11 +64,11 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _publish(tmp: Path, target: Path) -> None:
+def _publish(tmp: Path, target: Path, marker_text: str = "ok\n") -> None:
     """Mark ``tmp`` complete and rename it to ``target`` (replacing an old one). Rank 0 only."""
     marker = tmp / COMPLETE_MARKER
     with open(marker, "w") as f:
-        f.write("ok\n")
+        f.write(marker_text)
         f.flush()
         os.fsync(f.fileno())
     _fsync_dir(tmp)
@@ -94,10 +117,16 @@ class Checkpointer:
         """
         target = Path(step_dir)
         tmp = _prepare_tmp(target, "partial")
-        dcp.save(dict(self.states), checkpoint_id=str(tmp))
+        try:
+            dcp.save(dict(self.states), checkpoint_id=str(tmp))
+        except CheckpointException as exc:  # DCP wraps what its writers raised
+            raise _unwrapped(exc) from exc
         barrier()
-        if rank_and_world()[0] == 0:
-            _publish(tmp, target)
+        rank, world = rank_and_world()
+        hash_share(tmp, rank, world)
+        barrier()
+        if rank == 0:
+            _publish(tmp, target, merge_shares(tmp, world))
         barrier()
         return target
 
@@ -106,13 +135,37 @@ class Checkpointer:
 
         Raises:
             FileNotFoundError: ``step_dir`` is not a complete checkpoint.
+            CheckpointError: a file does not match its checksum, or torch cannot read it (the
+                message names the checkpoint and the file).
         """
         path = Path(step_dir)
         if not (path / COMPLETE_MARKER).is_file():
             raise FileNotFoundError(
                 f"step_dir {str(path)!r} is not a complete checkpoint (no {COMPLETE_MARKER} file)"
             )
-        dcp.load(dict(self.states), checkpoint_id=str(path))
+        problems = damage(path, COMPLETE_MARKER)
+        if problems:
+            raise CheckpointError(path, problems)
+        try:
+            dcp.load(dict(self.states), checkpoint_id=str(path))
+        except Exception as exc:  # DCP raises many types for an unreadable file
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CheckpointError(path, [f"torch cannot read it: {first[:300]}"]) from exc
+
+
+def _unwrapped(exc: CheckpointException) -> BaseException:
+    """What a rank's writer raised inside ``dcp.save``: Ctrl-C or a disk error as themselves.
+
+    A ``KeyboardInterrupt`` comes back as one (the save is abandoned: its hidden ``.partial``
+    folder is never loaded); an ``OSError`` (a full disk) as itself; anything else as ``exc``.
+    """
+    failures = [value[0] if isinstance(value, tuple) else value
+                for value in getattr(exc, "failures", {}).values()]
+    for kind in (KeyboardInterrupt, OSError):
+        for failure in failures:
+            if isinstance(failure, kind):
+                return failure
+    return exc
 
 
 def latest_checkpoint(root: str | Path) -> Path | None:
@@ -121,16 +174,22 @@ def latest_checkpoint(root: str | Path) -> Path | None:
     Hidden directories (``.partial``/``.old`` leftovers of an interrupted save) and directories
     without the ``COMPLETE`` marker are ignored.
     """
+    found = complete_checkpoints(root)
+    return found[0] if found else None
+
+
+def complete_checkpoints(root: str | Path) -> list[Path]:
+    """The complete checkpoints under ``root``, newest (highest trailing step number) first."""
     base = Path(root)
     if not base.is_dir():
-        return None
+        return []
     found = []
     for child in base.iterdir():
         if child.name.startswith(".") or not (child / COMPLETE_MARKER).is_file():
             continue
         m = re.search(r"(\d+)$", child.name)
         found.append((int(m.group(1)) if m else -1, child.name, child))
-    return max(found)[2] if found else None
+    return [entry[2] for entry in sorted(found, reverse=True)]
 
 
 def prune_checkpoints(root: str | Path, keep: int) -> list[Path]:
@@ -267,7 +326,9 @@ def export_hf(
 
 __all__ = [
     "COMPLETE_MARKER",
+    "CheckpointError",
     "Checkpointer",
+    "complete_checkpoints",
     "export_adapter",
     "export_hf",
     "full_state_dict",

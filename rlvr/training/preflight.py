@@ -2,8 +2,9 @@
 
 The loader checks every key and value (``rlvr.config.loader``); these check what they point at:
 ``model.path`` is a HuggingFace model folder, ``trainer.device`` exists on this machine,
-``eval.suite`` names a suite. Each failure is a ``ConfigError`` naming the key and what to do,
-raised before the model is built or the warm-up starts (``rlvr.training.warmup.check_env``).
+``eval.suite`` names a suite, ``trainer.output_dir`` takes a file. Each failure is a
+``ConfigError`` naming the key and what to do, raised before the model is built or the
+warm-up starts (``rlvr.training.warmup.check_env``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ def preflight(config: TrainConfig) -> None:
     """
     check_model_dir(config.model.path)
     check_device(config.trainer.device)
+    check_output_dir(config.trainer.output_dir)
     if config.eval.suite:
         from rlvr.envs.errors import EnvError
         from rlvr.evaluate import load_suite_entries
@@ -53,6 +55,28 @@ def check_model_dir(path: str | None) -> None:
                           f"{', '.join(TOKENIZER_FILES)}); {hint}", key="model.path")
 
 
+def check_output_dir(path: str) -> None:
+    """``trainer.output_dir`` (or the folder that would hold it) takes a file: write one."""
+    import os
+    import tempfile
+
+    target = Path(path).expanduser()
+    probe = target
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ConfigError(f"trainer.output_dir: {probe} is not a folder", key="trainer.output_dir")
+    try:
+        fd, name = tempfile.mkstemp(prefix=".rlvr-write-check-", dir=probe)
+        os.close(fd)
+        os.unlink(name)
+    except OSError as exc:
+        raise ConfigError(
+            f"trainer.output_dir: cannot write in {probe} ({exc.strerror or exc}); the run "
+            "writes its checkpoints and metrics there: pick a writable folder",
+            key="trainer.output_dir") from None
+
+
 def check_device(device: str) -> None:
     """``trainer.device=cuda`` needs a CUDA device torch can see."""
     if device != "cuda":
@@ -66,4 +90,5 @@ def check_device(device: str) -> None:
             f"CUDA {build}); use trainer.device=auto or cpu", key="trainer.device")
 
 
-__all__ = ["TOKENIZER_FILES", "check_device", "check_model_dir", "preflight"]
+__all__ = ["TOKENIZER_FILES", "check_device", "check_model_dir", "check_output_dir",
+           "preflight"]

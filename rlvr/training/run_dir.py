@@ -35,7 +35,7 @@ from typing import Any
 import yaml
 
 from rlvr.config import TrainConfig
-from rlvr.config.loader import from_dict, to_dict
+from rlvr.config.loader import config_checksum_ok, from_dict, to_dict
 from rlvr.errors import ConfigError, RunStoppedError
 from rlvr.learner import latest_checkpoint
 
@@ -165,8 +165,16 @@ def compare_for_resume(config: TrainConfig, recorded: Path, notices: list[str], 
     Raises:
         ConfigError: a changed key outside ``RESUMABLE`` (all of them are named).
     """
-    old = _flat(yaml.safe_load(recorded.read_text()) or {})
+    old = _flat(read_recorded(recorded))
     new = _flat(to_dict(config))
+    lost = sorted(new.keys() - old.keys())
+    if lost:
+        raise ConfigError(
+            f"trainer.resume=true, but the run's {recorded} lacks {len(lost)} key(s) "
+            f"({', '.join(lost[:5])}{', ...' if len(lost) > 5 else ''}): it is truncated or was "
+            "edited, so a changed key could not be told from a kept one. Restore it, or start "
+            "a new run (another trainer.output_dir, or trainer.overwrite=true with "
+            "trainer.resume=false)", key="trainer.resume")
     changed = sorted(k for k in new.keys() & old.keys() if new[k] != old[k])
     fixed = [k for k in changed if not _resumable(k) and k not in SCHEDULE_KEYS]
     if fixed:
@@ -198,6 +206,34 @@ def compare_for_resume(config: TrainConfig, recorded: Path, notices: list[str], 
     return runs
 
 
+def read_recorded(recorded: Path) -> dict[str, Any]:
+    """The mapping of a run's ``config.yaml``, checked against its checksum line.
+
+    Raises:
+        ConfigError: the file does not parse, is not a mapping, or differs from what the run
+            wrote (its checksum line does not match: truncated or edited by hand).
+    """
+    text = recorded.read_text(errors="replace")
+    fix = ("Restore it, or start a new run (another trainer.output_dir, or "
+           "trainer.overwrite=true with trainer.resume=false)")
+    if config_checksum_ok(text) is False:
+        raise ConfigError(
+            f"trainer.resume=true, but the run's {recorded} changed after the run wrote it (its "
+            f"checksum line does not match): the resume check cannot trust it. {fix}; if you "
+            "restored it by hand, delete its last line (the checksum) to resume with the values "
+            "it holds", key="trainer.resume")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        first = str(exc).splitlines()[0]
+        raise ConfigError(f"trainer.resume=true, but the run's {recorded} is not valid YAML "
+                          f"({first}). {fix}", key="trainer.resume") from None
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"trainer.resume=true, but the run's {recorded} holds no config "
+                          f"mapping. {fix}", key="trainer.resume")
+    return dict(data)
+
+
 def _resumable(key: str) -> bool:
     return any(key == p or (p.endswith(".") and key.startswith(p)) for p in RESUMABLE)
 
@@ -223,4 +259,4 @@ def apply_plan(plan: RunDirPlan) -> None:
 
 
 __all__ = ["LOCK_FILE", "RESUMABLE", "RUN_FILES", "RunDirPlan", "RunLock", "apply_plan",
-           "check_run_dir", "compare_for_resume", "used_files"]
+           "check_run_dir", "compare_for_resume", "read_recorded", "used_files"]

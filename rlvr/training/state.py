@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.algorithms.kl import KLController
-from rlvr.learner import Checkpointer, latest_checkpoint, prune_checkpoints
+from rlvr.distributed import barrier, rank_and_world
+from rlvr.learner import Checkpointer, CheckpointError, complete_checkpoints, prune_checkpoints
 from rlvr.training.rng import gather_rng_states, restore_rng_states
 
 
@@ -62,12 +63,38 @@ class Checkpoints:
         self.every = every
         self.keep = keep
 
-    def maybe_resume(self, enabled: bool) -> Path | None:
-        """Load the latest complete checkpoint when ``enabled`` and one exists; return it."""
-        latest = latest_checkpoint(self.root) if enabled else None
-        if latest is not None:
-            self.checkpointer.load(latest)
-        return latest
+    def maybe_resume(self, enabled: bool, log: Any = print) -> Path | None:
+        """Load the latest intact checkpoint when ``enabled`` and one exists; return it.
+
+        A damaged checkpoint (``CheckpointError``: a file changed or truncated since it was
+        saved) is renamed ``.<name>.damaged`` (kept for inspection, never loaded or pruned)
+        and the previous one is tried, with a warning through ``log``.
+
+        Raises:
+            CheckpointError: every checkpoint is damaged (names the newest).
+        """
+        damaged: list[CheckpointError] = []
+        for path in complete_checkpoints(self.root) if enabled else []:
+            try:
+                self.checkpointer.load(path)
+            except CheckpointError as err:
+                damaged.append(err)
+                barrier()  # every rank has checked it before it moves
+                if rank_and_world()[0] == 0:
+                    path.rename(path.with_name(f".{path.name}.damaged"))
+                barrier()
+                log(f"[rlvr] WARNING: {err}; it is set aside as {path.parent}/.{path.name}"
+                    ".damaged, trying the previous checkpoint")
+                continue
+            if damaged:
+                log(f"[rlvr] WARNING: resumed from the previous intact checkpoint {path}, not "
+                    f"from the damaged {damaged[0].path.name}")
+            return path
+        if damaged:
+            raise CheckpointError(damaged[0].path, [
+                *damaged[0].problems, "no earlier intact checkpoint to resume from; start over "
+                "with trainer.overwrite=true"])
+        return None
 
     def maybe_save(self, step: int) -> Path | None:
         """Save when ``step`` is due (collective); prune all but the newest ``keep``."""

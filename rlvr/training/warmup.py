@@ -31,6 +31,7 @@ def check_env(config: TrainConfig) -> int | None:
         ConfigError: a model path, device, suite or warm-up that cannot work (names the key).
     """
     from rlvr import envs
+    from rlvr.training.heldout import check_heldout
     from rlvr.training.preflight import preflight
 
     preflight(config)  # model.path, trainer.device, eval.suite
@@ -43,6 +44,7 @@ def check_env(config: TrainConfig) -> int | None:
     finally:
         env.close()
     envs.make(config.env.id, **merge(config.env.kwargs, config.env.eval_kwargs)).close()
+    check_heldout(config)  # a held-out set that is the training set is refused
     if config.sft.enabled and config.sft.demos == "answers":
         check_warmup_answers(config)
     if isinstance(num_tasks, bool) or not isinstance(num_tasks, int) or num_tasks < 1:

@@ -112,7 +112,7 @@ KILLED_SAVE = textwrap.dedent("""
     batch = with_advantages(make_batch(4))
     batch.set("old_logprobs", actor.compute_logprobs(batch))
     actor.update(batch)
-    def die(tmp, target):  # SIGKILL after DCP wrote its files, before the rename
+    def die(tmp, target, *marker):  # SIGKILL after DCP wrote its files, before the rename
         os.kill(os.getpid(), signal.SIGKILL)
     ck._publish = die
     ckpt.save(os.path.join(sys.argv[1], "step_2"))
