@@ -78,8 +78,23 @@ def test_a_body_over_the_cap_is_a_413(tool_engine, tiny_tokenizer):
         assert r.status_code == 200
 
 
-def test_a_long_prompt_does_not_stall_other_clients(server):
-    """Rendering a ~300 kB prompt takes seconds in the tokenizer; /health keeps answering.
+@pytest.fixture
+def slow_long_renders(tiny_tokenizer, monkeypatch):
+    """Rendering a conversation with a long message blocks its thread for 1.5 s (a big prompt on
+    a slow tokenizer), whatever this machine's speed: where the rendering runs shows in what
+    else runs meanwhile."""
+    render = tiny_tokenizer.apply_chat_template
+
+    def slow(conversation, *args, **kwargs):
+        if any(len(str(m.get("content") or "")) > 10_000 for m in conversation):
+            time.sleep(1.5)
+        return render(conversation, *args, **kwargs)
+
+    monkeypatch.setattr(tiny_tokenizer, "apply_chat_template", slow)
+
+
+def test_a_long_prompt_does_not_stall_other_clients(server, slow_long_renders):
+    """While a long prompt renders (1.5 s here), /health keeps answering.
 
     (The prompt is then refused: it is past the context.) With the rendering on the event loop,
     every other request waits for it: one ping at most would complete meanwhile.
@@ -234,7 +249,8 @@ def test_usage_counts_the_tokens_the_logprobs_list(client):
     assert done.usage.completion_tokens == len(done.choices[0].logprobs.content)
 
 
-def test_the_event_loop_is_free_while_the_template_renders(tool_engine, tiny_tokenizer):
+def test_the_event_loop_is_free_while_the_template_renders(tool_engine, tiny_tokenizer,
+                                                           slow_long_renders):
     """In-process (the training path): a chat call's rendering runs off the event loop."""
     gateway = Gateway(tool_engine, tiny_tokenizer)
     seen = []

@@ -32,8 +32,9 @@ def test_check_same_shape_returns_the_shape_and_skips_none():
 def test_masked_mean_is_the_masked_sum_over_count_plus_eps():
     x = T([[1.0, 2.0, 4.0]], dtype=F64)
     m = T([[1.0, 1.0, 0.0]], dtype=F64)
-    # within a few ulps, not to the bit: torch may divide by a one-element tensor as a multiplication
-    # by its reciprocal (a different rounding than Python's 3.0 / ...); EPS moves it by 5e-9
+    # within a few ulps, not to the bit: torch may divide by a one-element tensor as a
+    # multiplication by its reciprocal (a different rounding than Python's 3.0 / ...); EPS moves
+    # it by 5e-9
     assert masked_mean(x, m).item() == pytest.approx(3.0 / (2.0 + EPS), rel=1e-15, abs=0)
 
 
