@@ -1,6 +1,7 @@
 """The gateway's HTTP routes (FastAPI): ``/v1/...`` and each episode's ``/episodes/{key}/v1/...``.
 
-Routes: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models``,
+Routes: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``POST /v1/responses``
+(``rlvr.agents.gateway.openai_responses``), ``GET /v1/models``,
 ``GET /v1/models/{id}``, ``GET /health``; the same under ``/episodes/{key}`` for an episode's
 endpoint (``Gateway.open_episode``). Every error is an OpenAI error object: 400 for a malformed
 request (naming the field), 401 for a wrong API key, 404 for an unknown route, episode or
@@ -18,6 +19,11 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from rlvr.agents.errors import MissingDependencyError
+from rlvr.agents.gateway.openai_responses import (
+    parse_responses,
+    response_events,
+    response_object,
+)
 from rlvr.agents.gateway.protocol import GatewayHTTPError, parse_chat, parse_completion
 from rlvr.agents.gateway.responses import (
     chat_chunks,
@@ -150,6 +156,14 @@ def create_app(gateway: Gateway) -> Any:
             return respond(None, completion_chunks(req, out, gateway.templates))
         return respond(completion_response(req, out, gateway.templates), None)
 
+    async def responses(request: Request, episode: Any) -> Any:
+        authorize(request)
+        req, echo = parse_responses(await body_of(request))
+        out = await unless_disconnected(request, gateway.chat(req, episode))
+        if req.sampling.stream:
+            return respond(None, response_events(req, echo, out, gateway.templates))
+        return respond(response_object(req, echo, out, gateway.templates), None)
+
     def model_card() -> dict[str, Any]:
         return {"id": gateway.model_name, "object": "model", "created": gateway.created,
                 "owned_by": "rlvr", "max_model_len": gateway.max_context}
@@ -182,6 +196,10 @@ def create_app(gateway: Gateway) -> Any:
     async def _complete(request: Request) -> Any:
         return await complete(request, None)
 
+    @app.post("/v1/responses")
+    async def _responses(request: Request) -> Any:
+        return await responses(request, None)
+
     @app.get("/v1/models")
     async def _models(request: Request) -> Any:
         return models(request)
@@ -193,6 +211,10 @@ def create_app(gateway: Gateway) -> Any:
     @app.post("/episodes/{key}/v1/completions")
     async def _episode_complete(key: str, request: Request) -> Any:
         return await complete(request, gateway.episode(key))
+
+    @app.post("/episodes/{key}/v1/responses")
+    async def _episode_responses(key: str, request: Request) -> Any:
+        return await responses(request, gateway.episode(key))
 
     @app.get("/episodes/{key}/v1/models")
     async def _episode_models(key: str, request: Request) -> Any:
