@@ -1,8 +1,10 @@
-"""Agents written against the Responses API train through the gateway, token-exact.
+"""Agents written against the Responses and the Anthropic Messages APIs train through the
+gateway, token-exact.
 
 ``rlvr train`` (in process, 2 steps of the quickstart on a small tiny model) plays an agent
-whose only model call is ``client.responses.create``: every episode is played (no error rows)
-and the engine's logprobs are the learner's (``rollout/logprob_diff``).
+whose only model call is ``client.responses.create``, then one that streams
+``anthropic.AsyncAnthropic.messages``: every episode is played (no error rows) and the engine's
+logprobs are the learner's (``rollout/logprob_diff``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 import gymnasium
 from trainer_helpers import QUIET, SMALL_MODEL
 
+from rlvr.agents.gateway.clients import anthropic_client
 from rlvr.config import load_config
 from rlvr.envs.agent_env import register_agent
 from rlvr.trainer import train
@@ -23,6 +26,15 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 async def responses_agent(client, task):
     reply = await client.responses.create(model="policy", input=list(task.messages))
     return reply.output_text
+
+
+async def messages_agent(client, task):
+    claude = anthropic_client(client)
+    system = "".join(m["content"] for m in task.messages if m["role"] == "system")
+    turns = [m for m in task.messages if m["role"] != "system"]
+    async with claude.messages.stream(model="policy", max_tokens=256, messages=turns,
+                                      **({"system": system} if system else {})) as stream:
+        return "".join([piece async for piece in stream.text_stream])
 
 
 def _register(env_id: str, agent) -> None:
@@ -48,3 +60,12 @@ def test_a_responses_api_agent_trains_token_exact(tmp_path):
     for m in steps:
         assert m["response/error_ratio"] == 0.0, m   # every episode played
         assert m["rollout/logprob_diff"] < 1e-3, m   # token-exact through the gateway
+
+
+def test_an_anthropic_messages_agent_trains_token_exact(tmp_path):
+    _register("tests/MessagesMath-v0", messages_agent)
+    steps = _train_two_steps(tmp_path, "tests/MessagesMath-v0")
+    assert len(steps) == 2
+    for m in steps:
+        assert m["response/error_ratio"] == 0.0, m
+        assert m["rollout/logprob_diff"] < 1e-3, m
