@@ -9,8 +9,8 @@ no second tokenisation route. ``message_object`` and ``message_events`` give the
 its server-sent events (``message_start`` ... ``message_stop``).
 
 Refused (400 naming the field): image, document and thinking blocks, extended ``thinking``,
-server tools, ``tool_choice`` ``any`` or a named tool (the engine cannot force a call), and the
-OpenAI-only sampling fields.
+server tools, ``tool_choice`` ``any`` or a named tool (the engine cannot force a call), a final
+assistant turn (prefill), and the OpenAI-only sampling fields.
 """
 
 from __future__ import annotations
@@ -20,7 +20,13 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from rlvr.agents.gateway.protocol import ChatRequest, GatewayHTTPError, bad_request, parse_chat
+from rlvr.agents.gateway.protocol import (
+    NEUTRAL,
+    ChatRequest,
+    GatewayHTTPError,
+    bad_request,
+    parse_chat,
+)
 from rlvr.agents.gateway.render import Templates
 from rlvr.agents.gateway.responses import text_pieces
 from rlvr.agents.gateway.service import Generated
@@ -66,7 +72,8 @@ def parse_messages(body: Any) -> ChatRequest:
     for name in ("n", "presence_penalty", "frequency_penalty", "logprobs", "seed", "stop"):
         if name in body:
             raise bad_request(f"'{name}' is not a Messages API field", name)
-    chat: dict[str, Any] = {
+    chat: dict[str, Any] = {k: body[k] for k in NEUTRAL if k in body}  # refused as in chat
+    chat |= {
         "model": body.get("model"), "messages": _messages(body.get("system"),
                                                           body.get("messages")),
         "tools": _tools(body.get("tools")), "tool_choice": _tool_choice(body.get("tool_choice")),
@@ -149,6 +156,10 @@ def _messages(system: Any, messages: Any) -> list[dict[str, Any]]:
             out.append(entry)
         elif texts:
             out.append({"role": "user", "content": "".join(texts)})
+    if messages[-1].get("role") == "assistant":
+        # Anthropic continues a final assistant turn (prefill); the chat template would close it
+        raise bad_request("a final assistant turn (prefill) is not supported: the conversation "
+                          "must end with a user turn", f"messages[{len(messages) - 1}]")
     return out
 
 

@@ -88,6 +88,8 @@ def test_streamed_events_as_the_client_reads_them(client):
     ({"top_k": 0}, "top_k"),
     ({"temperature": 1.5}, "temperature"),
     ({"presence_penalty": 1.0}, "presence_penalty"),
+    ({"min_p": 0.1}, "min_p"),
+    ({"messages": [*USER, {"role": "assistant", "content": "Answer:"}]}, "messages[1]"),
 ])
 def test_what_is_not_supported_is_refused_naming_the_field(client, fields, param):
     with pytest.raises(anthropic.BadRequestError) as err:
