@@ -23,7 +23,16 @@ def anthropic_client(client: Any) -> Any:
     except ImportError as exc:
         raise MissingDependencyError("an Anthropic client needs anthropic: "
                                      "pip install anthropic") from exc
+    import anthropic._base_client as theirs
+
+    http = client._client
+    libs = [getattr(theirs, n) for n in ("httpx2", "httpx") if getattr(theirs, n, None)]
+    if not any(isinstance(http, lib.AsyncClient) for lib in libs):
+        raise MissingDependencyError(
+            f"the installed anthropic ({anthropic.__version__}) and openai clients use different "
+            "HTTP libraries (httpx2 / httpx): install versions that agree (anthropic>=2 with "
+            "openai>=3)")
     base = str(client.base_url).rstrip("/").removesuffix("/v1")
     return anthropic.AsyncAnthropic(base_url=base, api_key=client.api_key or "rlvr",
-                                    http_client=client._client, timeout=client.timeout,
+                                    http_client=http, timeout=client.timeout,
                                     max_retries=0)
