@@ -5,8 +5,9 @@ and PyPI's ``envs`` live in a venv of their own (``bash dev.sh setup-coexist``, 
 ``bash dev.sh test``; tools/coexist/requirements.txt pins them). The test installs the wheel
 built from this checkout into it in both orders, checks that both sides import and keep their
 files, runs ``rlvr check-env`` and a short ``rlvr train``, and trains an Agents SDK agent through
-rlvr's gateway in the same process. Every command runs outside the checkout, so only what the
-wheel installed can be imported.
+rlvr's gateway in the same process (its default Responses model and its chat completions
+model). Every command runs outside the checkout, so only what the wheel installed can be
+imported.
 """
 
 from __future__ import annotations
@@ -50,17 +51,25 @@ CHECK = textwrap.dedent('''
 ''')
 
 SDK_PLUGIN = textwrap.dedent('''
-    """An OpenAI Agents SDK agent, trained by rlvr through its gateway."""
-    from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
+    """An OpenAI Agents SDK agent, trained by rlvr through its gateway.
+
+    Episodes alternate between the SDK's default model (the Responses API) and its chat
+    completions model, so every step trains both through the gateway.
+    """
+    import itertools
+
+    from agents import (Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, Runner,
+                        set_tracing_disabled)
 
     from rlvr.envs import register_agent
 
     set_tracing_disabled(True)  # no network: the SDK's trace exporter stays off
+    EPISODES = itertools.count()
 
 
     async def sdk_agent(client, task):
-        agent = Agent(name="adder", model=OpenAIChatCompletionsModel(model="policy",
-                                                                     openai_client=client))
+        kind = OpenAIResponsesModel if next(EPISODES) % 2 == 0 else OpenAIChatCompletionsModel
+        agent = Agent(name="adder", model=kind(model="policy", openai_client=client))
         result = await Runner.run(agent, list(task.messages), max_turns=1)
         return result.final_output
 

@@ -1,8 +1,11 @@
 """The gateway's HTTP routes (FastAPI): ``/v1/...`` and each episode's ``/episodes/{key}/v1/...``.
 
-Routes: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models``,
-``GET /v1/models/{id}``, ``GET /health``; the same under ``/episodes/{key}`` for an episode's
-endpoint (``Gateway.open_episode``). Every error is an OpenAI error object: 400 for a malformed
+Routes: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``POST /v1/responses``
+(``rlvr.agents.gateway.openai_responses``), ``POST /v1/messages`` (Anthropic,
+``rlvr.agents.gateway.anthropic_messages``: its errors are Anthropic error objects),
+``GET /v1/models``, ``GET /v1/models/{id}``, ``GET /health``; the same under
+``/episodes/{key}`` for an episode's endpoint (``Gateway.open_episode``). Every other error is
+an OpenAI error object: 400 for a malformed
 request (naming the field), 401 for a wrong API key, 404 for an unknown route, episode or
 (with ``strict_model``) model, 405 for a wrong method, 413 for a body over
 ``max_body_bytes``; an unexpected failure is a 500 with
@@ -18,6 +21,17 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from rlvr.agents.errors import MissingDependencyError
+from rlvr.agents.gateway.anthropic_messages import (
+    error_body,
+    message_events,
+    message_object,
+    parse_messages,
+)
+from rlvr.agents.gateway.openai_responses import (
+    parse_responses,
+    response_events,
+    response_object,
+)
 from rlvr.agents.gateway.protocol import GatewayHTTPError, parse_chat, parse_completion
 from rlvr.agents.gateway.responses import (
     chat_chunks,
@@ -106,8 +120,10 @@ def create_app(gateway: Gateway) -> Any:
         if gateway.api_key is None:
             return
         header = request.headers.get("authorization", "")
-        if header != f"Bearer {gateway.api_key}":
-            raise GatewayHTTPError(401, "invalid API key (send 'Authorization: Bearer <key>')",
+        if header != f"Bearer {gateway.api_key}" and request.headers.get(
+                "x-api-key") != gateway.api_key:
+            raise GatewayHTTPError(401, "invalid API key (send 'Authorization: Bearer <key>' "
+                                   "or 'x-api-key: <key>')",
                                    kind="authentication_error", code="invalid_api_key")
 
     async def body_of(request: Request) -> Any:
@@ -150,6 +166,25 @@ def create_app(gateway: Gateway) -> Any:
             return respond(None, completion_chunks(req, out, gateway.templates))
         return respond(completion_response(req, out, gateway.templates), None)
 
+    async def responses(request: Request, episode: Any) -> Any:
+        authorize(request)
+        req, echo = parse_responses(await body_of(request))
+        out = await unless_disconnected(request, gateway.chat(req, episode))
+        if req.sampling.stream:
+            return respond(None, response_events(req, echo, out, gateway.templates))
+        return respond(response_object(req, echo, out, gateway.templates), None)
+
+    async def messages(request: Request, episode: Any) -> Any:
+        try:
+            authorize(request)
+            req = parse_messages(await body_of(request))
+            out = await unless_disconnected(request, gateway.chat(req, episode))
+        except GatewayHTTPError as exc:  # Anthropic clients read Anthropic error objects
+            return JSONResponse(error_body(exc), status_code=exc.status)
+        if req.sampling.stream:
+            return respond(None, message_events(req, out, gateway.templates))
+        return respond(message_object(req, out, gateway.templates), None)
+
     def model_card() -> dict[str, Any]:
         return {"id": gateway.model_name, "object": "model", "created": gateway.created,
                 "owned_by": "rlvr", "max_model_len": gateway.max_context}
@@ -182,6 +217,14 @@ def create_app(gateway: Gateway) -> Any:
     async def _complete(request: Request) -> Any:
         return await complete(request, None)
 
+    @app.post("/v1/responses")
+    async def _responses(request: Request) -> Any:
+        return await responses(request, None)
+
+    @app.post("/v1/messages")
+    async def _messages(request: Request) -> Any:
+        return await messages(request, None)
+
     @app.get("/v1/models")
     async def _models(request: Request) -> Any:
         return models(request)
@@ -193,6 +236,18 @@ def create_app(gateway: Gateway) -> Any:
     @app.post("/episodes/{key}/v1/completions")
     async def _episode_complete(key: str, request: Request) -> Any:
         return await complete(request, gateway.episode(key))
+
+    @app.post("/episodes/{key}/v1/responses")
+    async def _episode_responses(key: str, request: Request) -> Any:
+        return await responses(request, gateway.episode(key))
+
+    @app.post("/episodes/{key}/v1/messages")
+    async def _episode_messages(key: str, request: Request) -> Any:
+        try:
+            episode = gateway.episode(key)
+        except GatewayHTTPError as exc:
+            return JSONResponse(error_body(exc), status_code=exc.status)
+        return await messages(request, episode)
 
     @app.get("/episodes/{key}/v1/models")
     async def _episode_models(key: str, request: Request) -> Any:

@@ -71,7 +71,7 @@ def chat_chunks(req: ChatRequest, out: Generated, t: Templates) -> Iterator[str]
         yield event([{"index": i, "delta": {"role": "assistant", "content": ""},
                       "logprobs": None, "finish_reason": None}])
         content = reply.content or ""
-        pieces = _text_pieces(t, c.token_ids[:n_tokens], text) if not reply.tool_calls else (
+        pieces = text_pieces(t, c.token_ids[:n_tokens], text) if not reply.tool_calls else (
             [(content, None)] if content else [])
         for piece, k in pieces:
             lp = None
@@ -91,7 +91,7 @@ def chat_chunks(req: ChatRequest, out: Generated, t: Templates) -> Iterator[str]
     yield "data: [DONE]\n\n"
 
 
-def _text_pieces(t: Templates, ids: list[int], text: str) -> list[tuple[str, int | None]]:
+def text_pieces(t: Templates, ids: list[int], text: str) -> list[tuple[str, int | None]]:
     """``text`` split at token boundaries (decoded prefixes), each with its token index."""
     pieces: list[tuple[str, int | None]] = []
     done = ""
