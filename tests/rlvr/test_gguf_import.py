@@ -84,7 +84,8 @@ def test_the_imported_folder_equals_transformers_reading_of_the_gguf_file(smollm
 
 
 @pytest.mark.slow
-def test_rlvr_model_import_writes_a_bfloat16_folder_that_loads(tmp_path, smollm2_gguf, capsys):
+def test_rlvr_model_import_writes_a_bfloat16_folder_that_loads(smollm2_full, tmp_path, smollm2_gguf,
+                                                               capsys):
     import torch
     from transformers import AutoModelForCausalLM
 
