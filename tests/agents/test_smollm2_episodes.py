@@ -107,8 +107,9 @@ def test_the_real_model_plays_token_exact_retry_episodes(smollm2_path, smol_toke
     model = AutoModelForCausalLM.from_pretrained(smollm2_path, dtype=torch.float32).eval()
     engine = TransformersEngine(model, smol_tokenizer, max_batch_size=8)
     try:
-        cfg = RunnerConfig(max_turns=3, max_tokens_per_turn=10, check_token_exact=True, seed=0,
-                           sampling=SamplingParams(temperature=1.0))
+        # a turn ends at the first sentence (a turn cut off by the budget never reaches the env)
+        cfg = RunnerConfig(max_turns=3, max_tokens_per_turn=16, check_token_exact=True, seed=0,
+                           sampling=SamplingParams(temperature=1.0, stop=(".", "\n")))
         specs = [_retry_spec(s) for s in range(2)]
         trajs = run_episodes(engine, smol_tokenizer, specs, cfg, group_size=2)
     finally:
