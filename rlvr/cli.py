@@ -6,7 +6,8 @@ key or a bad value stops here, before any work, with a message naming the key) a
 ``rlvr.evaluate.evaluate``, then prints the summary table.
 ``rlvr check-env ENV_ID [--import MODULE]`` runs ``rlvr.envs.check_env(env, deep=True)`` and prints
 its table (exit code 1 when a check failed). ``rlvr serve --model PATH`` serves a checkpoint
-behind an OpenAI-compatible API (``rlvr.serve``).
+behind an OpenAI-compatible API (``rlvr.serve``). ``rlvr model import FILE.gguf OUT/`` writes a
+GGUF file as a plain safetensors HF folder (``rlvr.gguf_import``).
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from typing import Any
 from rlvr.envs.errors import EnvError
 from rlvr.errors import ConfigError, RlvrError, RunStoppedError
 
-USAGE = """usage: rlvr {train,eval,check-env,serve} ...
+USAGE = """usage: rlvr {train,eval,check-env,serve,model} ...
 
   rlvr train CONFIG [key=value ...] [--import MODULE]   train with a YAML config
   rlvr eval --model PATH --suite NAME [key=value ...]  evaluate checkpoints (rlvr eval -h)
   rlvr check-env ENV_ID [--import MODULE]              check an env's contract and hackability
   rlvr serve --model PATH [--host H] [--port P]        an OpenAI-compatible API on a checkpoint
+  rlvr model import FILE.gguf OUT/ [--dtype D]         a GGUF file as a safetensors HF folder
 """
 
 
@@ -289,6 +291,33 @@ def check_env_main(argv: Sequence[str]) -> int:
     return 0 if report.passed else 1
 
 
+def model_main(argv: Sequence[str]) -> int:
+    """``rlvr model import FILE.gguf OUT/``: 0 when written, 2 on a usage or input error."""
+    parser = argparse.ArgumentParser(
+        prog="rlvr model", description="Model files: `import` writes a .gguf file as a plain "
+        "safetensors HuggingFace folder (tokenizer and chat template included) that every "
+        "rlvr command, transformers and sglang load; its logits are checked against "
+        "transformers' own GGUF reading.")
+    sub = parser.add_subparsers(dest="action", required=True)
+    imp = sub.add_parser("import", help="write FILE.gguf as a HF folder OUT/")
+    imp.add_argument("gguf_file", help="a .gguf file (needs the gguf package)")
+    imp.add_argument("out_dir", help="the folder to write (must not exist)")
+    imp.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                     help="the weights' dtype in the folder (default float32)")
+    args = parser.parse_args(list(argv))
+    from rlvr.gguf_import import import_gguf
+
+    try:
+        report = import_gguf(args.gguf_file, args.out_dir, args.dtype)
+    except RlvrError as err:
+        print(f"rlvr model import: error: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote {report.out_dir}: {report.architecture}, {report.parameters / 1e6:.1f} M "
+          f"parameters, {report.dtype}; max |logit diff| vs transformers' GGUF reading "
+          f"{report.max_logit_diff:.2g}; {report.seconds:.0f} s")
+    return 0
+
+
 def _quiet_transformers() -> None:
     """Hide transformers' per-load "Loading weights" bars: rlvr shows its own progress."""
     from transformers.utils import logging as hf_logging
@@ -322,8 +351,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from rlvr.serve import serve_main
 
         return serve_main(rest)
+    if command == "model":
+        return model_main(rest)
     print(f"rlvr: error: unknown command {command!r}; allowed: train, eval, check-env, "
-          f"serve\n{USAGE}", file=sys.stderr)
+          f"serve, model\n{USAGE}", file=sys.stderr)
     return 2
 
 

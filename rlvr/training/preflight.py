@@ -1,10 +1,10 @@
 """Checks of what a run needs that the config's types cannot say, made before any work.
 
 The loader checks every key and value (``rlvr.config.loader``); these check what they point at:
-``model.path`` is a HuggingFace model folder, ``trainer.device`` exists on this machine,
-``eval.suite`` names a suite, ``trainer.output_dir`` takes a file. Each failure is a
-``ConfigError`` naming the key and what to do, raised before the model is built or the
-warm-up starts (``rlvr.training.warmup.check_env``).
+``model.path`` is a HuggingFace model folder or a ``.gguf`` file, ``trainer.device`` exists on
+this machine, ``eval.suite`` names a suite, ``trainer.output_dir`` takes a file. Each failure is a
+``ConfigError`` naming the key and what to do, raised before the model is built or the warm-up
+starts (``rlvr.training.warmup.check_env``).
 """
 
 from __future__ import annotations
@@ -38,12 +38,21 @@ def preflight(config: TrainConfig) -> None:
 
 
 def check_model_dir(path: str | None) -> None:
-    """``model.path`` is None (the built-in tiny model) or a HF model folder with a tokenizer."""
+    """``model.path`` is None (the tiny model), a HF folder with a tokenizer, or a .gguf file.
+
+    A ``.gguf`` file is imported into a cached folder later (``rlvr.gguf_import``); here it must
+    exist and the ``gguf`` package must be importable.
+    """
     if path is None:
         return
+    from rlvr.gguf_import import check_gguf_file, is_gguf
+
+    if is_gguf(path):
+        check_gguf_file(path, key="model.path")
+        return
     target = Path(path).expanduser()
-    hint = ("give a folder saved with save_pretrained (config.json, weights, tokenizer files), "
-            "or leave model.path out for the built-in tiny model")
+    hint = ("give a folder saved with save_pretrained (config.json, weights, tokenizer files) "
+            "or a .gguf file, or leave model.path out for the built-in tiny model")
     if not target.exists():
         raise ConfigError(f"model.path: {path!r} does not exist (rlvr loads local folders "
                           f"only, never from the hub); {hint}", key="model.path")
