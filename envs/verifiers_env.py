@@ -116,7 +116,7 @@ class VerifiersSource:
             config = loaders.taskset_config_type(environment).model_validate(
                 {**kwargs, "id": environment})
             self.taskset = cls(config)
-            tasks = []
+            tasks: list[Any] = []
             for task in self.taskset:
                 if len(tasks) >= limit:
                     break
@@ -180,7 +180,7 @@ def score_with(source: VerifiersSource, response: str, task: Task) -> Verdict:
     vf = _vf()
     graph = importlib.import_module("verifiers.v1.graph")
     vtask = source.tasks[int(task["index"])]
-    nodes = []
+    nodes: list[Any] = []
     for message in task["prompt"]:
         kind = {"system": vf.SystemMessage, "user": vf.UserMessage,
                 "assistant": vf.AssistantMessage}[message["role"]]
