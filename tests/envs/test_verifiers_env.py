@@ -75,6 +75,9 @@ PLAY = textwrap.dedent('''
         make("rlvr/Verifiers-v0", environment="verifiers_arith", environment_kwargs={"sise": 5})
     except EnvArgumentError as exc:
         out["bad_kwargs"] = str(exc)
+    # `rlvr check-env rlvr/Verifiers-v0 --kwargs ...`, in this process (one interpreter start)
+    from rlvr.cli import main
+    out["check_env"] = main(["check-env", "rlvr/Verifiers-v0", "--kwargs", json.dumps(kw)])
     print(json.dumps(out, default=repr))
 ''')
 
@@ -115,10 +118,12 @@ def test_without_verifiers_the_env_says_what_to_install():
 
 
 @pytest.mark.slow
-def test_tasks_splits_and_the_tasksets_own_reward(venv):
+def test_splits_its_own_reward_and_check_env(venv):
     python, work = venv
     (work / "play.py").write_text(PLAY)
-    out = json.loads(run(python, "play.py", cwd=work).strip().splitlines()[-1])
+    stdout = run(python, "play.py", cwd=work)
+    out = json.loads(stdout.strip().splitlines()[-1])
+    assert out["check_env"] == 0 and " 0 failed" in stdout, stdout
     assert out["train"] + out["test"] == 300 and 10 <= out["test"] <= 60
     assert out["shared"] == 0
     assert [m["role"] for m in out["messages"]] == ["user"]
@@ -135,12 +140,9 @@ def test_tasks_splits_and_the_tasksets_own_reward(venv):
 
 
 @pytest.mark.slow
-def test_check_env_passes_and_training_plays_every_episode(venv):
+def test_training_plays_and_scores_every_episode(venv):
     python, work = venv
     kwargs = json.dumps({"environment": "verifiers_arith", "environment_kwargs": {"size": 300}})
-    out = run(python, "-m", "rlvr.cli", "check-env", "rlvr/Verifiers-v0", "--kwargs", kwargs,
-              cwd=work)
-    assert " 0 failed" in out, out
     runs = work / "runs"
     run(python, "-m", "rlvr.cli", "train", str(ROOT / "configs" / "quickstart.yaml"),
         "env.id=rlvr/Verifiers-v0", f"env.kwargs={kwargs}", "env.eval_kwargs={}",
