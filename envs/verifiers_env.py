@@ -30,7 +30,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import importlib
+import json
 import math
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -104,31 +106,13 @@ class VerifiersSource:
             raise EnvArgumentError(f"test_fraction must be in (0, 1), got {test_fraction!r}")
         self.split = check_split(split)
         self.name = environment
-        _vf()
-        loaders = importlib.import_module("verifiers.v1.utils.loaders")
         kwargs = dict(environment_kwargs or {})
-        try:
-            cls = loaders.taskset_class(environment)
-        except (ImportError, TypeError, ValueError, AttributeError) as exc:
-            raise EnvArgumentError(f"cannot load verifiers taskset {environment!r}: "
-                                   f"{type(exc).__name__}: {exc}") from exc
-        try:
-            config = loaders.taskset_config_type(environment).model_validate(
-                {**kwargs, "id": environment})
-            self.taskset = cls(config)
-            tasks: list[Any] = []
-            for task in self.taskset:
-                if len(tasks) >= limit:
-                    break
-                tasks.append(task)
-        except (TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
-            raise EnvArgumentError(f"verifiers taskset {environment!r} rejected "
-                                   f"environment_kwargs {kwargs}: {type(exc).__name__}: {exc}"
-                                   ) from exc
-        if tasks:
-            _check_playable(environment, tasks[0])
-        held_out = [stable_fraction(f"{environment}\n{task.key}") < test_fraction
-                    for task in tasks]
+        key = (environment, json.dumps(kwargs, sort_keys=True, default=repr), limit,
+               test_fraction)
+        with _LOADED_LOCK:
+            if key not in _LOADED:
+                _LOADED[key] = _load(environment, kwargs, limit, test_fraction)
+            tasks, held_out = _LOADED[key]
         self.tasks = [t for t, out in zip(tasks, held_out, strict=True)
                       if out == (split == "test")]
 
@@ -148,6 +132,40 @@ class VerifiersSource:
 
     def __repr__(self) -> str:
         return f"VerifiersSource({self.name!r}, split={self.split!r}, n={len(self)})"
+
+
+_LOADED: dict[tuple[Any, ...], tuple[list[Any], list[bool]]] = {}
+"""Loaded tasksets by (environment, kwargs, limit, test_fraction): every env of a process (a
+run makes one per concurrent episode) shares one load of the taskset."""
+_LOADED_LOCK = threading.Lock()
+
+
+def _load(environment: str, kwargs: dict[str, Any], limit: int,
+          test_fraction: float) -> tuple[list[Any], list[bool]]:
+    """The taskset's first ``limit`` tasks and whether each is held out."""
+    _vf()
+    loaders = importlib.import_module("verifiers.v1.utils.loaders")
+    try:
+        cls = loaders.taskset_class(environment)
+    except (ImportError, TypeError, ValueError, AttributeError) as exc:
+        raise EnvArgumentError(f"cannot load verifiers taskset {environment!r}: "
+                               f"{type(exc).__name__}: {exc}") from exc
+    try:
+        config = loaders.taskset_config_type(environment).model_validate(
+            {**kwargs, "id": environment})
+        tasks: list[Any] = []
+        for task in cls(config):
+            if len(tasks) >= limit:
+                break
+            tasks.append(task)
+    except (TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+        raise EnvArgumentError(f"verifiers taskset {environment!r} rejected "
+                               f"environment_kwargs {kwargs}: {type(exc).__name__}: {exc}"
+                               ) from exc
+    if tasks:
+        _check_playable(environment, tasks[0])
+    held_out = [stable_fraction(f"{environment}\n{task.key}") < test_fraction for task in tasks]
+    return tasks, held_out
 
 
 def _check_playable(environment: str, task: Any) -> None:

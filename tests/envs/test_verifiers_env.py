@@ -61,6 +61,9 @@ PLAY = textwrap.dedent('''
     ids = lambda env: {env.unwrapped.source[i]["task_id"]
                        for i in range(env.unwrapped.num_tasks)}
     out["shared"] = len(ids(train) & ids(test))
+    # envs of one process share one load of the taskset (a run makes one env per episode slot)
+    again = make("rlvr/Verifiers-v0", **kw).unwrapped.source.tasks
+    out["one_load"] = again[0] is train.unwrapped.source.tasks[0]
     messages, info = train.reset(seed=0)
     task = train.unwrapped.task
     out["messages"] = messages
@@ -125,7 +128,7 @@ def test_splits_its_own_reward_and_check_env(venv):
     out = json.loads(stdout.strip().splitlines()[-1])
     assert out["check_env"] == 0 and " 0 failed" in stdout, stdout
     assert out["train"] + out["test"] == 300 and 10 <= out["test"] <= 60
-    assert out["shared"] == 0
+    assert out["shared"] == 0 and out["one_load"]
     assert [m["role"] for m in out["messages"]] == ["user"]
     assert out["messages"][0]["content"].endswith("=")
     reward, terminated, _, info = out["right"]
