@@ -37,6 +37,7 @@ BUILTIN_ENVS: dict[str, str] = {
     "rlvr/ToolUse-v0": "rlvr.envs.tool_env:ToolUseEnv",
     "rlvr/CompactToolUse-v0": "rlvr.envs.compact_tool_env:CompactToolUseEnv",
     "rlvr/ReasoningGym-v0": "rlvr.envs.reasoning_gym_env:ReasoningGymEnv",
+    "rlvr/Verifiers-v0": "rlvr.envs.verifiers_env:VerifiersEnv",
 }
 """The built-in ids and their entry points."""
 
