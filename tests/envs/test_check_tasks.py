@@ -41,7 +41,9 @@ class RaisesOnSomeTasks(VerifierEnv):
 def test_with_reset_always_raising_nothing_else_passes_and_the_fix_names_reset():
     report = check_env(BrokenReset(), deep=True, raise_on_failure=False)
     passed = [(r.topic, r.name) for r in report.results if r.status == PASS]
-    assert passed == [("contract", "spaces: Text actions, messages observations")], passed
+    # a reset that raises at once still returns in time: the only other row that can pass
+    assert passed == [("contract", "spaces: Text actions, messages observations"),
+                      ("contract", "every call returns in time")], passed
     reset = next(r for r in report.results if r.name == "reset returns (messages, info)")
     assert reset.status == FAIL and reset.fix.startswith("reset() raised")
     not_run = [r for r in report.results if r.status == NOT_RUN]

@@ -48,7 +48,9 @@ def test_in_process_extraction_is_linear(response):
     find_boxed(response)
     find_numbers(response)
     choice_letter(response, lenient=True)
-    assert time.monotonic() - start < 1.0
+    # linear: well under a second on a quiet machine (1.06 s seen at load 11); the backtracking
+    # these inputs were built against takes minutes, so a loose bound still tells them apart
+    assert time.monotonic() - start < 5.0
 
 
 def test_a_response_over_the_input_cap_is_refused_unread():
