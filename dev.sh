@@ -184,11 +184,20 @@ sglang_setup_wait() {
 
 run_tests() {
   local bin="$VENV/bin"
+  # mlflow and wandb for the tracker tests: the overlay builds (pip, mostly downloads) while
+  # ruff, the contracts and mypy run
+  local trackers_out trackers_log trackers_pid trackers
+  trackers_out="$(mktemp -t rlvr-trackers.XXXXXX)"; trackers_log="$(mktemp -t rlvr-trackers-log.XXXXXX)"
+  setup_trackers >"$trackers_out" 2>"$trackers_log" &
+  trackers_pid=$!
   echo "[dev.sh] ruff"; "$bin/ruff" check .
   echo "[dev.sh] import contracts"; "$bin/lint-imports" --no-logo
   echo "[dev.sh] mypy"; "$bin/mypy"
+  if ! wait "$trackers_pid"; then
+    cat "$trackers_log" >&2; echo "[dev.sh] the mlflow/wandb overlay failed to build" >&2; exit 1
+  fi
+  cat "$trackers_log"; trackers="$(cat "$trackers_out")"
   echo "[dev.sh] pytest"
-  local trackers; trackers="$(setup_trackers)"  # mlflow and wandb for the tracker tests
   set +e
   PYTHONPATH="$trackers${PYTHONPATH:+:$PYTHONPATH}" "$bin/python" -m pytest "$@"
   local rc=$?
