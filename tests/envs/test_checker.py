@@ -21,8 +21,12 @@ from rlvr.envs import EnvCheckError, ListSource, VerifierEnv, check_env
 from rlvr.envs.check import PASS, SKIP
 from rlvr.verifiers import Verdict
 
+#: Checked elsewhere: rlvr/Verifiers-v0 needs Prime's verifiers package and a taskset, which live in
+#: the coexistence venv (tests/envs/test_verifiers_env.py runs its deep check there).
+ELSEWHERE = {"rlvr/Verifiers-v0"}
 
-@pytest.mark.parametrize("env_id", envs.list_envs(namespace="rlvr"))
+
+@pytest.mark.parametrize("env_id", sorted(set(envs.list_envs(namespace="rlvr")) - ELSEWHERE))
 def test_every_registered_env_passes_the_deep_check(env_id):
     report = check_env(gymnasium.make(env_id), deep=True)
     assert report.passed
