@@ -29,7 +29,7 @@ from rlvr.agents.gateway.protocol import (
     parse_chat,
 )
 from rlvr.agents.gateway.render import Templates
-from rlvr.agents.gateway.responses import text_pieces
+from rlvr.agents.gateway.responses import text_pieces, token_logprobs
 from rlvr.agents.gateway.service import Generated
 
 #: The ``include`` value that asks for the output text's logprobs.
@@ -197,21 +197,12 @@ def _usage(out: Generated) -> dict[str, Any]:
             "total_tokens": out.prompt_len + completion}
 
 
-def _logprobs(t: Templates, ids: list[int], logprobs: list[float]) -> list[dict[str, Any]]:
-    out = []
-    for tok, lp in zip(ids, logprobs):
-        text = t.token_text(tok)
-        out.append({"token": text, "logprob": lp, "bytes": list(text.encode("utf-8")),
-                    "top_logprobs": []})
-    return out
-
-
 def _items(req: ChatRequest, out: Generated, t: Templates) -> list[dict[str, Any]]:
     [c], [(_, n_tokens, _)], [reply] = out.completions, out.texts, out.replies
     items: list[dict[str, Any]] = []
     if reply.content is not None or not reply.tool_calls:
         part = {"type": "output_text", "text": reply.content or "", "annotations": [],
-                "logprobs": _logprobs(t, c.token_ids[:n_tokens], c.logprobs[:n_tokens])
+                "logprobs": token_logprobs(t, c.token_ids[:n_tokens], c.logprobs[:n_tokens])
                 if req.logprobs else []}
         items.append({"type": "message", "id": f"msg_{uuid.uuid4().hex}", "status": "completed",
                       "role": "assistant", "content": [part]})
@@ -270,7 +261,7 @@ def response_events(req: ChatRequest, echo: dict[str, Any], out: Generated,
             yield event("response.content_part.added", **ids, part=empty)
             pieces = _pieces(t, c.token_ids[:n_tokens], text, part["text"])
             for piece, k in pieces:
-                lp = (_logprobs(t, [c.token_ids[k]], [c.logprobs[k]])
+                lp = (token_logprobs(t, [c.token_ids[k]], [c.logprobs[k]])
                       if req.logprobs and k is not None else [])
                 yield event("response.output_text.delta", **ids, delta=piece, logprobs=lp)
             yield event("response.output_text.done", **ids, text=part["text"],

@@ -27,7 +27,8 @@ def _usage(out: Generated) -> dict[str, int]:
             "total_tokens": out.prompt_len + completion}
 
 
-def _token_logprobs(t: Templates, ids: list[int], logprobs: list[float]) -> list[dict[str, Any]]:
+def token_logprobs(t: Templates, ids: list[int], logprobs: list[float]) -> list[dict[str, Any]]:
+    """One OpenAI logprob entry per sampled token (chat completions and the Responses API)."""
     out = []
     for tok, lp in zip(ids, logprobs):
         text = t.token_text(tok)
@@ -44,7 +45,7 @@ def chat_response(req: ChatRequest, out: Generated, t: Templates) -> dict[str, A
         choices.append({
             "index": i,
             "message": reply.message(),
-            "logprobs": {"content": _token_logprobs(t, c.token_ids[:n_tokens],
+            "logprobs": {"content": token_logprobs(t, c.token_ids[:n_tokens],
                                                     c.logprobs[:n_tokens]), "refusal": None}
             if req.logprobs else None,
             "finish_reason": _finish(c.finish_reason, stopped, bool(reply.tool_calls)),
@@ -76,7 +77,7 @@ def chat_chunks(req: ChatRequest, out: Generated, t: Templates) -> Iterator[str]
         for piece, k in pieces:
             lp = None
             if req.logprobs and k is not None:
-                lp = {"content": _token_logprobs(t, [c.token_ids[k]], [c.logprobs[k]])}
+                lp = {"content": token_logprobs(t, [c.token_ids[k]], [c.logprobs[k]])}
             yield event([{"index": i, "delta": {"content": piece}, "logprobs": lp,
                           "finish_reason": None}])
         if reply.tool_calls:
