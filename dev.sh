@@ -182,24 +182,38 @@ sglang_setup_wait() {
   fi
 }
 
-run_tests() {
+trackers_start() {
+  # mlflow and wandb for the tracker tests: the overlay builds (pip, mostly downloads) in the
+  # background while the checks run
+  TRACKERS_OUT="$(mktemp -t rlvr-trackers.XXXXXX)"; TRACKERS_LOG="$(mktemp -t rlvr-trackers-log.XXXXXX)"
+  setup_trackers >"$TRACKERS_OUT" 2>"$TRACKERS_LOG" &
+  TRACKERS_PID=$!
+}
+
+lint() {
   local bin="$VENV/bin"
-  # mlflow and wandb for the tracker tests: the overlay builds (pip, mostly downloads) while
-  # ruff, the contracts and mypy run
-  local trackers_out trackers_log trackers_pid trackers
-  trackers_out="$(mktemp -t rlvr-trackers.XXXXXX)"; trackers_log="$(mktemp -t rlvr-trackers-log.XXXXXX)"
-  setup_trackers >"$trackers_out" 2>"$trackers_log" &
-  trackers_pid=$!
   echo "[dev.sh] ruff"; "$bin/ruff" check .
   echo "[dev.sh] import contracts"; "$bin/lint-imports" --no-logo
   echo "[dev.sh] mypy"; "$bin/mypy"
-  if ! wait "$trackers_pid"; then
-    cat "$trackers_log" >&2; echo "[dev.sh] the mlflow/wandb overlay failed to build" >&2; exit 1
+}
+
+# pytest's workers (pytest-xdist): each test file runs whole on one worker (tests/conftest.py
+# groups them). RLVR_TEST_WORKERS=1 runs the suite in one process.
+pytest_workers() {
+  local n="${RLVR_TEST_WORKERS:-2}"
+  if [[ "$n" != 1 ]]; then echo "-n $n --dist loadfile --no-loadscope-reorder"; fi
+}
+
+run_tests() {
+  if ! wait "$TRACKERS_PID"; then
+    cat "$TRACKERS_LOG" >&2; echo "[dev.sh] the mlflow/wandb overlay failed to build" >&2; exit 1
   fi
-  cat "$trackers_log"; trackers="$(cat "$trackers_out")"
+  cat "$TRACKERS_LOG"
+  local trackers; trackers="$(cat "$TRACKERS_OUT")"
   echo "[dev.sh] pytest"
   set +e
-  PYTHONPATH="$trackers${PYTHONPATH:+:$PYTHONPATH}" "$bin/python" -m pytest "$@"
+  # shellcheck disable=SC2046  # the worker flags are words
+  PYTHONPATH="$trackers${PYTHONPATH:+:$PYTHONPATH}" "$VENV/bin/python" -m pytest $(pytest_workers) "$@"
   local rc=$?
   set -e
   if [[ $rc == 5 ]]; then echo "[dev.sh] pytest collected no tests"; return 0; fi
@@ -290,7 +304,7 @@ if Version(transformers.__version__) != Version(sys.argv[1]):
 PY
     set +e
     PYTHONPATH="$dir/site${PYTHONPATH:+:$PYTHONPATH}" \
-      "$VENV/bin/python" -m pytest -q "${COMPAT_TESTS[@]}" "$@"
+      "$VENV/bin/python" -m pytest -q $(pytest_workers) "${COMPAT_TESTS[@]}" "$@"
     local one=$?
     set -e
     [[ $one == 0 ]] || rc=$one
@@ -365,7 +379,9 @@ case "$cmd" in
   setup-sglang) setup_sglang ;;
   setup-coexist) setup_coexist ;;
   setup-trackers) setup; setup_trackers ;;
-  test) sglang_setup_start; setup; smollm2_setup; sglang_setup_wait; run_tests "$@" ;;
+  # the sglang and coexistence venvs build while the main one is set up and the checks run
+  test) sglang_setup_start; setup; trackers_start; smollm2_setup; lint; sglang_setup_wait
+    run_tests "$@" ;;
   mutate) setup; mutate "$@" ;;
   compat) setup; test_compat "$@" ;;
   gpu-check) gpu_check "$@" ;;

@@ -12,6 +12,50 @@ import rlvr  # noqa: F401  # before torch: OpenMP's idle threads sleep (see rlvr
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+# Running on two workers (`pytest -n 2 --dist loadfile`, what `bash dev.sh test` does): each test
+# file runs whole on one worker, so a module-scoped fixture (a real sglang server, a trained model)
+# is built once; files that share something beyond a module run on one worker together (SHARED).
+# Files holding slow tests are handed out first, so that the last file to start is a short one.
+SHARED = {
+    # the coexistence venv: one test installs rlvr's wheel into it in two orders, the other
+    # imports from it
+    "tests/test_coexistence.py": "coexist-venv",
+    "tests/envs/test_verifiers_env.py": "coexist-venv",
+    # the session fixture `two_rank_runs` (one torchrun launch that these files all read)
+    "tests/rlvr/learner/test_learner_lora.py": "two-rank-runs",
+    "tests/rlvr/learner/test_learner_distributed.py": "two-rank-runs",
+    "tests/rlvr/learner/test_learner_loading_dtypes.py": "two-rank-runs",
+    "tests/rlvr/learner/test_learner_memory_distributed.py": "two-rank-runs",
+}
+
+
+def work_unit(nodeid: str) -> str:
+    """What one worker runs whole: the test's file, or the group in SHARED that holds it."""
+    path = nodeid.split("::", 1)[0]
+    return SHARED.get(path, path)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN201 (xdist's type)
+    """``--dist loadfile`` with SHARED's groups (xdist's own ``xdist_group`` marks do not reach
+    its scheduler under pytest 9, which made node ids read-only)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FilesAndGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return FilesAndGroups(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return
+    slow = {work_unit(item.nodeid) for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: work_unit(item.nodeid) not in slow)  # stable: order kept within
+
+
 @pytest.fixture(scope="session")
 def tiny_model_path() -> Path:
     """Directory of the default tiny Qwen2 model + tokenizer (built once, cached)."""

@@ -34,6 +34,8 @@ from sglang_real_helpers import (
 from rlvr.agents.engine import SamplingParams
 from rlvr.agents.sglang import SGLangEngine
 
+pytestmark = pytest.mark.slow  # end-to-end: handed out first on two workers (tests/conftest.py)
+
 TOL = 1e-4  # float32 server vs float32 transformers: measured max 6.7e-6 per token
 
 

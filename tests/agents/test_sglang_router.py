@@ -37,6 +37,8 @@ from rlvr.agents.engine import SamplingParams
 from rlvr.agents.errors import SGLangError
 from rlvr.agents.sglang import SGLangEngine
 
+pytestmark = pytest.mark.slow  # end-to-end: handed out first on two workers (tests/conftest.py)
+
 TOL = 1e-4  # float32 server vs float32 transformers (test_sglang_real.py: measured 6.7e-6)
 PROMPTS = [[5 + i, 17, 40 + 2 * i, 9, 100 + i] for i in range(8)]
 FULL = pytest.mark.skipif(

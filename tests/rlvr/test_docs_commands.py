@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # end-to-end: handed out first on two workers (tests/conftest.py)
+
 REPO = Path(__file__).resolve().parents[2]
 MARKER = "<!-- runnable -->"
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]

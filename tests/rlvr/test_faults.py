@@ -17,6 +17,8 @@ from rlvr.metrics import read_jsonl
 from rlvr.trainer import Trainer, train
 from rlvr.verifiers import Verdict
 
+pytestmark = pytest.mark.slow  # end-to-end: handed out first on two workers (tests/conftest.py)
+
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 REPO = CONFIGS.parent
 
