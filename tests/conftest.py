@@ -6,10 +6,16 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 import rlvr  # noqa: F401  # before torch: OpenMP's idle threads sleep (see rlvr/__init__.py)
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# Hypothesis's clocks (a deadline per example, the "input generation is slow" health check) time
+# the machine, not the code: on two busy cores one draw can wait a minute for the CPU.
+settings.register_profile("rlvr", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("rlvr")
 
 
 # Running on two workers (`pytest -n 2 --dist loadfile`, what `bash dev.sh test` does): each test
