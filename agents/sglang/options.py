@@ -1,7 +1,7 @@
 """``SGLangOptions``: how rlvr reaches SGLang servers and syncs weights into them.
 
 The same dataclass is ``rollout.sglang`` in the training config (``rlvr.config``) and ``sglang``
-in ``rlvr eval``'s (``rlvr.evaluate.SuiteEvalConfig``).
+in ``rlvr eval``'s (``rlvr.eval.evaluator.SuiteEvalConfig``).
 """
 
 from __future__ import annotations

@@ -368,7 +368,7 @@ class RolloutConfig(EngineSection):
 
 @dataclass(kw_only=True)
 class HeldOutConfig:
-    """Held-out evaluation during training (``rlvr.evaluate.Evaluator``).
+    """Held-out evaluation during training (``rlvr.eval.evaluator.Evaluator``).
 
     Attributes:
         suite: a suite name (``configs/suites``) or YAML path; null builds one from ``env``:
