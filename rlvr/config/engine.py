@@ -17,7 +17,7 @@ from typing import Any
 from rlvr.agents.engines import ENGINES
 from rlvr.agents.hf.options import TransformersOptions
 from rlvr.agents.sglang.options import SGLangOptions
-from rlvr.config.checks import check_choice, check_fields
+from rlvr.config_checks import check_choice, check_fields
 
 
 @dataclass(kw_only=True)

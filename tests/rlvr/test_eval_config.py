@@ -46,9 +46,9 @@ def test_dotted_overrides_follow_the_flags() -> None:
 @pytest.mark.parametrize(("override", "message"), [
     ("sglang.weight_sync=nccl",
      "sglang.weight_sync: unknown value 'nccl'; allowed: auto, disk, distributed"),
-    ("sglang.bucket_mb=0", "sglang.bucket_mb must be an int >= 1; got 0"),
+    ("sglang.bucket_mb=0", "sglang.bucket_mb must be >= 1; got 0"),
     ("sglang.bogus=1", "unknown config key 'sglang.bogus'; allowed keys here: url,"),
-    ("transformers.threads=0", "transformers.threads must be null or an int >= 1; got 0"),
+    ("transformers.threads=0", "transformers.threads must be >= 1 or null; got 0"),
     ("engine=vllm", "engine: unknown value 'vllm'; allowed: sglang, transformers"),
     ("samples=0", "samples must be >= 1; got 0"),
     ("top_p=2", "top_p must be in (0, 1]; got 2"),
