@@ -34,8 +34,8 @@ class AgentError(Exception):
     """Base class of every error raised on purpose by ``agents``."""
 
 
-class SamplingParamsError(AgentError, ValueError):
-    """A sampling parameter is out of its allowed range (the message names it)."""
+class SamplingParamsError(AgentError, ConfigError):
+    """A sampling parameter is out of its allowed range (the message and ``key`` name it)."""
 
 
 class RunnerConfigError(AgentError, ConfigError):

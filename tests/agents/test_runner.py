@@ -253,6 +253,8 @@ def test_config_and_spec_validation():
     ("rollout.sglang.weight_sync=nccl",
      "rollout.sglang.weight_sync: unknown value 'nccl'; allowed: auto, disk, distributed"),
     ("rollout.transformers.threads=0", "rollout.transformers.threads must be >= 1 or null; got 0"),
+    ("rollout.runner.sampling.top_p=2",
+     "rollout.runner.sampling.top_p must be in (0, 1] (1 disables it); got 2.0"),
 ])
 def test_a_bad_agents_key_is_named_as_the_user_wrote_it(override, message):
     from rlvr.config import load_config
