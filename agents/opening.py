@@ -103,25 +103,26 @@ class OpenAhead:
     """Opens the episodes of coming runs on a background thread of its own.
 
     Args:
-        open_episode: opens episode ``index`` of a spec with a pool key, in the calling thread
-            (the runner's ``open_episode``); it raises only an agent error (or ``EnvCallKilled``
-            when stopped), an env's error fails its episode.
         release: ``EnvPool.release_now``: keeps opened episodes' envs idle or closes them.
         timeout_s: how long a run waits for its opening (``env_step_timeout_s``).
     """
 
-    def __init__(self, open_episode: Callable[[int, Any, str | None], Any],
-                 release: Callable[[Sequence[Any], bool], None], timeout_s: float) -> None:
-        self._open_episode = open_episode
+    def __init__(self, release: Callable[[Sequence[Any], bool], None], timeout_s: float
+                 ) -> None:
         self._release = release
         self._timeout_s = timeout_s
         self._lock = threading.Lock()
         self._thread: EnvThreads | None = None  # a daemon thread: a hung reset never blocks exit
         self.unused: list[Opening] = []
 
-    def open(self, runs: Sequence[tuple[Sequence[Any], int]], plans: Sequence[Plan]
-             ) -> list[Opening]:
-        """Start opening ``runs`` (``(specs, group_size)`` each, planned as ``plans``)."""
+    def open(self, runs: Sequence[tuple[Sequence[Any], int]], plans: Sequence[Plan],
+             open_episode: Callable[[int, Any, str | None], Any]) -> list[Opening]:
+        """Start opening ``runs`` (``(specs, group_size)`` each, planned as ``plans``).
+
+        ``open_episode(index, spec, key)`` opens one episode in the calling thread (the
+        runner's ``open_episode``, inline); it raises only an agent error (or
+        ``EnvCallKilled`` when stopped): an env's error fails its episode.
+        """
         job = OpenAheadJob([[None] * len(grouped) for grouped, _ in plans])
         if self._thread is None:
             self._thread = EnvThreads(1, "open-ahead")
@@ -129,7 +130,7 @@ class OpenAhead:
                     for j, ((specs, g), plan) in enumerate(zip(runs, plans))]
         with self._lock:
             self.unused.extend(openings)
-        self._thread.submit(self._open_all, list(plans), job)
+        self._thread.submit(self._open_all, list(plans), job, open_episode)
         return openings
 
     async def take(self, opening: Opening, specs: Sequence[Any], group_size: int
@@ -197,7 +198,8 @@ class OpenAhead:
         opening.job.stop_unless_done()
         return opening.taken()[0]
 
-    def _open_all(self, plans: list[Plan], job: OpenAheadJob) -> None:
+    def _open_all(self, plans: list[Plan], job: OpenAheadJob,
+                  open_episode: Callable[[int, Any, str | None], Any]) -> None:
         """The thread's work: open the job's episodes one by one, until done or stopped."""
         job.thread = threading.get_ident()
         try:
@@ -209,7 +211,7 @@ class OpenAhead:
                         job.current = (run, i)
                     out: Any
                     try:
-                        out = self._open_episode(i, spec, key)
+                        out = open_episode(i, spec, key)
                     except BaseException as exc:  # an agent error: raised in the run
                         out = exc
                     with job.lock:

@@ -101,10 +101,11 @@ class EpisodeRunner:
         self._pad_id = pad if isinstance(pad, int) else self.renderer.end_of_turn_id
         self._env_calls = EnvCalls(self.config.env_workers, self.config.env_step_timeout_s)
         self._pool = EnvPool(self.config.reuse_envs)
-        self._turns = TurnsPlayer(engine, tokenizer, self.renderer, self.config, self._env_call,
-                                  self._fail, self._pad_id)
-        self._ahead = OpenAhead(self._open_inline, self._pool.release_now,
-                                self.config.env_step_timeout_s)
+        # (the parts get no bound method of the runner: no reference cycle keeps a dropped
+        # runner, its threads and its envs alive until a garbage collection)
+        self._turns = TurnsPlayer(engine, tokenizer, self.renderer, self.config,
+                                  self._env_calls.call, fail_episode, self._pad_id)
+        self._ahead = OpenAhead(self._pool.release_now, self.config.env_step_timeout_s)
         self._loop = KeptLoop()
         self._agents: Any = None
 
@@ -179,7 +180,8 @@ class EpisodeRunner:
             One ``Opening`` per run, in order; each is used once by ``arun``, or handed back
             with ``discard``. ``close`` releases the envs of openings never used.
         """
-        return self._ahead.open(runs, [self._plan(specs, g) for specs, g in runs])
+        return self._ahead.open(runs, [self._plan(specs, g) for specs, g in runs],
+                                self._open_inline)
 
     def discard(self, openings: Sequence[Opening]) -> None:
         """Hand back openings that will not be played: their envs go idle or are closed."""
@@ -219,7 +221,7 @@ class EpisodeRunner:
             grouped, keys = opening.plan
             state = EpisodeState(spec=grouped[stuck], env_id=grouped[stuck].env_id or "",
                                   reuse_key=keys[stuck])
-            self._fail(stuck, state, TimeoutError(
+            fail_episode(stuck, state, TimeoutError(
                 f"reset took longer than env_step_timeout_s={self.config.env_step_timeout_s}"))
             row[stuck] = state
         return row
@@ -257,7 +259,7 @@ class EpisodeRunner:
             if not (isinstance(exc, EnvContractError) or raised_by_env(exc)):
                 await self._release(state, call)
                 raise
-            self._fail(index, state, exc)
+            fail_episode(index, state, exc)
         return state
 
     def _open_inline(self, index: int, spec: EpisodeSpec, key: str | None) -> EpisodeState:
@@ -313,12 +315,6 @@ class EpisodeRunner:
             self._agents = AgentPlayer(self.engine, self.tokenizer, self.config, self.renderer)
         return self._agents
 
-    def _fail(self, index: int, state: EpisodeState, exc: BaseException) -> None:
-        """End ``state``'s episode with an error (logged with its task)."""
-        state.fail(exc)
-        logger.warning("episode %d (env %s, task %s) ended with an error: %r",
-                       index, state.env_id, state.task_id or "?", exc)
-
     async def _env_call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on an env thread (batched with this loop iteration's other calls)."""
         return await self._env_calls.call(fn, *args)
@@ -333,6 +329,13 @@ class EpisodeRunner:
                 await (call or self._env_call)(close_quietly, state.env)
             except Exception as exc:  # closing is best effort
                 logger.warning("env.close() failed: %r", exc)
+
+
+def fail_episode(index: int, state: EpisodeState, exc: BaseException) -> None:
+    """End ``state``'s episode with an error (logged with its task)."""
+    state.fail(exc)
+    logger.warning("episode %d (env %s, task %s) ended with an error: %r",
+                   index, state.env_id, state.task_id or "?", exc)
 
 
 async def _call_inline(fn: Callable[..., Any], *args: Any) -> Any:
