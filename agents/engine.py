@@ -64,46 +64,41 @@ class SamplingParams:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        """Validate every field; normalise lists to tuples."""
+        """Validate every field (``SamplingParamsError``'s ``key`` names it); lists to tuples."""
         object.__setattr__(self, "stop_token_ids", tuple(self.stop_token_ids))
         object.__setattr__(self, "stop", tuple(self.stop))
         if not (isinstance(self.temperature, int | float) and math.isfinite(self.temperature)
                 and self.temperature >= 0):
             raise SamplingParamsError(
-                f"SamplingParams.temperature must be a finite number >= 0 (0 = greedy); "
-                f"got {self.temperature!r}"
-            )
+                f"temperature must be a finite number >= 0 (0 = greedy); got {self.temperature!r}",
+                key="temperature")
         if not (isinstance(self.top_p, int | float) and 0 < self.top_p <= 1):
             raise SamplingParamsError(
-                f"SamplingParams.top_p must be in (0, 1] (1 disables it); got {self.top_p!r}"
-            )
+                f"top_p must be in (0, 1] (1 disables it); got {self.top_p!r}", key="top_p")
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or (
             self.top_k != -1 and self.top_k < 1
         ):
             raise SamplingParamsError(
-                f"SamplingParams.top_k must be -1 (disabled) or an int >= 1; got {self.top_k!r}"
-            )
+                f"top_k must be -1 (disabled) or an int >= 1; got {self.top_k!r}", key="top_k")
         if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int) or (
             self.max_new_tokens < 1
         ):
             raise SamplingParamsError(
-                f"SamplingParams.max_new_tokens must be an int >= 1; got {self.max_new_tokens!r}"
-            )
+                f"max_new_tokens must be an int >= 1; got {self.max_new_tokens!r}",
+                key="max_new_tokens")
         for tok in self.stop_token_ids:
             if isinstance(tok, bool) or not isinstance(tok, int) or tok < 0:
                 raise SamplingParamsError(
-                    f"SamplingParams.stop_token_ids must hold non-negative ints; got {tok!r}"
-                )
+                    f"stop_token_ids must hold non-negative ints; got {tok!r}",
+                    key="stop_token_ids")
         for s in self.stop:
             if not isinstance(s, str) or not s:
-                raise SamplingParamsError(
-                    f"SamplingParams.stop must hold non-empty strings; got {s!r}"
-                )
+                raise SamplingParamsError(f"stop must hold non-empty strings; got {s!r}",
+                                          key="stop")
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)
                                       or self.seed < 0):
             raise SamplingParamsError(
-                f"SamplingParams.seed must be None or an int >= 0; got {self.seed!r}"
-            )
+                f"seed must be None or an int >= 0; got {self.seed!r}", key="seed")
 
     @property
     def greedy(self) -> bool:

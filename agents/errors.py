@@ -3,10 +3,14 @@
 Every error the agent raises on purpose is an ``AgentError``; each also derives from the builtin
 exception a Python user would expect (``ValueError`` for bad arguments, ``RuntimeError`` for a
 broken engine, ``ImportError`` for a missing optional package). Messages name the offending field
-or parameter and the allowed values.
+or parameter and the allowed values. A bad config field raises a subclass of the project's
+``ConfigError`` (what the check kit ``rlvr.config_checks`` raises) whose ``key`` names the field,
+so a config loader re-raises it under the dotted key the user typed.
 """
 
 from __future__ import annotations
+
+from rlvr.errors import ConfigError
 
 __all__ = [
     "AgentError",
@@ -30,25 +34,25 @@ class AgentError(Exception):
     """Base class of every error raised on purpose by ``agents``."""
 
 
-class SamplingParamsError(AgentError, ValueError):
-    """A sampling parameter is out of its allowed range (the message names it)."""
+class SamplingParamsError(AgentError, ConfigError):
+    """A sampling parameter is out of its allowed range (the message and ``key`` name it)."""
 
 
-class RunnerConfigError(AgentError, ValueError):
-    """A runner config field or an episode spec is invalid (the message names it)."""
+class RunnerConfigError(AgentError, ConfigError):
+    """A runner config field or an episode spec is invalid (the message names it).
+
+    ``key``, when given, is the field's name within ``RunnerConfig`` (``max_turns must be ...``):
+    the training config's loader re-raises it as ``rollout.runner.max_turns``.
+    """
 
 
-class EngineConfigError(AgentError, ValueError):
+class EngineConfigError(AgentError, ConfigError):
     """An engine option is invalid (the message names it and the allowed values).
 
     ``key``, when given, is the option's name within its options class, and the message starts
     with it (``threads must be ...``): a config loader re-raises it under the section's dotted
     path (``rollout.transformers.threads`` in training, ``transformers.threads`` in ``rlvr eval``).
     """
-
-    def __init__(self, message: str, *, key: str | None = None) -> None:
-        super().__init__(message)
-        self.key = key
 
 
 class RequestError(AgentError, ValueError):

@@ -14,6 +14,7 @@ from typing import Any
 
 from rlvr.agents.engine import SamplingParams
 from rlvr.agents.errors import RunnerConfigError
+from rlvr.config_checks import bounded, check_fields
 from rlvr.envs.base import TextEnv
 from rlvr.seeds import derived_seed
 
@@ -23,14 +24,14 @@ class RunnerConfig:
     """Limits and checks of the episode runner (validated on construction).
 
     Attributes:
-        max_turns: model turns per episode (``>= 1``).
-        max_tokens_per_turn: the most tokens the model may generate in one turn (``>= 1``).
-        max_response_tokens: the most response tokens (model AND env) per episode (``>= 1``).
+        max_turns: model turns per episode.
+        max_tokens_per_turn: the most tokens the model may generate in one turn.
+        max_response_tokens: the most response tokens (model AND env) per episode.
         env_step_timeout_s: wall-clock limit of one env call (make and reset together, a step,
-            the last step and the close together), ``> 0``. The thread running a timed-out call
+            the last step and the close together). The thread running a timed-out call
             cannot be killed; envs should enforce their own limits (sandboxes do), this is the
             backstop.
-        env_workers: threads running env calls (``>= 1``).
+        env_workers: threads running env calls.
         reuse_envs: keep up to this many idle envs per (env id, kwargs) and reset them for later
             episodes instead of making a fresh env each time, as gymnasium's vector envs do
             (``reset`` must fully reset the env); only envs made from an ``env_id`` whose episode
@@ -46,41 +47,20 @@ class RunnerConfig:
         seed: base of the per-turn sampling seeds (see ``turn_seed``); None = unseeded.
     """
 
-    max_turns: int = 4
-    max_tokens_per_turn: int = 256
-    max_response_tokens: int = 1024
-    env_step_timeout_s: float = 60.0
-    env_workers: int = 8
-    reuse_envs: int = 0
+    max_turns: int = bounded(4, ge=1)
+    max_tokens_per_turn: int = bounded(256, ge=1)
+    max_response_tokens: int = bounded(1024, ge=1)
+    env_step_timeout_s: float = bounded(60.0, gt=0)
+    env_workers: int = bounded(8, ge=1)
+    reuse_envs: int = bounded(0, ge=0)
     check_token_exact: bool = False
     stop_at_tool_call: bool = True
     sampling: SamplingParams = field(default_factory=SamplingParams)
-    seed: int | None = 0
+    seed: int | None = bounded(0, ge=0)
 
     def __post_init__(self) -> None:
-        """Validate every field (``RunnerConfigError`` names the field)."""
-        for name in ("max_turns", "max_tokens_per_turn", "max_response_tokens", "env_workers"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise RunnerConfigError(f"RunnerConfig.{name} must be an int >= 1; got {value!r}")
-        if isinstance(self.reuse_envs, bool) or not isinstance(self.reuse_envs, int) or (
-            self.reuse_envs < 0
-        ):
-            raise RunnerConfigError(
-                f"RunnerConfig.reuse_envs must be an int >= 0; got {self.reuse_envs!r}"
-            )
-        if not (isinstance(self.env_step_timeout_s, int | float) and self.env_step_timeout_s > 0):
-            raise RunnerConfigError(
-                f"RunnerConfig.env_step_timeout_s must be > 0; got {self.env_step_timeout_s!r}"
-            )
-        if not isinstance(self.sampling, SamplingParams):
-            raise RunnerConfigError(
-                "RunnerConfig.sampling must be a SamplingParams; got "
-                f"{type(self.sampling).__name__}"
-            )
-        if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
-            raise RunnerConfigError(f"RunnerConfig.seed must be None or an int >= 0; got "
-                                    f"{self.seed!r}")
+        """Validate every field (``RunnerConfigError``'s ``key`` names the field)."""
+        check_fields(self, error=RunnerConfigError)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -202,7 +202,7 @@ def run_trl(sft: Path, out: Path, seed: int, steps: int, threads: int) -> dict[s
 # ---------------------------------------------------------------------------- scoring
 def held_out_accuracy(models: list[str], out: Path, tasks: int) -> list[float]:
     """Greedy pass@1 of each model on the quickstart's held-out tasks (``rlvr eval``)."""
-    from rlvr.evaluate import evaluate, write_suite
+    from rlvr.eval.evaluator import evaluate, write_suite
     from rlvr.training.heldout import heldout_entries
 
     out.mkdir(parents=True, exist_ok=True)

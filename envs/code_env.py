@@ -11,12 +11,12 @@ should) call ``step`` from a worker thread to keep its event loop free.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Unpack
 
 from rlvr.envs.errors import EnvArgumentError, TaskSourceError
 from rlvr.envs.tasks import SourceSpec, Task
-from rlvr.envs.verifier_env import VerifierEnv
+from rlvr.envs.verifier_env import AttemptArgs, VerifierEnv
 from rlvr.verifiers import Verdict
 from rlvr.verifiers.code import AssertTests, CallTests, StdioTests, run_tests
 
@@ -41,14 +41,14 @@ class CodeEnv(VerifierEnv):
         source_kwargs: arguments for the source.
         system_prompt: the system message, or None.
         prompt_template: the user message, formatted with the task's fields.
-        max_attempts: programs allowed; after a failing one the model sees the failing tests.
-        attempt_decay: reward weight of retry k is ``attempt_decay**k``.
-        attempt_rewards: explicit per-attempt weights (overrides ``attempt_decay``).
         reward: ``"fraction"`` (share of tests passed) or ``"all_pass"`` (1 only if all pass).
         timeout_s: wall-clock limit per program run.
         memory_mb: memory limit per program run.
-        format_reward: reward span value over the code block when there is one.
         max_feedback_chars: cap on the feedback message.
+        **attempts: :class:`~rlvr.envs.verifier_env.VerifierEnv`'s ``max_attempts`` (programs
+            allowed; after a failing one the model sees the failing tests), ``attempt_decay``,
+            ``attempt_rewards`` and ``format_reward`` (the reward span over the code block when
+            there is one).
 
     Step reward: on the final turn, the attempt weight times the pass fraction (or 1/0 for
     ``all_pass``); 0 on earlier turns. ``terminated`` when all tests pass or the last attempt ran.
@@ -62,14 +62,11 @@ class CodeEnv(VerifierEnv):
         source_kwargs: Mapping[str, Any] | None = None,
         system_prompt: str | None = DEFAULT_CODE_SYSTEM_PROMPT,
         prompt_template: str = "{prompt}",
-        max_attempts: int = 1,
-        attempt_decay: float = 1.0,
-        attempt_rewards: Sequence[float] | None = None,
         reward: str = "fraction",
         timeout_s: float = 5.0,
         memory_mb: int = 512,
-        format_reward: float = 0.0,
         max_feedback_chars: int = 2000,
+        **attempts: Unpack[AttemptArgs],
     ) -> None:
         if reward not in REWARD_MODES:
             raise EnvArgumentError(f"reward must be one of {list(REWARD_MODES)}, got {reward!r}")
@@ -89,14 +86,11 @@ class CodeEnv(VerifierEnv):
             source_kwargs=source_kwargs,
             system_prompt=system_prompt,
             prompt_template=prompt_template,
-            max_attempts=max_attempts,
-            attempt_decay=attempt_decay,
-            attempt_rewards=attempt_rewards,
             feedback=self._feedback,
-            format_reward=format_reward,
             answer_span=code_block_span,
             required_fields=("prompt", "tests"),
             json_fields=("tests",),
+            **attempts,
         )
 
     def _verify(self, response: str, task: Task) -> Verdict:

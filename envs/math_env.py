@@ -19,12 +19,12 @@ to their final answer with ``rlvr.verifiers.math.extract_answer`` first.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Unpack
 
 from rlvr.envs.errors import EnvArgumentError
 from rlvr.envs.tasks import SourceSpec, Task
-from rlvr.envs.verifier_env import VerifierEnv
+from rlvr.envs.verifier_env import AttemptArgs, VerifierEnv
 from rlvr.verifiers import Verdict
 from rlvr.verifiers.math import (
     extract_answer,
@@ -62,13 +62,13 @@ class MathEnv(VerifierEnv):
         system_prompt: the system message; default depends on ``answer_format`` (none for
             ``"plain"``); None for no system message.
         prompt_template: the user message, formatted with the task's fields.
-        max_attempts: answers allowed; after a wrong one the model sees ``feedback_template``.
-        attempt_decay: reward weight of retry k is ``attempt_decay**k``.
-        attempt_rewards: explicit per-attempt weights (overrides ``attempt_decay``).
-        format_reward: reward span value over the answer when it has the requested form
-            (the ``\boxed{...}``, the last number, or the extracted answer).
         feedback_template: the retry message; ``{answer}`` is what was extracted (or "missing")
             and ``{reason}`` the verdict's reason.
+        **attempts: :class:`~rlvr.envs.verifier_env.VerifierEnv`'s ``max_attempts`` (answers
+            allowed; after a wrong one the model sees ``feedback_template``), ``attempt_decay``,
+            ``attempt_rewards`` and ``format_reward`` (the reward span over the answer when it
+            has the requested form: the ``\boxed{...}``, the last number, or the extracted
+            answer).
 
     Step reward: 1.0 times the attempt weight when correct on the final turn, else 0.0.
     ``terminated`` is True when the answer is right or the last attempt was graded.
@@ -83,11 +83,8 @@ class MathEnv(VerifierEnv):
         answer_format: str = "boxed",
         system_prompt: str | None = FORMAT_DEFAULT,
         prompt_template: str = "{question}",
-        max_attempts: int = 1,
-        attempt_decay: float = 1.0,
-        attempt_rewards: Sequence[float] | None = None,
-        format_reward: float = 0.0,
         feedback_template: str = DEFAULT_MATH_FEEDBACK,
+        **attempts: Unpack[AttemptArgs],
     ) -> None:
         if answer_format not in ANSWER_FORMATS:
             raise EnvArgumentError(
@@ -104,13 +101,10 @@ class MathEnv(VerifierEnv):
             source_kwargs=source_kwargs,
             system_prompt=system_prompt,
             prompt_template=prompt_template,
-            max_attempts=max_attempts,
-            attempt_decay=attempt_decay,
-            attempt_rewards=attempt_rewards,
             feedback=self._feedback,
-            format_reward=format_reward,
             answer_span=self._answer_span,
             required_fields=("question", "answer"),
+            **attempts,
         )
 
     def _verify(self, response: str, task: Task) -> Verdict:

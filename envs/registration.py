@@ -19,6 +19,7 @@ import importlib
 import inspect
 import os
 import sys
+import typing
 from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
@@ -188,9 +189,24 @@ def _signature_names(spec: EnvSpec) -> list[str] | None:
             and p.name != "self"
             and p.name not in names
         ]
-        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+        rest = [p for p in parameters if p.kind is p.VAR_KEYWORD]
+        if not rest:
             return names
+        typed = _typed_kwargs(function, rest[0].name)
+        if typed is not None:  # **kwargs: Unpack[SomeTypedDict] names exactly its keys
+            return names + [k for k in typed if k not in names]
     return None
+
+
+def _typed_kwargs(function: Any, name: str) -> list[str] | None:
+    """The keys of ``**name: Unpack[TD]`` in ``function``'s signature, or None."""
+    try:
+        hint = typing.get_type_hints(function, include_extras=True).get(name)
+    except Exception:
+        return None
+    if typing.get_origin(hint) is not typing.Unpack:
+        return None
+    return list(typing.get_type_hints(typing.get_args(hint)[0]))
 
 
 def _bad_kwarg_message(env_id: str, name: str, accepted: set[str]) -> str:

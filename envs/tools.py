@@ -14,10 +14,8 @@ collection (JSON lines with ``id``, ``title``, ``text``).
 
 from __future__ import annotations
 
-import atexit
 import inspect
 import re
-import threading
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -30,6 +28,7 @@ from rlvr.envs.errors import EnvArgumentError, ToolSchemaError
 from rlvr.envs.tasks.tool_tasks import FACTS_FILE, load_facts
 from rlvr.verifiers import Verdict
 from rlvr.verifiers.code import SandboxPool, StdioTests
+from rlvr.verifiers.process_wide import ProcessWide
 from rlvr.verifiers.tools import ToolCall
 
 _JSON_TYPES: dict[Any, str] = {
@@ -239,8 +238,7 @@ def calculator(expression: str) -> str:
         return f"Error: {exc}"
 
 
-_tool_pool: SandboxPool | None = None
-_tool_pool_lock = threading.Lock()
+_tool_pool = ProcessWide(SandboxPool, close_at_exit=SandboxPool.close)
 
 
 def tool_pool() -> SandboxPool:
@@ -249,12 +247,7 @@ def tool_pool() -> SandboxPool:
     A tool call runs model-written code before the graded answer; sharing the graders' warm
     sandboxes would let it leave state where the graded program runs next.
     """
-    global _tool_pool
-    with _tool_pool_lock:
-        if _tool_pool is None:
-            _tool_pool = SandboxPool()
-            atexit.register(_tool_pool.close)
-        return _tool_pool
+    return _tool_pool.get()
 
 
 def make_python_tool(*, timeout_s: float = 5.0, memory_mb: int = 256) -> Tool:

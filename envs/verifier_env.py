@@ -11,7 +11,7 @@ requested form, right or wrong.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from rlvr.envs.errors import EnvArgumentError
 from rlvr.envs.task_env import StepResult, TaskEnv
@@ -28,6 +28,19 @@ AnswerSpan = Callable[[str], "tuple[int, int] | None"]
 """``answer_span(response) -> (start, end) | None``: where the formatted answer sits."""
 
 DEFAULT_FEEDBACK = "That is not correct ({reason}). Please try again."
+
+
+class AttemptArgs(TypedDict, total=False):
+    """The attempt and format-reward arguments of ``VerifierEnv`` (see its Args).
+
+    A subclass takes them as ``**attempts: Unpack[AttemptArgs]`` and passes them on unchanged;
+    ``rlvr.envs.make`` reads their names from here.
+    """
+
+    max_attempts: int
+    attempt_decay: float
+    attempt_rewards: Sequence[float] | None
+    format_reward: float
 
 
 class VerifierEnv(TaskEnv):

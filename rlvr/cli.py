@@ -3,7 +3,7 @@
 ``rlvr train`` loads the YAML config, applies the dotted overrides, checks everything (an unknown
 key or a bad value stops here, before any work, with a message naming the key) and runs
 ``rlvr.trainer.train``. ``rlvr eval ...`` parses its arguments here and runs
-``rlvr.evaluate.evaluate``, then prints the summary table.
+``rlvr.eval.evaluator.evaluate``, then prints the summary table.
 ``rlvr check-env ENV_ID [--import MODULE]`` runs ``rlvr.envs.check_env(env, deep=True)`` and prints
 its table (exit code 1 when a check failed). ``rlvr serve --model PATH`` serves a checkpoint
 behind an OpenAI-compatible API (``rlvr.serve``). ``rlvr model import FILE.gguf OUT/`` writes a
@@ -136,7 +136,7 @@ def interrupted_hint(config: Any, argv: list[str]) -> str:
 def _eval_parser() -> argparse.ArgumentParser:
     """``rlvr eval``'s flags: each config flag's ``dest`` is its ``SuiteEvalConfig`` key."""
     from rlvr.agents.engines import engine_names
-    from rlvr.evaluate import SuiteEvalConfig as C
+    from rlvr.eval.evaluator import SuiteEvalConfig as C
 
     parser = argparse.ArgumentParser(
         prog="rlvr eval",
@@ -204,12 +204,12 @@ def eval_args(argv: Sequence[str]) -> tuple[argparse.Namespace, Any]:
 
     The config flags (each ``dest`` a dotted key) and then the dotted ``key=value`` overrides
     build one config with the loader and checks of ``rlvr train``
-    (``rlvr.evaluate.eval_config``).
+    (``rlvr.eval.evaluator.eval_config``).
 
     Raises:
         ConfigError: an unknown key or a bad value (the message names the dotted key).
     """
-    from rlvr.evaluate import eval_config
+    from rlvr.eval.evaluator import eval_config
 
     args = _eval_parser().parse_intermixed_args(list(argv))
     fields: dict[str, Any] = {}
@@ -225,7 +225,7 @@ def eval_args(argv: Sequence[str]) -> tuple[argparse.Namespace, Any]:
 
 
 def eval_main(argv: Sequence[str]) -> int:
-    """``rlvr eval``: run ``rlvr.evaluate.evaluate``, write the report files, print the table.
+    """``rlvr eval``: run ``rlvr.eval.evaluator.evaluate``, write the report files, print the table.
 
     Returns:
         The exit status: 0 on success, 2 on a bad argument, suite, model path or env (the
@@ -233,8 +233,8 @@ def eval_main(argv: Sequence[str]) -> int:
     """
     try:
         from rlvr.agents.errors import AgentError
+        from rlvr.eval.evaluator import evaluate
         from rlvr.eval.report import summary_table
-        from rlvr.evaluate import evaluate
     except ImportError as err:
         print(f"rlvr eval: error: the evaluation module is not available ({err})",
               file=sys.stderr)

@@ -43,7 +43,7 @@ def serve_main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
     from rlvr.agents.errors import AgentError
     from rlvr.errors import RlvrError
-    from rlvr.evaluate import check_model_path
+    from rlvr.eval.evaluator import check_model_path
 
     try:
         path = check_model_path(args.model)

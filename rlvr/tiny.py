@@ -30,8 +30,9 @@ import shutil
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import ClassVar
 
-from rlvr.config.checks import bounded, check_fields
+from rlvr.config_checks import bounded, check_fields
 from rlvr.errors import ConfigError
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -89,6 +90,9 @@ class TinyModelSpec:
         max_position_embeddings: longest sequence the rotary embedding is configured for.
         seed: seeds the tokenizer corpus and the weight initialisation.
     """
+
+    #: Caveats the configuration reference prints (``rlvr.config.docs``).
+    CAVEATS: ClassVar[dict[str, str]] = {"": "Used only when `model.path` is null."}
 
     hidden_size: int = bounded(192, gt=0)
     num_hidden_layers: int = bounded(4, gt=0)

@@ -18,12 +18,16 @@ import tomllib
 ROOT = Path(__file__).resolve().parents[1]
 
 #: What each source package may import from rlvr (itself included).
+#: The check kit (``rlvr.config_checks``) and the errors it raises are leaves every package uses.
+KIT = {"rlvr.config_checks", "rlvr.errors"}
 ALLOWED = {
-    "rlvr.verifiers": {"rlvr.verifiers"},
-    "rlvr.envs": {"rlvr.envs", "rlvr.verifiers"},
+    "rlvr.verifiers": {"rlvr.verifiers"} | KIT,
+    "rlvr.envs": {"rlvr.envs", "rlvr.verifiers"} | KIT,
     "rlvr.agents": {"rlvr.agents", "rlvr.envs", "rlvr.verifiers", "rlvr.trajectory", "rlvr.seeds",
-                    "rlvr.hf_compat"},
+                    "rlvr.hf_compat"} | KIT,
     "rlvr.algorithms": {"rlvr.algorithms", "rlvr.errors"},
+    "rlvr.config_checks": KIT,
+    "rlvr.errors": {"rlvr.errors"},
 }
 
 

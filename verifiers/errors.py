@@ -2,11 +2,14 @@
 
 A verifier never raises because of bad *model output*: it returns a ``Verdict`` saying what went
 wrong. These errors are for programmer mistakes (bad arguments), plus internal signals that the
-verifiers catch and turn into verdicts. Argument errors also derive from ``ValueError`` so that
-``except ValueError`` keeps working.
+verifiers catch and turn into verdicts. Argument errors are the project's ``ConfigError`` (the
+one error the check kit ``rlvr.config_checks`` raises), so also a ``ValueError``: ``except
+ValueError`` keeps working.
 """
 
 from __future__ import annotations
+
+from rlvr.errors import ConfigError
 
 __all__ = [
     "AnswerParseError",
@@ -21,8 +24,11 @@ class VerifierError(Exception):
     """Base class of every error raised on purpose by ``verifiers``."""
 
 
-class InvalidArgumentError(VerifierError, ValueError):
-    """A function parameter has the wrong type or is out of its allowed range."""
+class InvalidArgumentError(VerifierError, ConfigError):
+    """A function parameter or config field has the wrong type or is out of its allowed range.
+
+    ``key``, when given, is the field's name (the message starts with it).
+    """
 
 
 class AnswerParseError(VerifierError):

@@ -6,8 +6,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from rlvr.agents.errors import EngineConfigError
+from rlvr.config_checks import bounded, check_fields
 
 
 @dataclass(kw_only=True)
@@ -26,16 +28,12 @@ class TransformersOptions:
             (same logits, less Python per step); false: always the module's own forward.
     """
 
-    threads: int | None = None
+    #: Caveats the configuration reference prints (``rlvr.config.docs``).
+    CAVEATS: ClassVar[dict[str, str]] = {"": "Takes effect only with the `transformers` engine."}
+
+    threads: int | None = bounded(None, ge=1)
     lean: bool = True
 
     def __post_init__(self) -> None:
-        """Validate the fields (``EngineConfigError`` names the field)."""
-        if self.threads is not None and (
-            isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1
-        ):
-            raise EngineConfigError(
-                f"threads must be null or an int >= 1; got {self.threads!r}", key="threads"
-            )
-        if not isinstance(self.lean, bool):
-            raise EngineConfigError(f"lean must be true or false; got {self.lean!r}", key="lean")
+        """Validate the fields (``EngineConfigError``'s ``key`` names the field)."""
+        check_fields(self, error=EngineConfigError)

@@ -1,14 +1,16 @@
 """``SGLangOptions``: how rlvr reaches SGLang servers and syncs weights into them.
 
 The same dataclass is ``rollout.sglang`` in the training config (``rlvr.config``) and ``sglang``
-in ``rlvr eval``'s (``rlvr.evaluate.SuiteEvalConfig``).
+in ``rlvr eval``'s (``rlvr.eval.evaluator.SuiteEvalConfig``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from rlvr.agents.errors import EngineConfigError
+from rlvr.config_checks import bounded, check_choice, check_fields
 
 WEIGHT_SYNCS = ("auto", "distributed", "disk")
 
@@ -50,39 +52,33 @@ class SGLangOptions:
         request_timeout_s: HTTP timeout of one request.
     """
 
+    #: Caveats the configuration reference prints (``rlvr.config.docs``).
+    CAVEATS: ClassVar[dict[str, str]] = {
+        "": "Takes effect only with the `sglang` engine.",
+        "python": "Only when launching (`url` null).",
+        "launch_args": "Only when launching (`url` null).",
+        "master_address": "Only with the `distributed` weight sync.",
+    }
+
     url: str | None = None
     server_urls: list[str] = field(default_factory=list)
-    servers: int = 1
+    servers: int = bounded(1, ge=1)
     router_args: list[str] = field(default_factory=list)
     python: str | None = None
     launch_args: list[str] = field(default_factory=list)
     api_key: str | None = None
     weight_sync: str = "auto"
-    bucket_mb: int = 512
+    bucket_mb: int = bounded(512, ge=1)
     sync_dir: str | None = None
     master_address: str | None = None
     allow_unseeded: bool = False
-    startup_timeout_s: float = 900.0
-    request_timeout_s: float = 600.0
+    startup_timeout_s: float = bounded(900.0, gt=0)
+    request_timeout_s: float = bounded(600.0, gt=0)
 
     def __post_init__(self) -> None:
         """Validate the fields (``EngineConfigError`` names the field in its ``key``)."""
-        if self.weight_sync not in WEIGHT_SYNCS:
-            raise EngineConfigError(
-                f"weight_sync: unknown value {self.weight_sync!r}; allowed: "
-                f"{', '.join(sorted(WEIGHT_SYNCS))}", key="weight_sync")
-        if isinstance(self.bucket_mb, bool) or not isinstance(self.bucket_mb, int) \
-                or self.bucket_mb < 1:
-            raise EngineConfigError(f"bucket_mb must be an int >= 1; got {self.bucket_mb!r}",
-                                    key="bucket_mb")
-        for name in ("startup_timeout_s", "request_timeout_s"):
-            if not getattr(self, name) > 0:
-                raise EngineConfigError(f"{name} must be > 0; got {getattr(self, name)!r}",
-                                        key=name)
-        if isinstance(self.servers, bool) or not isinstance(self.servers, int) \
-                or self.servers < 1:
-            raise EngineConfigError(f"servers must be an int >= 1; got {self.servers!r}",
-                                    key="servers")
+        check_fields(self, error=EngineConfigError)
+        check_choice("weight_sync", self.weight_sync, WEIGHT_SYNCS, error=EngineConfigError)
         if self.servers > 1 and self.url:
             raise EngineConfigError(
                 f"servers={self.servers} launches servers, but url is set (attach): leave url "

@@ -6,6 +6,11 @@ its description in the owning class's ``Attributes:`` docstring. Allowed values 
 field itself (a ``Literal``, a ``bounded`` range) or, for names looked up in a registry, from
 that registry as it stands after import (built-in entries only; plugins add their own).
 
+A key that takes effect only in some setups (an engine, a sync mode, launching vs attaching) says
+so: a config class lists those caveats in a class attribute ``CAVEATS`` (field name -> sentence;
+the empty name is the whole section's), and the reference prints each after the key's meaning or
+the section's summary, so the reference never shows such a key without its condition.
+
 Regenerate after changing a config class::
 
     python -m rlvr.config.docs            # rewrites docs/configuration.md
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from rlvr.config_checks import range_text
 from rlvr.errors import ConfigError
 
 DOC_PATH = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
@@ -164,17 +170,10 @@ def _value_text(value: Any) -> str:
     return f"`{value}`"
 
 
-def _bounds_text(bounds: dict[str, float | None]) -> str:
-    gt, ge, lt, le = bounds["gt"], bounds["ge"], bounds["lt"], bounds["le"]
-    low, high = (gt if gt is not None else ge), (lt if lt is not None else le)
-    if low is not None and high is not None:
-        left, right = "(" if gt is not None else "[", ")" if lt is not None else "]"
-        return f"{left}{low:g}, {high:g}{right}"
-    if low is not None:
-        return f"{'>' if gt is not None else '>='} {low:g}"
-    if high is not None:
-        return f"{'<' if lt is not None else '<='} {high:g}"
-    return ""
+def _caveat(cls: type, name: str) -> str:
+    """The caveat ``cls.CAVEATS`` gives for the field ``name`` ("" = the section), or ""."""
+    text = getattr(cls, "CAVEATS", {}).get(name, "")
+    return text.replace("``", "`").replace("|", "\\|")
 
 
 def _is_section(tp: Any) -> bool:
@@ -214,10 +213,11 @@ def iter_keys(cls: type, prefix: str = "", defaults: Any = None,
         elif key in registries:
             allowed = ", ".join(f"`{a}`" for a in registries[key]())
         bounds = f.metadata.get("bounds")
-        if bounds is not None and _bounds_text(bounds):
-            allowed = _bounds_text(bounds)
+        if bounds is not None and range_text(bounds):
+            allowed = range_text(bounds)
+        meaning = " ".join(filter(None, (_first_sentence(docs[f.name]), _caveat(cls, f.name))))
         rows.append(KeyDoc(key, _type_text(tp), _value_text(getattr(defaults, f.name)), allowed,
-                           _first_sentence(docs[f.name])))
+                           meaning))
     yield prefix, cls, rows
     for key, tp, value in nested:
         yield from iter_keys(tp, key, value)
@@ -232,6 +232,7 @@ def render() -> str:
         if not prefix:
             continue  # the top level holds only sections
         summary = _first_sentence(" ".join((inspect.getdoc(cls) or "").split("\n\n")[0].split()))
+        summary = " ".join(filter(None, (summary, _caveat(cls, ""))))
         parts.append(f"## `{prefix}`\n\n{summary} Class: `{cls.__module__}.{cls.__qualname__}`.\n")
         if rows:
             parts.append("| key | type | default | allowed | meaning |\n|---|---|---|---|---|")

@@ -2,7 +2,7 @@
 
 One section, two configs: ``rollout.engine`` / ``rollout.transformers`` / ``rollout.sglang`` in
 ``rlvr train`` (``RolloutConfig`` extends it) and ``engine`` / ``transformers`` / ``sglang`` in
-``rlvr eval`` (``rlvr.evaluate.SuiteEvalConfig`` does). Each engine's options are its own
+``rlvr eval`` (``rlvr.eval.evaluator.SuiteEvalConfig`` does). Each engine's options are its own
 dataclass (``rlvr.agents.hf.options.TransformersOptions``,
 ``rlvr.agents.sglang.options.SGLangOptions``),
 one field here per name in ``rlvr.agents.engines.ENGINES``; the caller hands ``engine_options`` to
@@ -17,7 +17,7 @@ from typing import Any
 from rlvr.agents.engines import ENGINES
 from rlvr.agents.hf.options import TransformersOptions
 from rlvr.agents.sglang.options import SGLangOptions
-from rlvr.config.checks import check_choice, check_fields
+from rlvr.config_checks import check_choice, check_fields
 
 
 @dataclass(kw_only=True)

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import yaml
 
-from rlvr.config.checks import check_choice
+from rlvr.config_checks import check_choice
 from rlvr.errors import ConfigError
 
 
@@ -69,21 +69,22 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         for arg in (a for a in args if a is not type(None)):
             with contextlib.suppress(ConfigError):
                 return _coerce(value, arg, key)
-        raise ConfigError(f"{key}: expected {_type_name(tp)}; got {value!r}")
+        raise ConfigError(f"{key}: expected {_type_name(tp)}; got {value!r}", key=key)
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         if isinstance(value, tp):
             return value
         if not isinstance(value, Mapping):
-            raise ConfigError(f"{key}: expected a mapping of {tp.__name__} fields; got {value!r}")
+            raise ConfigError(f"{key}: expected a mapping of {tp.__name__} fields; got {value!r}",
+                              key=key)
         return from_dict(tp, value, prefix=key)
     if tp is bool:
         if isinstance(value, bool):
             return value
-        raise ConfigError(f"{key}: expected true or false; got {value!r}")
+        raise ConfigError(f"{key}: expected true or false; got {value!r}", key=key)
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-        raise ConfigError(f"{key}: expected an integer; got {value!r}")
+        raise ConfigError(f"{key}: expected an integer; got {value!r}", key=key)
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
@@ -92,25 +93,25 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
                 return float(value)  # YAML 1.1 reads "1e-3" as a string
             except ValueError:
                 pass
-        raise ConfigError(f"{key}: expected a number; got {value!r}")
+        raise ConfigError(f"{key}: expected a number; got {value!r}", key=key)
     if tp is str:
         if isinstance(value, str):
             return value
-        raise ConfigError(f"{key}: expected a string; got {value!r}")
+        raise ConfigError(f"{key}: expected a string; got {value!r}", key=key)
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{key}: expected a list; got {value!r}")
+            raise ConfigError(f"{key}: expected a list; got {value!r}", key=key)
         args = typing.get_args(tp)
         if origin is tuple and args and args[-1] is not Ellipsis:
             if len(value) != len(args):
-                raise ConfigError(f"{key}: expected {len(args)} items; got {value!r}")
+                raise ConfigError(f"{key}: expected {len(args)} items; got {value!r}", key=key)
             return tuple(_coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
         item = args[0] if args else Any
         items = [_coerce(v, item, f"{key}[{i}]") for i, v in enumerate(value)]
         return tuple(items) if origin is tuple else items
     if origin is dict:
         if not isinstance(value, Mapping):
-            raise ConfigError(f"{key}: expected a mapping; got {value!r}")
+            raise ConfigError(f"{key}: expected a mapping; got {value!r}", key=key)
         return dict(value)
     return value
 

@@ -3,7 +3,7 @@
 A YAML file in ``configs/`` only fills these objects; nothing else reads it. Dotted
 ``key=value`` overrides (``algorithm.kl.placement=loss``) are applied on top by the generic
 loader (``rlvr.config.loader``), which checks every key and type before any work starts; each
-component checks its ranges with ``rlvr.config.checks`` (declared next to the field with
+component checks its ranges with ``rlvr.config_checks`` (declared next to the field with
 ``bounded``) and the message names the key as typed (``actor.optim.lr must be > 0``).
 
 Component configs owned by other modules are composed, not copied: ``model.tiny`` is
@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from rlvr.agents.runner import RunnerConfig
-from rlvr.config.checks import Checked, bounded, check_choice, check_fields
 from rlvr.config.engine import EngineSection
 from rlvr.config.loader import load, merge
+from rlvr.config_checks import Checked, bounded, check_choice, check_fields
 from rlvr.errors import ConfigError
 from rlvr.learner.config import (
     KL_ESTIMATORS,
@@ -368,7 +368,7 @@ class RolloutConfig(EngineSection):
 
 @dataclass(kw_only=True)
 class HeldOutConfig:
-    """Held-out evaluation during training (``rlvr.evaluate.Evaluator``).
+    """Held-out evaluation during training (``rlvr.eval.evaluator.Evaluator``).
 
     Attributes:
         suite: a suite name (``configs/suites``) or YAML path; null builds one from ``env``:

@@ -1,7 +1,8 @@
-"""Evaluation helpers: pass@k estimators, metrics, report.md, plots, episodes.jsonl and html.
+"""Evaluation: ``rlvr eval`` and the trainer's held-out evaluation.
 
-These are pure functions over plain records and the results dict; ``rlvr.evaluate`` wires them
-to engines, agents and envs.
+``evaluator`` wires engines, agents and envs (``evaluate``, ``Evaluator``, ``SuiteEvalConfig``);
+the other modules are pure functions over plain records and the results dict: pass@k
+estimators, metrics, report.md, plots, episodes.jsonl and html.
 """
 
 from rlvr.eval.passk import maj_at_k, majority_answer, mean_at_k, pass_at_k, pass_at_k_curve

@@ -1,6 +1,6 @@
 """report.md: the evaluation as tables a person reads, checkpoints side by side with deltas.
 
-Input is the ``results`` dict that ``rlvr.evaluate`` writes to results.json: ``config``,
+Input is the ``results`` dict that ``rlvr.eval.evaluator`` writes to results.json: ``config``,
 ``envs`` (env keys in suite order) and ``models``, a list of ``{"label", "path", "metrics"}``
 where ``metrics`` maps each env key and ``"overall"`` to the dict of
 ``rlvr.eval.metrics.summarize``. Every delta is "this checkpoint minus the first one".

@@ -63,7 +63,7 @@ def play(
     """Play every planned episode and return their episodes.jsonl records, in plan order.
 
     Args:
-        runner: an ``rlvr.agents.EpisodeRunner`` (``rlvr.evaluate.Evaluator`` keeps one).
+        runner: an ``rlvr.agents.EpisodeRunner`` (``rlvr.eval.evaluator.Evaluator`` keeps one).
         tokenizer: decodes tokens for the records' text segments (special tokens kept).
         planned: the episodes (``rlvr.eval.plan.plan_episodes``).
         label: the checkpoint label written into each record (and shown on the bar).

@@ -44,7 +44,7 @@ from rlvr.learner.logprobs import policy_forward
 from rlvr.learner.lora import adapter_state, apply_lora, merged_tensors
 from rlvr.learner.modules import load_causal_lm
 from rlvr.learner.parallel import DistInfo, init_distributed
-from rlvr.learner.worker import TrainedModel, shard
+from rlvr.learner.sharded import TrainedModel, shard
 
 
 class Actor(TrainedModel):

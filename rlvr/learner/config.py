@@ -6,7 +6,7 @@ checkpointing, loss aggregation); the frozen reference model takes the actor's. 
 role adds only the fields it reads: ``ActorConfig`` the policy loss (PPO clip, dual clip,
 entropy bonus, KL-loss term, truncated IS, sequence packing) and ``CriticConfig`` the value clip,
 so a key that means nothing for a role (``critic.clip_low``) is an unknown key, not ignored.
-Fields are checked with ``rlvr.config.checks`` on construction; a bad value raises
+Fields are checked with ``rlvr.config_checks`` on construction; a bad value raises
 ``rlvr.errors.ConfigError`` (a ``ValueError``) naming the field and the allowed values.
 """
 
@@ -17,7 +17,7 @@ from typing import Literal
 
 from rlvr.algorithms.kl import KL_KINDS
 from rlvr.algorithms.losses import POLICY_LOSSES
-from rlvr.config.checks import Checked, bounded, check_choice, check_fields
+from rlvr.config_checks import Checked, bounded, check_choice, check_fields
 from rlvr.errors import ConfigError
 from rlvr.learner.lora import LoraConfig
 

@@ -20,7 +20,7 @@ from rlvr.learner.loading import build_sharded
 from rlvr.learner.logprobs import value_forward
 from rlvr.learner.modules import CriticModel
 from rlvr.learner.parallel import DistInfo, init_distributed
-from rlvr.learner.worker import TrainedModel, shard
+from rlvr.learner.sharded import TrainedModel, shard
 
 
 class Critic(TrainedModel):

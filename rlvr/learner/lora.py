@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rlvr.config.checks import bounded, check_fields
+from rlvr.config_checks import bounded, check_fields
 from rlvr.errors import ConfigError
 
 ADAPTER_NAME = "default"

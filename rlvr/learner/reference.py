@@ -19,7 +19,7 @@ from rlvr.learner.loading import build_sharded, empty_causal_lm
 from rlvr.learner.lora import adapters_disabled
 from rlvr.learner.modules import load_causal_lm
 from rlvr.learner.parallel import DistInfo, init_distributed, mixed_precision_policy
-from rlvr.learner.worker import ShardedModel, shard
+from rlvr.learner.sharded import ShardedModel, shard
 
 
 class Reference(ShardedModel):

@@ -33,7 +33,7 @@ def episode_table(records: Sequence[Mapping[str, Any]], limit: int) -> Table:
 
 
 def passk_table(results: Mapping[str, Any]) -> Table:
-    """One row per (model, env) of ``rlvr.evaluate.evaluate``'s results, one column per metric.
+    """One row per (model, env) of ``rlvr.eval.evaluator.evaluate``'s results, a column per metric.
 
     The columns are the numeric metrics the results hold (pass@k, mean@k, maj@k, mean reward,
     ...), in the order of their first appearance; a metric a row lacks is None.

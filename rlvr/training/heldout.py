@@ -1,4 +1,4 @@
-"""The trainer's held-out evaluation: an ``rlvr.evaluate.Evaluator`` on the training engine.
+"""The trainer's held-out evaluation: an ``rlvr.eval.evaluator.Evaluator`` on the training engine.
 
 The held-out suite is ``eval.suite`` when one is named, else built in memory from the training
 env: the same id and kwargs merged with ``env.eval_kwargs``, ``tasks`` tasks of its split
@@ -24,8 +24,8 @@ from rlvr.agents.engine import SamplingParams
 from rlvr.agents.runner import RunnerConfig
 from rlvr.config import TrainConfig, merge
 from rlvr.errors import ConfigError
+from rlvr.eval.evaluator import Evaluator, load_suite_entries, suite_entries, write_suite
 from rlvr.eval.plan import SuiteEntry, default_temperature
-from rlvr.evaluate import Evaluator, load_suite_entries, suite_entries, write_suite
 
 
 def heldout_entries(config: TrainConfig, suite: str | None, tasks: int) -> list[SuiteEntry]:

@@ -29,7 +29,7 @@ def preflight(config: TrainConfig) -> None:
     check_output_dir(config.trainer.output_dir)
     if config.eval.suite:
         from rlvr.envs.errors import EnvError
-        from rlvr.evaluate import load_suite_entries
+        from rlvr.eval.evaluator import load_suite_entries
 
         try:
             load_suite_entries(config.eval.suite)

@@ -70,7 +70,7 @@ def test_opened_ahead_episodes_are_the_episodes_played_without(solo_engine, tiny
             got = _play(ahead, runs, openings)
             assert [[_key(t) for t in g] for g in got] == [[_key(t) for t in g] for g in expected]
             assert all(o.used for o in openings)
-        assert ahead._openings == []
+        assert ahead._ahead.unused == []
         assert ahead._pool.idle_count() == 12  # reused, as without
     finally:
         plain.close()
@@ -158,7 +158,7 @@ def test_an_opening_is_for_its_own_specs_and_used_once(engine, tiny_tokenizer):
         with pytest.raises(RunnerConfigError, match="already used"):
             _play(runner, [runs[0]], [openings[0]])
         runner.discard(openings[1:])
-        assert all(o.used for o in openings) and runner._openings == []
+        assert all(o.used for o in openings) and runner._ahead.unused == []
         assert runner._pool.idle_count() == 12  # all handed back idle
     finally:
         runner.close()

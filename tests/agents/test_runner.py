@@ -232,13 +232,35 @@ def test_max_turns(engine, tiny_tokenizer, frequent_stops):
 
 
 def test_config_and_spec_validation():
-    with pytest.raises(RunnerConfigError, match="RunnerConfig.max_turns must be an int >= 1"):
+    with pytest.raises(RunnerConfigError, match="^max_turns must be >= 1; got 0$"):
         RunnerConfig(max_turns=0)
-    with pytest.raises(RunnerConfigError, match="reuse_envs must be an int >= 0; got -1"):
+    with pytest.raises(RunnerConfigError, match="^reuse_envs must be >= 0; got -1$"):
         RunnerConfig(reuse_envs=-1)
-    with pytest.raises(RunnerConfigError, match="env_step_timeout_s must be > 0"):
+    with pytest.raises(RunnerConfigError, match="^env_step_timeout_s must be > 0; got 0$"):
         RunnerConfig(env_step_timeout_s=0)
     with pytest.raises(RunnerConfigError, match="exactly one of env_id"):
         EpisodeSpec()
     with pytest.raises(RunnerConfigError, match="group_size must be an int >= 1"):
         group_specs([EpisodeSpec(env_id="x")], 0)
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("rollout.runner.max_turns=0", "rollout.runner.max_turns must be >= 1; got 0"),
+    ("rollout.runner.env_workers=true",
+     "rollout.runner.env_workers: expected an integer; got True"),
+    ("rollout.runner.seed=-1", "rollout.runner.seed must be >= 0 or null; got -1"),
+    ("rollout.sglang.servers=0", "rollout.sglang.servers must be >= 1; got 0"),
+    ("rollout.sglang.weight_sync=nccl",
+     "rollout.sglang.weight_sync: unknown value 'nccl'; allowed: auto, disk, distributed"),
+    ("rollout.transformers.threads=0", "rollout.transformers.threads must be >= 1 or null; got 0"),
+    ("rollout.runner.sampling.top_p=2",
+     "rollout.runner.sampling.top_p must be in (0, 1] (1 disables it); got 2.0"),
+])
+def test_a_bad_agents_key_is_named_as_the_user_wrote_it(override, message):
+    from rlvr.config import load_config
+    from rlvr.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        load_config(None, [override])
+    assert str(err.value) == message
+    assert err.value.key == override.partition("=")[0]

@@ -50,6 +50,16 @@ def test_allowed_values_come_from_literals_bounds_and_registries():
     assert threads.type == "int \\| null" and threads.default == "`null`"
 
 
+def test_keys_that_take_effect_only_in_some_setups_say_so():
+    rows = {r.key: r for _, _, rs in iter_keys(TrainConfig) for r in rs}
+    assert rows["rollout.sglang.master_address"].meaning.endswith(
+        "Only with the `distributed` weight sync.")
+    text = DOC_PATH.read_text()
+    assert "Options of the SGLang engine. Takes effect only with the `sglang` engine." in text
+    assert "Takes effect only with the `transformers` engine." in text
+    assert "Used only when `model.path` is null." in text
+
+
 def test_a_key_without_a_description_fails_the_generator(tmp_path):
     @dataclass
     class Undocumented:

@@ -18,8 +18,8 @@ from rlvr.agents.sglang.options import SGLangOptions
 from rlvr.cli import eval_args, eval_main
 from rlvr.config import load_config
 from rlvr.errors import ConfigError
+from rlvr.eval.evaluator import SuiteEvalConfig, eval_config
 from rlvr.eval.plan import default_temperature
-from rlvr.evaluate import SuiteEvalConfig, eval_config
 from rlvr.trajectory import logprob_temperature
 
 BASE = ["--model", "m", "--suite", "arith-smoke"]
@@ -46,9 +46,9 @@ def test_dotted_overrides_follow_the_flags() -> None:
 @pytest.mark.parametrize(("override", "message"), [
     ("sglang.weight_sync=nccl",
      "sglang.weight_sync: unknown value 'nccl'; allowed: auto, disk, distributed"),
-    ("sglang.bucket_mb=0", "sglang.bucket_mb must be an int >= 1; got 0"),
+    ("sglang.bucket_mb=0", "sglang.bucket_mb must be >= 1; got 0"),
     ("sglang.bogus=1", "unknown config key 'sglang.bogus'; allowed keys here: url,"),
-    ("transformers.threads=0", "transformers.threads must be null or an int >= 1; got 0"),
+    ("transformers.threads=0", "transformers.threads must be >= 1 or null; got 0"),
     ("engine=vllm", "engine: unknown value 'vllm'; allowed: sglang, transformers"),
     ("samples=0", "samples must be >= 1; got 0"),
     ("top_p=2", "top_p must be in (0, 1]; got 2"),
@@ -71,7 +71,7 @@ def test_a_bad_key_is_named_as_dotted_like_train(
 def test_a_threads_override_reaches_the_engine(tiny_model_path: Path) -> None:
     from transformers import AutoTokenizer
 
-    from rlvr.evaluate import _build_engine
+    from rlvr.eval.evaluator import _build_engine
 
     _, config = eval_args(["--model", str(tiny_model_path), "--suite", "arith-smoke",
                            "--device", "cpu", "transformers.threads=2"])

@@ -16,8 +16,8 @@ import torch
 from rlvr.cli import eval_main
 from rlvr.errors import ConfigError, UnknownNameError
 from rlvr.eval.episodes import read_episodes
+from rlvr.eval.evaluator import Evaluator, SuiteEvalConfig, evaluate, load_suite_entries
 from rlvr.eval.report import format_delta
-from rlvr.evaluate import Evaluator, SuiteEvalConfig, evaluate, load_suite_entries
 
 PARITY_ID = "evaltest/Parity-v0"
 
@@ -247,7 +247,7 @@ def test_bad_arguments_name_the_field(tiny_model_path: Path, suite_path: Path) -
 
 
 def test_copy_of_checkpoint_gets_unique_labels(tiny_model_path: Path, tmp_path: Path) -> None:
-    from rlvr.evaluate import model_labels
+    from rlvr.eval.evaluator import model_labels
 
     other = tmp_path / tiny_model_path.name
     shutil.copytree(tiny_model_path, other)

@@ -12,7 +12,7 @@ from typing import Any
 import gymnasium
 import pytest
 
-from rlvr.evaluate import Evaluator, SuiteEvalConfig, load_suite_entries
+from rlvr.eval.evaluator import Evaluator, SuiteEvalConfig, load_suite_entries
 
 TOOLS_ID = "evaltest/Tools-v0"
 SUITE = f"""

@@ -41,7 +41,7 @@ def test_heldout_evaluation_keeps_the_runs_env_step_timeout(tiny_model_path):
 
 
 def test_rlvr_eval_takes_an_env_step_timeout():
-    from rlvr.evaluate import SuiteEvalConfig
+    from rlvr.eval.evaluator import SuiteEvalConfig
 
     assert SuiteEvalConfig(suite="x", env_step_timeout_s=2.0).runner_config() \
         .env_step_timeout_s == 2.0
@@ -363,7 +363,7 @@ def test_ctrl_c_prints_where_the_run_stands_and_how_to_resume(tmp_path):
 
 def test_the_eval_report_records_the_turn_limit_that_runs():
     from rlvr.agents.runner import RunnerConfig
-    from rlvr.evaluate import SuiteEvalConfig
+    from rlvr.eval.evaluator import SuiteEvalConfig
 
     config = SuiteEvalConfig(suite="x")
     assert config.max_turns == RunnerConfig().max_turns  # was None: "max turns: None"

@@ -46,7 +46,7 @@ def test_import_refuses_an_existing_folder_and_an_unknown_dtype(tmp_path, smollm
 
 
 def test_model_path_accepts_a_gguf_file_and_eval_model_too(smollm2_gguf, smollm2_path):
-    from rlvr.evaluate import check_model_path
+    from rlvr.eval.evaluator import check_model_path
 
     check_model_dir(str(smollm2_gguf))  # passes the preflight
     assert check_model_path(smollm2_gguf) == smollm2_path.resolve()

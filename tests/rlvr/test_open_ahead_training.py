@@ -38,5 +38,5 @@ def _run(tmp_path: Path, open_ahead: bool) -> tuple[list[dict[str, float]], Trai
 def test_open_ahead_plays_the_same_run(tmp_path):
     plain, _ = _run(tmp_path, open_ahead=False)
     ahead, trainer = _run(tmp_path, open_ahead=True)
-    assert trainer.runner._openings == []  # every opening was played
+    assert trainer.runner._ahead.unused == []  # every opening was played
     assert_same_run(plain, ahead)

@@ -64,7 +64,7 @@ def test_local_store_run_params_metrics_artifacts_resume_and_eval(tmp_path, monk
     assert again.data.tags["resumed.trainer.steps"] == "3" and again.info.status == "FINISHED"
 
     # rlvr eval logs its pass@k table and report to the same kind of store, when asked
-    from rlvr.evaluate import evaluate
+    from rlvr.eval.evaluator import evaluate
 
     report = tmp_path / "eval-out"
     results = evaluate(first.export_dir, str(out / "eval_suite.yaml"), out_dir=report,

@@ -64,3 +64,18 @@ def test_long_answers_are_checked_quickly():
     assert verify_answer("+".join(["1"] * 1200), "1200").reason == "unevaluated"
     assert verify_answer("(" * 40 + "7" + ")" * 40, "7").passed
     assert time.perf_counter() - t0 < 1.0
+
+
+@pytest.mark.parametrize("text", [r"|12 + 7 = 19|", r"\sqrt{(3 + 4 = 7)}", r"f(2 + 3 = 5)"])
+def test_every_walk_goes_into_a_relation_nested_in_an_expression(text: str) -> None:
+    from rlvr.verifiers.math.numeric import free_symbols
+    from rlvr.verifiers.math.parse import children, parse_answer
+    from rlvr.verifiers.math.unevaluated import operation_count, restates_arithmetic
+
+    answer = parse_answer(text)
+    relation = next(n for n in children(answer.node) if n[0] == "rel")
+    assert children(relation) == relation[2]  # a relation's sides are its children
+    assert restates_arithmetic(answer)  # the arithmetic inside the relation is seen
+    assert operation_count(answer.node) == 3  # the function or product, the relation, the sum
+    assert not free_symbols(relation)
+    assert free_symbols(parse_answer(r"|x = 3|").node) == {"x"}

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import atexit
 import os
-import threading
 
 from rlvr.verifiers.code.runner import run_spec
 from rlvr.verifiers.code.sandbox import SandboxConfig, WorkerPool
 from rlvr.verifiers.code.specs import AssertTests, CallTests, StdioTests, TestSpec
 from rlvr.verifiers.errors import InvalidArgumentError
+from rlvr.verifiers.process_wide import ProcessWide
 from rlvr.verifiers.verdict import Verdict
 
 MAX_TIMEOUT_S = 600.0
@@ -80,18 +79,12 @@ def _check_args(program: object, tests: object, timeout_s: object, memory_mb: ob
         )
 
 
-_default: SandboxPool | None = None
-_default_lock = threading.Lock()
+_default = ProcessWide(SandboxPool, close_at_exit=SandboxPool.close)
 
 
 def default_pool() -> SandboxPool:
     """The process-wide pool used by :func:`run_tests` (created on first use)."""
-    global _default
-    with _default_lock:
-        if _default is None:
-            _default = SandboxPool()
-            atexit.register(_default.close)
-        return _default
+    return _default.get()
 
 
 def run_tests(program: str, tests: TestSpec, *, timeout_s: float = 5.0,

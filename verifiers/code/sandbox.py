@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlvr.config_checks import bounded, check_choice, check_fields
 from rlvr.verifiers.code import harness, protocol
 from rlvr.verifiers.errors import InvalidArgumentError, SandboxUnavailableError
 
@@ -98,29 +99,18 @@ class SandboxConfig:
 
     backend: str = "auto"
     python: str = "/usr/bin/python3"
-    tmp_mb: int = 64
-    nproc: int = 128
-    max_file_mb: int = 16
-    max_open_files: int = 64
-    output_limit_bytes: int = 1 << 20
-    start_timeout_s: float = 15.0
+    tmp_mb: int = bounded(64, gt=0)
+    nproc: int = bounded(128, gt=0)
+    max_file_mb: int = bounded(16, gt=0)
+    max_open_files: int = bounded(64, gt=0)
+    output_limit_bytes: int = bounded(1 << 20, gt=0)
+    start_timeout_s: float = bounded(15.0, gt=0)
     recycle_after: int = 1000
 
     def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise InvalidArgumentError(
-                f"SandboxConfig.backend must be one of {BACKENDS}, got {self.backend!r}"
-            )
-        for name in ("tmp_mb", "nproc", "max_file_mb", "max_open_files", "output_limit_bytes"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise InvalidArgumentError(
-                    f"SandboxConfig.{name} must be a positive int, got {value!r}"
-                )
-        if not self.start_timeout_s > 0:
-            raise InvalidArgumentError(
-                f"SandboxConfig.start_timeout_s must be > 0, got {self.start_timeout_s!r}"
-            )
+        """Validate the fields (``InvalidArgumentError``'s ``key`` names the field)."""
+        check_choice("backend", self.backend, BACKENDS, error=InvalidArgumentError)
+        check_fields(self, error=InvalidArgumentError)
 
 
 def resolve_backend(requested: str) -> str:

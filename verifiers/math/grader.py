@@ -224,21 +224,30 @@ def decide_here(op: str, request: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _sympy_compare(payload: dict[str, Any]) -> dict[str, Any]:
+def sympy_compare_here(payload: dict[str, Any]) -> dict[str, Any]:
     """The sympy stage in this process (the worker's side; its deadline is the whole request)."""
-    from rlvr.verifiers.math.sympy_backend import compare_texts
-
     try:
+        from rlvr.verifiers.math.sympy_backend import compare_texts
+
         equal = compare_texts(
             payload["pred"], payload["gold"], payload["pred_percent"], payload["gold_percent"]
         )
-    except AnswerParseError as err:
-        return {"ok": False, "error": "parse_error", "message": str(err)}
-    except (MemoryError, RecursionError) as err:
-        return {"ok": False, "error": "timeout", "message": type(err).__name__}
     except Exception as err:  # noqa: BLE001 - any sympy failure is a verdict, not a crash
-        return {"ok": False, "error": "parse_error", "message": f"{type(err).__name__}: {err}"}
+        return failure_response(err)
     return {"ok": True, "equal": equal}
+
+
+def failure_response(err: Exception) -> dict[str, Any]:
+    """The worker's answer for an exception of the sympy stage or a request: a verdict.
+
+    A parse error (``AnswerParseError``, or any other exception) reads as "parse_error"; running
+    out of memory or stack reads as "timeout", as the deadline would.
+    """
+    if isinstance(err, AnswerParseError):
+        return {"ok": False, "error": "parse_error", "message": str(err)}
+    if isinstance(err, (MemoryError, RecursionError)):
+        return {"ok": False, "error": "timeout", "message": type(err).__name__}
+    return {"ok": False, "error": "parse_error", "message": f"{type(err).__name__}: {err}"}
 
 
 def clear_cache() -> None:
@@ -363,7 +372,7 @@ def _compare(pred: _Prepared, gold: _Prepared, timeout_s: float) -> Grade:
         "gold_percent": gold.normalized.percent,
     }
     try:
-        response = _sympy_compare(payload) if IN_WORKER else default_pool().request(
+        response = sympy_compare_here(payload) if IN_WORKER else default_pool().request(
             payload, timeout_s
         )
     except VerifierTimeout as err:

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from fractions import Fraction
 
 from rlvr.verifiers.errors import AnswerParseError
-from rlvr.verifiers.math.parse import Node
+from rlvr.verifiers.math.parse import Node, children
 from rlvr.verifiers.math.precise import precise_equal
 
 __all__ = [
@@ -347,19 +347,6 @@ def _numeric_function(name: str, args: list[complex]) -> complex:
     raise _Undefined
 
 
-def _children(node: Node) -> tuple[Node, ...]:
-    kind = node[0]
-    if kind in ("add", "mul"):
-        return tuple(node[1])
-    if kind in ("neg", "fact"):
-        return (node[1],)
-    if kind in ("div", "pow"):
-        return (node[1], node[2])
-    if kind in ("fn", "rel"):
-        return tuple(node[2])
-    return ()
-
-
 def free_symbols(node: Node) -> set[str]:
     """Names of the variables in ``node``."""
     found: set[str] = set()
@@ -368,7 +355,7 @@ def free_symbols(node: Node) -> set[str]:
         item = stack.pop()
         if item[0] == "sym":
             found.add(item[1])
-        stack.extend(_children(item))
+        stack.extend(children(item))
     return found
 
 
@@ -379,7 +366,7 @@ def has_approx(node: Node) -> bool:
         item = stack.pop()
         if item[0] == "num" and item[2]:
             return True
-        stack.extend(_children(item))
+        stack.extend(children(item))
     return False
 
 
@@ -413,7 +400,7 @@ def check_size(node: Node) -> None:
                 raise AnswerParseError("factorial of a number too large to evaluate")
             if value is not None and abs(value) > MAX_SYMBOLIC_FACTORIAL:
                 raise AnswerParseError(f"factorial of {value} is too large to evaluate")
-        stack.extend(_children(item))
+        stack.extend(children(item))
 
 
 def _check_power(base: Node, exponent: Node) -> None:
@@ -534,7 +521,7 @@ def _far_points(a: Node, b: Node, symbols: list[str]) -> list[dict[str, float]] 
             except _Undefined:
                 pass
             continue
-        stack.extend(_children(item))
+        stack.extend(children(item))
     if largest > 1e12:
         return None
     if largest <= 2.0:

@@ -39,6 +39,7 @@ __all__ = [
     "Relation",
     "SetOf",
     "UnionOf",
+    "children",
     "choice_hedge",
     "choice_letter",
     "parse_answer",
@@ -337,6 +338,25 @@ def _matrix(tokens: list[Token]) -> Matrix:
     if not parsed or len({len(r) for r in parsed}) != 1:
         raise AnswerParseError("matrix rows must be non-empty and of equal length")
     return Matrix(tuple(parsed))
+
+
+def children(node: Node) -> tuple[Node, ...]:
+    """The sub-expressions of ``node``: operands, arguments, a relation's sides; () for a leaf.
+
+    Every walk over an expression tree (its symbols, its operations, whether it holds only
+    numbers) goes through this one function, so none skips a kind of node: a relation nested
+    in an expression (``|12 + 7 = 19|``, ``f(x = 3)``) is walked into like any other.
+    """
+    kind = node[0]
+    if kind in ("add", "mul"):
+        return tuple(node[1])
+    if kind in ("neg", "fact"):
+        return (node[1],)
+    if kind in ("div", "pow"):
+        return (node[1], node[2])
+    if kind in ("fn", "rel"):
+        return tuple(node[2])
+    return ()
 
 
 def _is_symbol(node: Node) -> bool:

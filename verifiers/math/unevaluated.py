@@ -29,7 +29,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from rlvr.verifiers.math.numeric import exact_value, free_symbols, has_approx
-from rlvr.verifiers.math.parse import Answer, Expr, Node, Relation, SetOf, UnionOf
+from rlvr.verifiers.math.parse import Answer, Expr, Node, Relation, SetOf, UnionOf, children
 
 __all__ = ["is_plain_number", "operation_count", "restates_arithmetic", "restates_question"]
 
@@ -49,24 +49,35 @@ def is_plain_number(answer: Answer) -> bool:
     return node[0] == "num"
 
 
-def restates_arithmetic(answer: Answer) -> bool:
-    """Whether a predicted answer leaves arithmetic undone (see the module docstring)."""
+def _one_item(answer: Answer) -> Answer | None:
+    """The answer inside one-item sets and unions (``{x = 3}``); None when they hold more."""
     while isinstance(answer, (SetOf, UnionOf)):
         items = answer.items if isinstance(answer, SetOf) else answer.parts
         if len(items) != 1:
-            return False
+            return None
         answer = items[0]
-    if isinstance(answer, Relation):
-        if not answer.ops or any(op != "=" for op in answer.ops):
+    return answer
+
+
+def _equations(relation: Relation) -> bool:
+    """Whether ``relation`` is a chain of ``=`` (an equation chain, not an inequality)."""
+    return bool(relation.ops) and all(op == "=" for op in relation.ops)
+
+
+def restates_arithmetic(answer: Answer) -> bool:
+    """Whether a predicted answer leaves arithmetic undone (see the module docstring)."""
+    one = _one_item(answer)
+    if isinstance(one, Relation):
+        if not _equations(one):
             return False
-        constant = [side for side in answer.sides if not free_symbols(side)]
+        constant = [side for side in one.sides if not free_symbols(side)]
         if not constant:
             return False
-        last = answer.sides[-1]  # "12 + 7 = 19" states 19; "19 = 12 + 7" and "x = 12 + 7" not
+        last = one.sides[-1]  # "12 + 7 = 19" states 19; "19 = 12 + 7" and "x = 12 + 7" not
         return all(_restated(side) for side in constant) or (
             last is constant[-1] and _restated(last)
         )
-    return isinstance(answer, Expr) and _restated(answer.node)
+    return isinstance(one, Expr) and _restated(one.node)
 
 
 def _restated(node: Node) -> bool:
@@ -75,12 +86,12 @@ def _restated(node: Node) -> bool:
     kind = node[0]
     if kind in _OPERATIONS and _numbers_only(node) and exact_value(node) is not None:
         return True
-    children = _children(node)
+    parts = children(node)
     if kind in ("add", "mul"):
-        exact = [child for child in children if _numbers_only(child)]
+        exact = [child for child in parts if _numbers_only(child)]
         if len(exact) >= 2 and all(exact_value(child) is not None for child in exact):
             return True
-    return any(_restated(child) for child in children)
+    return any(_restated(child) for child in parts)
 
 
 def _written_result(node: Node) -> bool:
@@ -124,21 +135,8 @@ def _numbers_only(node: Node) -> bool:
         item = stack.pop()
         if item[0] in ("sym", "const"):
             return False
-        stack.extend(_children(item))
+        stack.extend(children(item))
     return True
-
-
-def _children(node: Node) -> tuple[Node, ...]:
-    kind = node[0]
-    if kind in ("add", "mul"):
-        return tuple(node[1])
-    if kind in ("neg", "fact"):
-        return (node[1],)
-    if kind in ("div", "pow"):
-        return (node[1], node[2])
-    if kind == "fn":
-        return tuple(node[2])
-    return ()
 
 
 def operation_count(node: Node) -> int:
@@ -183,7 +181,7 @@ def _operations(node: Node, constants: set[str]) -> int:
         numbers = _literal(node[1]) and _literal(node[2])
         inner = _operations(node[1], constants) + _operations(node[2], constants)
         return int(numbers) + inner
-    return 1 + sum(_operations(child, constants) for child in _children(node))
+    return 1 + sum(_operations(child, constants) for child in children(node))
 
 
 def _flat_factors(node: Node) -> list[Node]:
@@ -221,13 +219,7 @@ def restates_question(answer: Answer, gold: Answer) -> bool:
 
 
 def _single_node(answer: Answer) -> Node | None:
-    while isinstance(answer, (SetOf, UnionOf)):
-        items = answer.items if isinstance(answer, SetOf) else answer.parts
-        if len(items) != 1:
-            return None
-        answer = items[0]
-    if isinstance(answer, Relation):
-        if not answer.ops or any(op != "=" for op in answer.ops):
-            return None
-        return answer.sides[-1]
-    return answer.node if isinstance(answer, Expr) else None
+    one = _one_item(answer)
+    if isinstance(one, Relation):
+        return one.sides[-1] if _equations(one) else None
+    return one.node if isinstance(one, Expr) else None

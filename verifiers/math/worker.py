@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.verifiers.errors import InvalidArgumentError, VerifierTimeout
+from rlvr.verifiers.process_wide import ProcessWide
 
 __all__ = ["WorkerPool", "default_pool", "shutdown_default_pool"]
 
@@ -249,23 +250,17 @@ def _kill_all(workers: list[_Worker]) -> None:
         worker.kill()
 
 
-_default_pool: WorkerPool | None = None
-_default_lock = threading.Lock()
+_default_pool = ProcessWide(WorkerPool)
 
 
 def default_pool() -> WorkerPool:
     """The process-wide pool used by ``verify``/``is_equivalent`` (created on first use)."""
-    global _default_pool
-    with _default_lock:
-        if _default_pool is None:
-            _default_pool = WorkerPool()
-        return _default_pool
+    return _default_pool.get()
 
 
 def shutdown_default_pool() -> None:
     """Kill the default pool's workers (safe to call any time; it restarts on next use)."""
-    with _default_lock:
-        pool = _default_pool
+    pool = _default_pool.made()
     if pool is not None:
         pool.shutdown()
 
@@ -307,7 +302,6 @@ _SYMPY_IMPORT = threading.Thread(target=_import_sympy, daemon=True)
 
 
 def _handle(request: dict[str, Any]) -> dict[str, Any]:
-    from rlvr.verifiers.errors import AnswerParseError
     from rlvr.verifiers.math import grader
 
     try:
@@ -320,18 +314,9 @@ def _handle(request: dict[str, Any]) -> dict[str, Any]:
             return {"ok": True}
         if op in ("verify", "verify_answer", "grade"):
             return {"ok": True, "result": grader.decide_here(op, request)}
-        from rlvr.verifiers.math.sympy_backend import compare_texts
-
-        equal = compare_texts(
-            request["pred"], request["gold"], request["pred_percent"], request["gold_percent"]
-        )
-        return {"ok": True, "equal": equal}
-    except AnswerParseError as err:
-        return {"ok": False, "error": "parse_error", "message": str(err)}
-    except (MemoryError, RecursionError) as err:
-        return {"ok": False, "error": "timeout", "message": type(err).__name__}
-    except Exception as err:  # noqa: BLE001 - any sympy failure is a verdict, not a crash
-        return {"ok": False, "error": "parse_error", "message": f"{type(err).__name__}: {err}"}
+    except Exception as err:  # noqa: BLE001 - any failure is a verdict, not a crash
+        return grader.failure_response(err)
+    return grader.sympy_compare_here(request)  # the sympy stage's own request
 
 
 def _limit_memory(memory_mb: int) -> None:

@@ -29,7 +29,7 @@ from rlvr.learner import Actor, ActorConfig, LoraConfig, OptimConfig, reference_
 from rlvr.learner.lora import is_adapter_name, load_merged, merged_tensors  # noqa: E402
 from rlvr.learner.modules import load_causal_lm  # noqa: E402
 from rlvr.learner.reference import AdapterOffReference  # noqa: E402
-from rlvr.learner.worker import ShardedModel  # noqa: E402
+from rlvr.learner.sharded import ShardedModel  # noqa: E402
 from rlvr.training.sync_guard import METRIC, SyncGuard  # noqa: E402
 from rlvr.trajectory import Trajectory
 

@@ -33,9 +33,9 @@ from typing import Any
 from rlvr.agents.engine import SamplingParams
 from rlvr.agents.engines import engine_names
 from rlvr.agents.runner import EpisodeRunner, RunnerConfig
-from rlvr.config.checks import bounded
 from rlvr.config.engine import EngineSection
 from rlvr.config.loader import from_dict, merge, parse_overrides
+from rlvr.config_checks import bounded
 from rlvr.errors import ConfigError, unknown_name
 from rlvr.eval.episodes import write_episodes
 from rlvr.eval.html import write_html
@@ -67,7 +67,7 @@ class SuiteEvalConfig(EngineSection):
 
     Built like ``rlvr train``'s config: ``eval_config`` (and so ``rlvr eval``, whose flags are
     these keys and which takes dotted ``key=value`` overrides after them) runs the loader of
-    ``rlvr.config.loader``, and the fields are checked by ``rlvr.config.checks``, so a message
+    ``rlvr.config.loader``, and the fields are checked by ``rlvr.config_checks``, so a message
     names the key as typed (``sglang.weight_sync: unknown value ...``). ``engine``,
     ``transformers`` and ``sglang`` are ``rlvr.config.engine.EngineSection``'s, the keys of
     ``rollout.*`` in training.
