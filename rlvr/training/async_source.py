@@ -1,0 +1,92 @@
+"""The asynchronous rollout source (``rollout.max_staleness >= 1``): the producer's episodes.
+
+``AsyncSource`` keeps the trainer's side of asynchronous RL in one object behind the rollout
+protocol (``rlvr.training.rollout_source``): it builds the producer
+(``rlvr.training.async_rollout.AsyncRollout``) and takes each step's episodes from it (rows
+dropped as stale stay as rows left out), moves the sync guard's numbers to the rows played by
+the learner's current version (``fresh_mismatch``) and reduces the version probe's, publishes
+the weights after each update (the probe records the learner's scores first), pauses every
+rank's producer for a held-out evaluation (the engine gets the learner's weights, named with
+their version), and at the end stops the producer and gives the engine the last weights.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, ClassVar
+
+from rlvr.agents.engine import ScoringEngine, SharedEngine
+from rlvr.batch import RolloutBatch
+from rlvr.training.async_rollout import DROPPED, AsyncRollout, fresh_mismatch
+from rlvr.training.rollout_source import RolloutParts, StepEpisodes
+from rlvr.training.version_probe import reduce_probe_metrics
+
+
+class AsyncSource:
+    """Episodes played ahead by a producer thread on the engine's own copy of the weights.
+
+    Args:
+        parts: the trainer's pieces; the producer starts at ``parts.first_step`` from
+            ``parts.first_position``, with the engine at version ``first_step - 1``.
+    """
+
+    own_weights: ClassVar[bool] = True
+
+    def __init__(self, parts: RolloutParts) -> None:
+        self.parts = parts
+        self.version = parts.first_step - 1
+        engine = parts.engine
+        if not isinstance(engine, ScoringEngine):
+            parts.log(f"[rlvr] NOTICE: the {parts.engine_name} engine cannot score a probe "
+                      "(rlvr.agents.engine.ScoringEngine): the sync guard checks only rows "
+                      "played by the learner's current weights")
+        self.producer = AsyncRollout(
+            parts.stream.collect, engine.update_weights, max_staleness=parts.max_staleness,
+            first_step=parts.first_step, last_step=parts.last_step,
+            first_position=parts.first_position, prompts_per_step=parts.prompts_per_step,
+            version=self.version, engine=engine, inflight=parts.inflight_update,
+            probe=parts.probe, shared=parts.world_size > 1 and isinstance(engine, SharedEngine))
+
+    def take(self, step: int, position: int, learner_version: int) -> StepEpisodes:
+        """The producer's episodes of ``step``; the probe picks its row from the first."""
+        trajectories, metrics = self.producer.take(step, learner_version, self.parts.device)
+        self.parts.probe.choose(trajectories)
+        return StepEpisodes(trajectories, metrics, left_out_key=DROPPED)
+
+    def ahead(self, step: int, position: int) -> None:
+        """Nothing: the producer already plays ahead."""
+
+    def guard_metrics(self, batch: RolloutBatch, learner_version: int,
+                      metrics: dict[str, float]) -> dict[str, float]:
+        """The guard checks rows of the learner's current version, and the probe."""
+        metrics = fresh_mismatch(batch, learner_version, metrics)
+        return reduce_probe_metrics(metrics, self.parts.device)
+
+    def sync(self, version: int) -> None:
+        """Push the learner's weights into the engine, named ``version``."""
+        self.parts.push(version)
+
+    def after_update(self, step: int) -> None:
+        """Publish the updated weights for the producer (the probe scores them first)."""
+        self.parts.probe.record_learner(step, self.parts.score_rows)
+        self.producer.publish(step, self.parts.learner_tensors())
+        self.version = step
+
+    def evaluation(self, step: int) -> contextlib.AbstractContextManager[Any] | None:
+        """Every rank pauses its producer and syncs on an evaluation step (rank 0 evaluates)."""
+        every = self.parts.eval_every
+        if not every or step % every:
+            return None
+        return self.producer.paused(step, lambda: self.sync(step))
+
+    def finish(self) -> None:
+        """Stop the producer; the engine gets the final weights for the last evaluation."""
+        self.producer.close()
+        self.sync(self.version)
+
+    def close(self) -> None:
+        """Stop the producer (its current step ends on a live engine)."""
+        self.producer.close()
+
+
+__all__ = ["AsyncSource"]
