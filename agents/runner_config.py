@@ -1,6 +1,7 @@
 """What an ``EpisodeRunner`` is asked to play and under which limits.
 
-``RunnerConfig`` holds the runner's limits, checks and sampling (validated on construction);
+``RunnerConfig`` holds the runner's limits and checks (``RunnerLimits``, the keys a training
+config's ``rollout.runner`` takes), its sampling and base seed (validated on construction);
 ``EpisodeSpec`` is one episode to play (an env id or factory, the reset seed and options, the
 group); ``group_specs`` repeats specs into GRPO groups; ``turn_seed`` derives each turn's sampling
 seed from a run's base seed. ``rlvr.agents.runner`` re-exports them.
@@ -9,7 +10,7 @@ seed from a run's base seed. ``rlvr.agents.runner`` re-exports them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from rlvr.agents.engine import SamplingParams
@@ -19,7 +20,7 @@ from rlvr.seeds import derived_seed
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunnerConfig:
+class RunnerLimits:
     """Limits and checks of the episode runner (validated on construction).
 
     Attributes:
@@ -41,9 +42,6 @@ class RunnerConfig:
         stop_at_tool_call: when the env offers tools, also stop generation at the end of a tool
             call (the ``</tool_call>`` token, or the string if it is several tokens), so the env
             runs the call before the model goes on.
-        sampling: temperature, top_p, top_k and extra stops; its ``max_new_tokens`` and ``seed``
-            are replaced per turn (the turn budget and the derived seed).
-        seed: base of the per-turn sampling seeds (see ``turn_seed``); None = unseeded.
     """
 
     max_turns: int = 4
@@ -54,8 +52,6 @@ class RunnerConfig:
     reuse_envs: int = 0
     check_token_exact: bool = False
     stop_at_tool_call: bool = True
-    sampling: SamplingParams = field(default_factory=SamplingParams)
-    seed: int | None = 0
 
     def __post_init__(self) -> None:
         """Validate every field (``RunnerConfigError`` names the field)."""
@@ -73,6 +69,28 @@ class RunnerConfig:
             raise RunnerConfigError(
                 f"RunnerConfig.env_step_timeout_s must be > 0; got {self.env_step_timeout_s!r}"
             )
+
+    def limits(self) -> dict[str, Any]:
+        """The limit fields by name (to build another ``RunnerLimits`` subclass from them)."""
+        return {f.name: getattr(self, f.name) for f in fields(RunnerLimits)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunnerConfig(RunnerLimits):
+    """The episode runner's limits and checks (``RunnerLimits``), its sampling and base seed.
+
+    Attributes:
+        sampling: temperature, top_p, top_k and extra stops; its ``max_new_tokens`` and ``seed``
+            are replaced per turn (the turn budget and the derived seed).
+        seed: base of the per-turn sampling seeds (see ``turn_seed``); None = unseeded.
+    """
+
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    seed: int | None = 0
+
+    def __post_init__(self) -> None:
+        """Validate every field (``RunnerConfigError`` names the field)."""
+        super().__post_init__()
         if not isinstance(self.sampling, SamplingParams):
             raise RunnerConfigError(
                 "RunnerConfig.sampling must be a SamplingParams; got "
@@ -147,4 +165,4 @@ def turn_seed(base: int, episode: int, turn: int) -> int:
     return derived_seed(base, episode, turn, bits=63)
 
 
-__all__ = ["EpisodeSpec", "RunnerConfig", "group_specs", "turn_seed"]
+__all__ = ["EpisodeSpec", "RunnerConfig", "RunnerLimits", "group_specs", "turn_seed"]

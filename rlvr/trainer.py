@@ -83,7 +83,12 @@ from rlvr.training.gc_control import frozen_setup
 from rlvr.training.heldout import heldout_evaluator
 from rlvr.training.model_folder import model_folder
 from rlvr.training.reward_watch import RewardWatch
-from rlvr.training.rollout_source import RolloutParts, RolloutSource, SyncRollout
+from rlvr.training.rollout_source import (
+    RolloutParts,
+    RolloutSource,
+    StepEpisodes,
+    SyncRollout,
+)
 from rlvr.training.run_dir import RunLock, apply_plan, check_run_dir
 from rlvr.training.snapshots import EpisodeSnapshots
 from rlvr.training.state import Checkpoints, StageTimer, TrainerState
@@ -229,7 +234,7 @@ class Trainer:
         self.sync_guard = SyncGuard(cfg.rollout.max_logprob_diff, built.dtype, cfg.rollout.engine)
         from rlvr.agents.runner import EpisodeRunner
 
-        self.runner = EpisodeRunner(self.engine, self.tokenizer, cfg.rollout.runner)
+        self.runner = EpisodeRunner(self.engine, self.tokenizer, cfg.runner_config())
         self.stream = EpisodeStream(self.runner, cfg, self.dist.rank, self.dist.world_size,
                                     num_tasks)
         self.env_guard = EnvTokenGuard(self.tokenizer)  # env tokens are never trained
@@ -356,7 +361,7 @@ class Trainer:
         self.rollout.ahead(step, drawn + cfg.rollout.prompts_per_step)  # beside stages B and C
         with timer("prepare"):                                       # stage B
             batch = episodes.batch(self.pad_id).to(self.dist.device)
-            metrics |= self.prepare(batch, episodes.left_out_rows(batch))
+            metrics |= self.prepare(batch, episodes)
             metrics |= self.env_guard.check(batch)
         with timer("update"):                                        # stage C
             metrics |= self.update(batch)
@@ -397,12 +402,13 @@ class Trainer:
             eval_every=cfg.eval.every, log=self.log)
 
     # ------------------------------------------------------------------ stages
-    def prepare(self, batch: RolloutBatch, left_out: torch.Tensor | None = None
+    def prepare(self, batch: RolloutBatch, episodes: StepEpisodes | None = None
                 ) -> dict[str, float]:
         """Stage B: old/ref logprobs, values, KL-in-reward, advantages (set on ``batch``).
 
-        ``left_out``: ``(B,)`` long, 1 on rows the rollout source left out on purpose (not
-        valid, but not error episodes either; ``StepEpisodes.left_out_rows``); None = none.
+        ``episodes``: the step's episodes ``batch`` was made of; their rows left out on purpose
+        (``StepEpisodes.left_out_rows``) are not valid, but not error episodes either. None:
+        no row was left out.
         """
         cfg, t = self.config.algorithm, self.temperature
         mask = batch.response_mask
@@ -414,8 +420,8 @@ class Trainer:
         rank, b, r = self.dist.rank, len(batch), batch.response_len
         rewards = gather_rows(batch.token_level_scores)
         full_mask = gather_rows(mask)
-        if left_out is None:
-            left_out = torch.zeros(b, dtype=torch.long, device=mask.device)
+        left_out = StepEpisodes([], {}).left_out_rows(batch) if episodes is None \
+            else episodes.left_out_rows(batch)
         flags = gather_rows(torch.stack([batch.rows_valid().long(), left_out], 1))
         valid = flags[:, 0].bool()  # rows left out (async: stale) are not error episodes:
         metrics["rollout/error_episodes"] = float((~valid).sum() - flags[:, 1].sum())
