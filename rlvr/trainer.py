@@ -75,13 +75,13 @@ from rlvr.metrics import MetricsLogger, rollout_metrics
 from rlvr.tool_metrics import tool_metrics
 from rlvr.tracking import RunInfo, episode_table
 from rlvr.training.async_source import AsyncSource
-from rlvr.training.context import check_context
 from rlvr.training.distill import Distiller
 from rlvr.training.env_failures import EnvFailureGuard
 from rlvr.training.env_tokens import EnvTokenGuard
 from rlvr.training.gc_control import frozen_setup
 from rlvr.training.heldout import heldout_evaluator
 from rlvr.training.model_folder import model_folder
+from rlvr.training.preflight import RunPlan, preflight
 from rlvr.training.reward_watch import RewardWatch
 from rlvr.training.rollout_source import (
     RolloutParts,
@@ -89,13 +89,13 @@ from rlvr.training.rollout_source import (
     StepEpisodes,
     SyncRollout,
 )
-from rlvr.training.run_dir import RunLock, apply_plan, check_run_dir
+from rlvr.training.run_dir import RunLock, apply_plan
 from rlvr.training.snapshots import EpisodeSnapshots
 from rlvr.training.state import Checkpoints, StageTimer, TrainerState
 from rlvr.training.stream import EpisodeStream, reduce_sampling_metrics
 from rlvr.training.sync_guard import SyncGuard
 from rlvr.training.version_probe import VersionProbe
-from rlvr.training.warmup import check_env, warm_up
+from rlvr.training.warmup import warm_up
 from rlvr.trajectory import logprob_temperature
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ if TYPE_CHECKING:
 #: Held-out episodes given to the loggers' tables after each evaluation (W&B's eval/episodes).
 EPISODES_PER_EVAL = 16
 
-__all__ = ["StageTimer", "TrainResult", "Trainer", "check_env", "summary", "train"]
+__all__ = ["StageTimer", "TrainResult", "Trainer", "preflight", "summary", "train"]
 
 
 @dataclass
@@ -161,9 +161,12 @@ class Trainer:
     Args:
         config: the validated run config.
         log: where human-readable lines go (rank 0 only).
+        plan: what ``rlvr.training.preflight.preflight`` found for ``config`` (``rlvr train``
+            runs it first); None runs it here, once the run folder is locked.
     """
 
-    def __init__(self, config: TrainConfig, log: Any = print) -> None:
+    def __init__(self, config: TrainConfig, log: Any = print, plan: RunPlan | None = None
+                 ) -> None:
         self.start_time = time.perf_counter()
         self.config = config
         self.threads_before = torch.get_num_threads()  # restored by close()
@@ -183,23 +186,21 @@ class Trainer:
             self.out.mkdir(parents=True, exist_ok=True)
             self.lock = RunLock(self.out)
         try:
-            self._build(config)
+            self._build(plan or preflight(config))
         except BaseException:
             self._release_lock()
             raise
 
-    def _build(self, cfg: TrainConfig) -> None:
-        """Everything after the run folder's lock: the folder's plan, the env, the models."""
+    def _build(self, plan: RunPlan) -> None:
+        """Everything after the run folder's lock, from the preflight's plan: the models."""
         from transformers import AutoTokenizer
 
-        plan = check_run_dir(cfg)  # every rank: a used folder, a resume's changed keys
-        self.config = cfg = plan.config or cfg  # a resume keeps its checkpoint's schedule
-        num_tasks = check_env(cfg)  # model folder, device, suite, env: before anything is written
+        self.config = cfg = plan.config  # a resume keeps its checkpoint's schedule
         barrier()  # every rank has looked at the folder before rank 0 writes to it
-        for line in plan.notices:
+        for line in plan.folder.notices:
             self.log(line)
         if self.is_main:
-            apply_plan(plan)
+            apply_plan(plan.folder)
             if not cfg.trainer.resume:  # a resume writes it once its checkpoint has loaded
                 dump_config(cfg, self.out / "config.yaml")  # the config that runs
         torch.manual_seed(cfg.trainer.seed)
@@ -211,7 +212,7 @@ class Trainer:
         self.tokenizer = AutoTokenizer.from_pretrained(str(base))
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None \
             else self.tokenizer.eos_token_id
-        check_context(cfg, self.tokenizer, base, self.log)  # before the warm-up: no silent 0%
+        plan.check_prompts(self.tokenizer, base, self.log)  # before the warm-up: no silent 0%
         # before the warm-up: a teacher with another tokenizer is refused at once
         self.distiller = Distiller.from_config(cfg.teacher, self.tokenizer,
                                                cfg.learner_configs()[0], self.dist)
@@ -236,7 +237,7 @@ class Trainer:
 
         self.runner = EpisodeRunner(self.engine, self.tokenizer, cfg.runner_config())
         self.stream = EpisodeStream(self.runner, cfg, self.dist.rank, self.dist.world_size,
-                                    num_tasks)
+                                    plan.num_tasks)
         self.env_guard = EnvTokenGuard(self.tokenizer)  # env tokens are never trained
         self.failures = EnvFailureGuard(cfg.trainer.max_failed_steps, cfg.env.id,
                                         self.dist.device)
@@ -640,6 +641,9 @@ def summary(result: TrainResult) -> str:
     return "\n".join(lines)
 
 
-def train(config: TrainConfig, log: Any = print) -> TrainResult:
-    """Build a ``Trainer`` for ``config`` and run it (the Python form of ``rlvr train``)."""
-    return Trainer(config, log=log).train()
+def train(config: TrainConfig, log: Any = print, plan: RunPlan | None = None) -> TrainResult:
+    """Build a ``Trainer`` for ``config`` and run it (the Python form of ``rlvr train``).
+
+    ``plan``: the preflight's (``rlvr.training.preflight.preflight``), None to run it here.
+    """
+    return Trainer(config, log=log, plan=plan).train()

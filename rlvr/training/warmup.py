@@ -1,4 +1,4 @@
-"""Before RL: the env check and the supervised warm-up (scored by held-out evaluation)."""
+"""Before RL: the supervised warm-up (scored by held-out evaluation) and its answers' check."""
 
 from __future__ import annotations
 
@@ -13,44 +13,6 @@ from rlvr.config.loader import merge
 from rlvr.distributed import barrier
 from rlvr.learner import DistInfo
 from rlvr.training.heldout import heldout_evaluator
-
-
-def check_env(config: TrainConfig) -> int | None:
-    """Check what the run needs before any work; returns the env's task count.
-
-    The model folder, the device, the eval suite (``rlvr.training.preflight``), the env (import
-    its plugins, build it once: a bad id or kwarg fails here) and, for a warm-up on gold
-    answers, that its tasks have an ``answer``.
-
-    Returns:
-        The training env's ``num_tasks`` (the size of its task source), or None when the env
-        has no such attribute (it then picks tasks from its reset seed).
-
-    Raises:
-        rlvr.envs.errors.EnvError: an unknown env id (with close matches) or a rejected keyword.
-        ConfigError: a model path, device, suite or warm-up that cannot work (names the key).
-    """
-    from rlvr import envs
-    from rlvr.training.heldout import check_heldout
-    from rlvr.training.preflight import preflight
-
-    preflight(config)  # model.path, trainer.device, eval.suite
-    envs.import_plugins(config.env.imports)
-    env = envs.make(config.env.id, **config.env.kwargs)
-    try:
-        num_tasks = env.get_wrapper_attr("num_tasks")
-    except AttributeError:
-        num_tasks = None
-    finally:
-        env.close()
-    envs.make(config.env.id, **merge(config.env.kwargs, config.env.eval_kwargs)).close()
-    check_heldout(config)  # a held-out set that is the training set is refused
-    if config.sft.enabled and config.sft.demos == "answers":
-        check_warmup_answers(config)
-    if isinstance(num_tasks, bool) or not isinstance(num_tasks, int) or num_tasks < 1:
-        return None
-    return num_tasks
-
 
 
 def check_warmup_answers(config: TrainConfig) -> None:
