@@ -236,8 +236,9 @@ class Trainer:
         from rlvr.agents.runner import EpisodeRunner
 
         self.runner = EpisodeRunner(self.engine, self.tokenizer, cfg.runner_config())
-        self.stream = EpisodeStream(self.runner, cfg, self.dist.rank, self.dist.world_size,
-                                    plan.num_tasks)
+        self.stream = EpisodeStream(self.runner, cfg.env, cfg.rollout, cfg.trainer.seed,
+                                    rank=self.dist.rank, world_size=self.dist.world_size,
+                                    num_tasks=plan.num_tasks)
         self.env_guard = EnvTokenGuard(self.tokenizer)  # env tokens are never trained
         self.failures = EnvFailureGuard(cfg.trainer.max_failed_steps, cfg.env.id,
                                         self.dist.device)

@@ -24,6 +24,7 @@ from typing import Any
 
 from rlvr.config import TrainConfig
 from rlvr.config.loader import merge
+from rlvr.config.schema import EnvConfig
 from rlvr.errors import ConfigError, RlvrError
 from rlvr.training.run_dir import RunDirPlan, check_run_dir
 
@@ -55,7 +56,9 @@ class RunPlan:
         """
         from rlvr.training.context import check_context
 
-        check_context(self.config, tokenizer, model_dir, log)
+        cfg = self.config
+        check_context(cfg.env, cfg.rollout.runner, tokenizer, model_dir, log,
+                      heldout_split=not cfg.eval.suite)
 
 
 def preflight(config: TrainConfig) -> RunPlan:
@@ -89,13 +92,13 @@ def check_targets(config: TrainConfig) -> int | None:
     check_device(config.trainer.device)
     check_output_dir(config.trainer.output_dir)
     check_suite(config.eval.suite)
-    num_tasks = env_task_count(config)
+    num_tasks = env_task_count(config.env)
     from rlvr.training.heldout import check_heldout
     from rlvr.training.warmup import check_warmup_answers
 
     check_heldout(config)  # a held-out set that is the training set is refused
     if config.sft.enabled and config.sft.demos == "answers":
-        check_warmup_answers(config)
+        check_warmup_answers(config.env, config.trainer.seed)
     return num_tasks
 
 
@@ -112,7 +115,7 @@ def check_suite(suite: str | None) -> None:
         raise ConfigError(f"eval.suite: {err}", key="eval.suite") from None
 
 
-def env_task_count(config: TrainConfig) -> int | None:
+def env_task_count(env_cfg: EnvConfig) -> int | None:
     """Build the training env once (and with its held-out kwargs); its task count.
 
     Imports ``env.imports`` first; a bad id or keyword fails here, before any work.
@@ -123,7 +126,6 @@ def env_task_count(config: TrainConfig) -> int | None:
     """
     from rlvr import envs
 
-    env_cfg = config.env
     envs.import_plugins(env_cfg.imports)
     env = envs.make(env_cfg.id, **env_cfg.kwargs)
     try:
