@@ -94,7 +94,6 @@ from rlvr.training.snapshots import EpisodeSnapshots
 from rlvr.training.state import Checkpoints, StageTimer, TrainerState
 from rlvr.training.stream import EpisodeStream, reduce_sampling_metrics
 from rlvr.training.sync_guard import SyncGuard
-from rlvr.training.version_probe import VersionProbe
 from rlvr.training.warmup import warm_up
 from rlvr.trajectory import logprob_temperature
 
@@ -228,7 +227,6 @@ class Trainer:
         sampling = cfg.rollout.runner.sampling
         self.temperature = logprob_temperature(sampling.temperature)
         source = AsyncSource if cfg.rollout.max_staleness else SyncRollout  # chosen once
-        self.probe = VersionProbe(self.pad_id, self.dist.device)  # async: each version proven
         built = self._build_engine(own_weights=source.own_weights)
         self.engine, self.shares_weights = built.engine, built.shares_weights
         self.adapter_sync = built.serves_adapter
@@ -395,7 +393,8 @@ class Trainer:
             stream=self.stream, engine=self.engine, push=self.sync_weights,
             engine_weights=self.engine_weights, release_memory=self.release_engine_memory,
             learner_tensors=lambda: self.actor.named_sync_tensors(adapter_only=self.adapter_sync),
-            score_rows=self.actor.compute_logprobs, probe=self.probe, device=self.dist.device,
+            score_rows=lambda *args, **kwargs: self.actor.compute_logprobs(*args, **kwargs),
+            pad_id=self.pad_id, device=self.dist.device,
             world_size=self.dist.world_size, max_staleness=cfg.rollout.max_staleness,
             inflight_update=cfg.rollout.inflight_update, open_ahead=cfg.rollout.open_ahead,
             prompts_per_step=cfg.rollout.prompts_per_step, engine_name=cfg.rollout.engine,

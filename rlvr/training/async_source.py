@@ -19,7 +19,7 @@ from rlvr.agents.engine import ScoringEngine, SharedEngine
 from rlvr.batch import RolloutBatch
 from rlvr.training.async_rollout import DROPPED, AsyncRollout, fresh_mismatch
 from rlvr.training.rollout_source import RolloutParts, StepEpisodes
-from rlvr.training.version_probe import reduce_probe_metrics
+from rlvr.training.version_probe import VersionProbe, reduce_probe_metrics
 
 
 class AsyncSource:
@@ -40,17 +40,19 @@ class AsyncSource:
             parts.log(f"[rlvr] NOTICE: the {parts.engine_name} engine cannot score a probe "
                       "(rlvr.agents.engine.ScoringEngine): the sync guard checks only rows "
                       "played by the learner's current weights")
-        self.producer = AsyncRollout(
-            parts.stream.collect, engine.update_weights, max_staleness=parts.max_staleness,
+        self.probe = VersionProbe(parts.pad_id, parts.device)  # proves each version loaded
+        self.producer = AsyncRollout(  # late-bound: the stream and engine as they are when used
+            lambda step, position: parts.stream.collect(step, position),
+            lambda tensors: engine.update_weights(tensors), max_staleness=parts.max_staleness,
             first_step=parts.first_step, last_step=parts.last_step,
             first_position=parts.first_position, prompts_per_step=parts.prompts_per_step,
             version=self.version, engine=engine, inflight=parts.inflight_update,
-            probe=parts.probe, shared=parts.world_size > 1 and isinstance(engine, SharedEngine))
+            probe=self.probe, shared=parts.world_size > 1 and isinstance(engine, SharedEngine))
 
     def take(self, step: int, position: int, learner_version: int) -> StepEpisodes:
         """The producer's episodes of ``step``; the probe picks its row from the first."""
         trajectories, metrics = self.producer.take(step, learner_version, self.parts.device)
-        self.parts.probe.choose(trajectories)
+        self.probe.choose(trajectories)
         return StepEpisodes(trajectories, metrics, left_out_key=DROPPED)
 
     def ahead(self, step: int, position: int) -> None:
@@ -68,7 +70,7 @@ class AsyncSource:
 
     def after_update(self, step: int) -> None:
         """Publish the updated weights for the producer (the probe scores them first)."""
-        self.parts.probe.record_learner(step, self.parts.score_rows)
+        self.probe.record_learner(step, self.parts.score_rows)
         self.producer.publish(step, self.parts.learner_tensors())
         self.version = step
 

@@ -92,7 +92,7 @@ class RolloutParts:
         release_memory: lets the engine free accelerator memory for training (collective).
         learner_tensors: the learner's named tensors to sync (full weights or the adapter).
         score_rows: the learner's logprobs of a batch (the version probe's forward).
-        probe: the version probe (``rlvr.training.version_probe.VersionProbe``).
+        pad_id: the tokenizer's padding id (the version probe's rows).
         device: the learner's device (where reductions run).
         world_size: the number of ranks.
         max_staleness: ``rollout.max_staleness``.
@@ -115,7 +115,7 @@ class RolloutParts:
     release_memory: Callable[[], None]
     learner_tensors: Callable[[], Iterable[tuple[str, torch.Tensor]]]
     score_rows: Callable[..., Any]
-    probe: Any
+    pad_id: int
     device: torch.device
     world_size: int
     max_staleness: int
