@@ -35,23 +35,32 @@ class AsyncSource:
     def __init__(self, parts: RolloutParts) -> None:
         self.parts = parts
         self.version = parts.first_step - 1
-        engine = parts.engine
+        self.probe = VersionProbe(parts.pad_id, parts.device)  # proves each version loaded
+        self.producer: AsyncRollout | None = None
+        """Made when training starts (the first ``take``): a producer that cannot run for this
+        engine is refused by ``train``, which then closes the engine."""
+
+    def _start(self) -> AsyncRollout:
+        """The producer (made on first use), playing from ``parts.first_step``."""
+        if self.producer is not None:
+            return self.producer
+        parts, engine = self.parts, self.parts.engine
         if not isinstance(engine, ScoringEngine):
             parts.log(f"[rlvr] NOTICE: the {parts.engine_name} engine cannot score a probe "
                       "(rlvr.agents.engine.ScoringEngine): the sync guard checks only rows "
                       "played by the learner's current weights")
-        self.probe = VersionProbe(parts.pad_id, parts.device)  # proves each version loaded
         self.producer = AsyncRollout(  # late-bound: the stream and engine as they are when used
             lambda step, position: parts.stream.collect(step, position),
             lambda tensors: engine.update_weights(tensors), max_staleness=parts.max_staleness,
             first_step=parts.first_step, last_step=parts.last_step,
             first_position=parts.first_position, prompts_per_step=parts.prompts_per_step,
-            version=self.version, engine=engine, inflight=parts.inflight_update,
+            version=parts.first_step - 1, engine=engine, inflight=parts.inflight_update,
             probe=self.probe, shared=parts.world_size > 1 and isinstance(engine, SharedEngine))
+        return self.producer
 
     def take(self, step: int, position: int, learner_version: int) -> StepEpisodes:
         """The producer's episodes of ``step``; the probe picks its row from the first."""
-        trajectories, metrics = self.producer.take(step, learner_version, self.parts.device)
+        trajectories, metrics = self._start().take(step, learner_version, self.parts.device)
         self.probe.choose(trajectories)
         return StepEpisodes(trajectories, metrics, left_out_key=DROPPED)
 
@@ -71,7 +80,7 @@ class AsyncSource:
     def after_update(self, step: int) -> None:
         """Publish the updated weights for the producer (the probe scores them first)."""
         self.probe.record_learner(step, self.parts.score_rows)
-        self.producer.publish(step, self.parts.learner_tensors())
+        self._start().publish(step, self.parts.learner_tensors())
         self.version = step
 
     def evaluation(self, step: int) -> contextlib.AbstractContextManager[Any] | None:
@@ -79,16 +88,17 @@ class AsyncSource:
         every = self.parts.eval_every
         if not every or step % every:
             return None
-        return self.producer.paused(step, lambda: self.sync(step))
+        return self._start().paused(step, lambda: self.sync(step))
 
     def finish(self) -> None:
         """Stop the producer; the engine gets the final weights for the last evaluation."""
-        self.producer.close()
+        self._start().close()
         self.sync(self.version)
 
     def close(self) -> None:
         """Stop the producer (its current step ends on a live engine)."""
-        self.producer.close()
+        if self.producer is not None:
+            self.producer.close()
 
 
 __all__ = ["AsyncSource"]
