@@ -1,6 +1,7 @@
 """What an ``EpisodeRunner`` is asked to play and under which limits.
 
-``RunnerConfig`` holds the runner's limits, checks and sampling (validated on construction);
+``RunnerConfig`` holds the runner's limits and checks (``RunnerLimits``, the keys a training
+config's ``rollout.runner`` takes), its sampling and base seed (validated on construction);
 ``EpisodeSpec`` is one episode to play (an env id or factory, the reset seed and options, the
 group); ``group_specs`` repeats specs into GRPO groups; ``turn_seed`` derives each turn's sampling
 seed from a run's base seed. ``rlvr.agents.runner`` re-exports them.
@@ -9,7 +10,7 @@ seed from a run's base seed. ``rlvr.agents.runner`` re-exports them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from rlvr.agents.engine import SamplingParams
@@ -20,18 +21,18 @@ from rlvr.seeds import derived_seed
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunnerConfig:
+class RunnerLimits:
     """Limits and checks of the episode runner (validated on construction).
 
     Attributes:
-        max_turns: model turns per episode.
-        max_tokens_per_turn: the most tokens the model may generate in one turn.
-        max_response_tokens: the most response tokens (model AND env) per episode.
+        max_turns: model turns per episode (``>= 1``).
+        max_tokens_per_turn: the most tokens the model may generate in one turn (``>= 1``).
+        max_response_tokens: the most response tokens (model AND env) per episode (``>= 1``).
         env_step_timeout_s: wall-clock limit of one env call (make and reset together, a step,
-            the last step and the close together). The thread running a timed-out call
+            the last step and the close together), ``> 0``. The thread running a timed-out call
             cannot be killed; envs should enforce their own limits (sandboxes do), this is the
             backstop.
-        env_workers: threads running env calls.
+        env_workers: threads running env calls (``>= 1``).
         reuse_envs: keep up to this many idle envs per (env id, kwargs) and reset them for later
             episodes instead of making a fresh env each time, as gymnasium's vector envs do
             (``reset`` must fully reset the env); only envs made from an ``env_id`` whose episode
@@ -42,9 +43,6 @@ class RunnerConfig:
         stop_at_tool_call: when the env offers tools, also stop generation at the end of a tool
             call (the ``</tool_call>`` token, or the string if it is several tokens), so the env
             runs the call before the model goes on.
-        sampling: temperature, top_p, top_k and extra stops; its ``max_new_tokens`` and ``seed``
-            are replaced per turn (the turn budget and the derived seed).
-        seed: base of the per-turn sampling seeds (see ``turn_seed``); None = unseeded.
     """
 
     max_turns: int = bounded(4, ge=1)
@@ -55,12 +53,28 @@ class RunnerConfig:
     reuse_envs: int = bounded(0, ge=0)
     check_token_exact: bool = False
     stop_at_tool_call: bool = True
-    sampling: SamplingParams = field(default_factory=SamplingParams)
-    seed: int | None = bounded(0, ge=0)
 
     def __post_init__(self) -> None:
         """Validate every field (``RunnerConfigError``'s ``key`` names the field)."""
         check_fields(self, error=RunnerConfigError)
+
+    def limits(self) -> dict[str, Any]:
+        """The limit fields by name (to build another ``RunnerLimits`` subclass from them)."""
+        return {f.name: getattr(self, f.name) for f in fields(RunnerLimits)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunnerConfig(RunnerLimits):
+    """The episode runner's limits and checks (``RunnerLimits``), its sampling and base seed.
+
+    Attributes:
+        sampling: temperature, top_p, top_k and extra stops; its ``max_new_tokens`` and ``seed``
+            are replaced per turn (the turn budget and the derived seed).
+        seed: base of the per-turn sampling seeds (see ``turn_seed``); None = unseeded.
+    """
+
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    seed: int | None = bounded(0, ge=0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,4 +141,4 @@ def turn_seed(base: int, episode: int, turn: int) -> int:
     return derived_seed(base, episode, turn, bits=63)
 
 
-__all__ = ["EpisodeSpec", "RunnerConfig", "group_specs", "turn_seed"]
+__all__ = ["EpisodeSpec", "RunnerConfig", "RunnerLimits", "group_specs", "turn_seed"]

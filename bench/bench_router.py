@@ -162,7 +162,7 @@ def async_training(model_path: Path, router_url: str, work: Path) -> dict[str, A
     t0 = time.perf_counter()
     trainer = Trainer(config, log=lambda *_: None)
     history = trainer.train().history
-    producer = trainer.async_rollout
+    producer = trainer.rollout.producer
     assert producer is not None
     return {"seconds": time.perf_counter() - t0, "trained": producer.trained,
             "dropped": dict(producer.dropped), "accounted": producer.accounted,

@@ -61,7 +61,7 @@ def main() -> None:
             return Completion(list(answer), [-0.1] * len(answer), "stop")
 
     modules = {"base": base_runner(ns.base), "current": current}
-    runners = {k: m.EpisodeRunner(Instant(), tok, cfg.rollout.runner) for k, m in modules.items()}
+    runners = {k: m.EpisodeRunner(Instant(), tok, cfg.runner_config()) for k, m in modules.items()}
 
     def play(name: str, step: int):
         mod, runner = modules[name], runners[name]

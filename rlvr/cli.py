@@ -60,9 +60,9 @@ def train_main(argv: Sequence[str]) -> int:
             envs.import_plugins(args.imports)
         config = load_config(args.config, overrides)
         config.env.imports = [*config.env.imports, *args.imports]
-        from rlvr.trainer import check_env, train
+        from rlvr.trainer import preflight, train
 
-        check_env(config)
+        plan = preflight(config)
     except (RlvrError, EnvError, ValueError, ImportError) as err:
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         print(f"rlvr train: error: {message}", file=sys.stderr)
@@ -70,7 +70,7 @@ def train_main(argv: Sequence[str]) -> int:
 
     finished = False
     try:
-        train(config)
+        train(config, plan=plan)
         finished = True
     except ConfigError as err:  # found once a model is loaded (a teacher, LoRA, a resume)
         print(f"rlvr train: error: {err}", file=sys.stderr)

@@ -27,7 +27,9 @@ Deviations and simplifications:
 - When the actor's update is one optimizer step (one epoch, one mini-batch) and no KL goes in
   the reward, stage B does not recompute the old logprobs: the update takes them from its own
   forward, where they are the same numbers (``Actor.set_old_logprobs``).
-- ``rollout.max_staleness >= 1`` (asynchronous RL, ``rlvr.training.async_rollout``): a producer
+- Stage A, the weight sync and the bracket of held-out evaluations go through one rollout
+  source chosen once (``rlvr.training.rollout_source``); the loop never asks which.
+- ``rollout.max_staleness >= 1`` (asynchronous RL, ``rlvr.training.async_source``): a producer
   thread plays the episodes on the engine's own copy of the weights, up to k steps ahead; stage
   A takes them, the old logprobs (decoupled PPO's proximal policy: the learner's before the
   update, from stage B or the one-step update's own forward, as above) meet the engine's through
@@ -52,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from rlvr.agents.engine import ScoringEngine, SharedEngine, VersionedEngine
+from rlvr.agents.engine import VersionedEngine
 from rlvr.algorithms.advantages import AdvantageInputs, compute_advantages, get_estimator
 from rlvr.algorithms.kl import apply_kl_in_reward, build_controller
 from rlvr.batch import RolloutBatch
@@ -72,28 +74,27 @@ from rlvr.learner import (
 from rlvr.metrics import MetricsLogger, rollout_metrics
 from rlvr.tool_metrics import tool_metrics
 from rlvr.tracking import RunInfo, episode_table
-from rlvr.training.async_rollout import (
-    DROPPED,
-    AsyncRollout,
-    dropped_rows,
-    fresh_mismatch,
-    invalidate_dropped,
-)
-from rlvr.training.context import check_context
+from rlvr.training.async_source import AsyncSource
 from rlvr.training.distill import Distiller
 from rlvr.training.env_failures import EnvFailureGuard
 from rlvr.training.env_tokens import EnvTokenGuard
-from rlvr.training.gc_control import collections_paused, frozen_setup
+from rlvr.training.gc_control import frozen_setup
 from rlvr.training.heldout import heldout_evaluator
 from rlvr.training.model_folder import model_folder
+from rlvr.training.preflight import RunPlan, preflight
 from rlvr.training.reward_watch import RewardWatch
-from rlvr.training.run_dir import RunLock, apply_plan, check_run_dir
+from rlvr.training.rollout_source import (
+    RolloutParts,
+    RolloutSource,
+    StepEpisodes,
+    SyncRollout,
+)
+from rlvr.training.run_dir import RunLock, apply_plan
 from rlvr.training.snapshots import EpisodeSnapshots
 from rlvr.training.state import Checkpoints, StageTimer, TrainerState
 from rlvr.training.stream import EpisodeStream, reduce_sampling_metrics
 from rlvr.training.sync_guard import SyncGuard
-from rlvr.training.version_probe import VersionProbe, reduce_probe_metrics
-from rlvr.training.warmup import check_env, warm_up
+from rlvr.training.warmup import warm_up
 from rlvr.trajectory import logprob_temperature
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ if TYPE_CHECKING:
 #: Held-out episodes given to the loggers' tables after each evaluation (W&B's eval/episodes).
 EPISODES_PER_EVAL = 16
 
-__all__ = ["StageTimer", "TrainResult", "Trainer", "check_env", "summary", "train"]
+__all__ = ["StageTimer", "TrainResult", "Trainer", "preflight", "summary", "train"]
 
 
 @dataclass
@@ -159,9 +160,12 @@ class Trainer:
     Args:
         config: the validated run config.
         log: where human-readable lines go (rank 0 only).
+        plan: what ``rlvr.training.preflight.preflight`` found for ``config`` (``rlvr train``
+            runs it first); None runs it here, once the run folder is locked.
     """
 
-    def __init__(self, config: TrainConfig, log: Any = print) -> None:
+    def __init__(self, config: TrainConfig, log: Any = print, plan: RunPlan | None = None
+                 ) -> None:
         self.start_time = time.perf_counter()
         self.config = config
         self.threads_before = torch.get_num_threads()  # restored by close()
@@ -181,23 +185,21 @@ class Trainer:
             self.out.mkdir(parents=True, exist_ok=True)
             self.lock = RunLock(self.out)
         try:
-            self._build(config)
+            self._build(plan or preflight(config))
         except BaseException:
             self._release_lock()
             raise
 
-    def _build(self, cfg: TrainConfig) -> None:
-        """Everything after the run folder's lock: the folder's plan, the env, the models."""
+    def _build(self, plan: RunPlan) -> None:
+        """Everything after the run folder's lock, from the preflight's plan: the models."""
         from transformers import AutoTokenizer
 
-        plan = check_run_dir(cfg)  # every rank: a used folder, a resume's changed keys
-        self.config = cfg = plan.config or cfg  # a resume keeps its checkpoint's schedule
-        num_tasks = check_env(cfg)  # model folder, device, suite, env: before anything is written
+        self.config = cfg = plan.config  # a resume keeps its checkpoint's schedule
         barrier()  # every rank has looked at the folder before rank 0 writes to it
-        for line in plan.notices:
+        for line in plan.folder.notices:
             self.log(line)
         if self.is_main:
-            apply_plan(plan)
+            apply_plan(plan.folder)
             if not cfg.trainer.resume:  # a resume writes it once its checkpoint has loaded
                 dump_config(cfg, self.out / "config.yaml")  # the config that runs
         torch.manual_seed(cfg.trainer.seed)
@@ -209,7 +211,7 @@ class Trainer:
         self.tokenizer = AutoTokenizer.from_pretrained(str(base))
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None \
             else self.tokenizer.eos_token_id
-        check_context(cfg, self.tokenizer, base, self.log)  # before the warm-up: no silent 0%
+        plan.check_prompts(self.tokenizer, base, self.log)  # before the warm-up: no silent 0%
         # before the warm-up: a teacher with another tokenizer is refused at once
         self.distiller = Distiller.from_config(cfg.teacher, self.tokenizer,
                                                cfg.learner_configs()[0], self.dist)
@@ -224,17 +226,17 @@ class Trainer:
             if cfg.algorithm.kl.enabled else None
         sampling = cfg.rollout.runner.sampling
         self.temperature = logprob_temperature(sampling.temperature)
-        self.async_rollout: AsyncRollout | None = None  # made by _train when max_staleness >= 1
-        self.probe = VersionProbe(self.pad_id, self.dist.device)  # async: each version proven
-        built = self._build_engine()
+        source = AsyncSource if cfg.rollout.max_staleness else SyncRollout  # chosen once
+        built = self._build_engine(own_weights=source.own_weights)
         self.engine, self.shares_weights = built.engine, built.shares_weights
         self.adapter_sync = built.serves_adapter
         self.sync_guard = SyncGuard(cfg.rollout.max_logprob_diff, built.dtype, cfg.rollout.engine)
         from rlvr.agents.runner import EpisodeRunner
 
-        self.runner = EpisodeRunner(self.engine, self.tokenizer, cfg.rollout.runner)
-        self.stream = EpisodeStream(self.runner, cfg, self.dist.rank, self.dist.world_size,
-                                    num_tasks)
+        self.runner = EpisodeRunner(self.engine, self.tokenizer, cfg.runner_config())
+        self.stream = EpisodeStream(self.runner, cfg.env, cfg.rollout, cfg.trainer.seed,
+                                    rank=self.dist.rank, world_size=self.dist.world_size,
+                                    num_tasks=plan.num_tasks)
         self.env_guard = EnvTokenGuard(self.tokenizer)  # env tokens are never trained
         self.failures = EnvFailureGuard(cfg.trainer.max_failed_steps, cfg.env.id,
                                         self.dist.device)
@@ -255,7 +257,8 @@ class Trainer:
             self.log(f"[rlvr] resumed from {self.resumed_from} (step {self.state.step})")
         if self.is_main and cfg.trainer.resume:
             dump_config(cfg, self.out / "config.yaml")  # the config that runs
-        self.sync_weights()  # also on a fresh run: the engine may hold other weights
+        self.rollout: RolloutSource = source(self._rollout_parts())
+        self.rollout.sync(self.state.step)  # also on a fresh run: the engine may hold others
         self.heldout = None
         if self.is_main:
             self.heldout = heldout_evaluator(cfg, self.engine, self.tokenizer,
@@ -270,11 +273,12 @@ class Trainer:
                                     enabled=self.is_main, loggers=t.active_loggers(), run=run,
                                     progress=t.progress, plot=t.plot, report=self.log)
 
-    def _build_engine(self) -> BuiltEngine:
+    def _build_engine(self, own_weights: bool) -> BuiltEngine:
         """The rollout engine, built by ``rlvr.agents.engines`` from ``rollout.engine``.
 
-        With one rank an in-process engine runs the actor's own module (nothing to sync); the
-        options of engine X are ``rollout.X`` (e.g. ``rollout.sglang``).
+        With one rank an in-process engine runs the actor's own module (nothing to sync),
+        unless ``own_weights`` (the rollout source generates beside the update: the engine
+        needs its own copy); the options of engine X are ``rollout.X`` (e.g. ``rollout.sglang``).
         """
         from rlvr.agents.engines import EngineRequest, build_engine
 
@@ -282,9 +286,7 @@ class Trainer:
         return build_engine(EngineRequest(
             engine=rollout.engine,
             model_path=self.policy_dir,
-            # asynchronous RL generates beside the update: the engine needs its own copy
-            module=self.actor.module if self.dist.world_size == 1 and not rollout.max_staleness
-            else None,
+            module=self.actor.module if self.dist.world_size == 1 and not own_weights else None,
             tokenizer=self.tokenizer,
             max_batch_size=self.stream_rows(),
             device=str(self.dist.device),
@@ -340,91 +342,75 @@ class Trainer:
             result.warmup_accuracy = self._logged(0).get("eval/accuracy")
         result.first_step = self.state.step + 1
         rl_start = time.perf_counter()
-        self.async_rollout = self._async_rollout()
         for step in range(self.state.step + 1, cfg.trainer.steps + 1):
-            timer = StageTimer()
-            if self.async_rollout is not None:  # stage A ran ahead, on the producer thread
-                with timer("rollout"):
-                    trajs, metrics = self.async_rollout.take(step, self.state.step,
-                                                             self.dist.device)
-                self.probe.choose(trajs)
-            else:
-                with timer("rollout"), self.engine_weights(), collections_paused():  # stage A
-                    trajs, metrics = self.stream.collect(step, self.state.tasks_drawn)
-                    self.release_engine_memory()
-            metrics = reduce_sampling_metrics(metrics, self.dist.device)
-            self.failures.check(step, trajs)  # a step with no valid episode teaches nothing
-            if cfg.rollout.open_ahead and step < cfg.trainer.steps and \
-                    self.async_rollout is None:  # beside stages B and C
-                self.stream.open_ahead(step + 1,
-                                       self.state.tasks_drawn + cfg.rollout.prompts_per_step)
-            with timer("prepare"):                                   # stage B
-                batch = invalidate_dropped(RolloutBatch.from_trajectories(trajs, self.pad_id))
-                batch = batch.to(self.dist.device)
-                metrics |= self.prepare(batch)
-                metrics |= self.env_guard.check(batch)
-            with timer("update"):                                    # stage C
-                metrics |= self.update(batch)
-            if self.async_rollout is not None:  # the guard checks rows of the current version
-                metrics = fresh_mismatch(batch, self.state.step, metrics)  # and the probe
-                metrics = reduce_probe_metrics(metrics, self.dist.device)
-            self.sync_guard.check(step, metrics)  # the last sync landed (engine == learner)
-            with timer("sync"):
-                if self.async_rollout is not None:
-                    self.probe.record_learner(step, self.actor.compute_logprobs)
-                    self.async_rollout.publish(step, self.actor.named_sync_tensors(
-                        adapter_only=self.adapter_sync))
-                else:
-                    self.sync_weights()
-            self.state.step = step
-            self.state.tasks_drawn += cfg.rollout.prompts_per_step
-            self.state.episodes += len(trajs) * self.dist.world_size
-            played = [t for t in trajs if DROPPED not in t.metadata]  # not rows dropped as stale
-            metrics |= rollout_metrics(played, self.dist.device)
-            metrics |= tool_metrics(played, self.dist.device)
-            metrics |= self._throughput(batch, timer, metrics["perf/rollout_tokens"])
-            if self.async_rollout is not None:  # every rank pauses and syncs; rank 0 evaluates
-                if cfg.eval.every and step % cfg.eval.every == 0:
-                    with timer("eval"), self.async_rollout.paused(step, self.sync_weights):
-                        if self.heldout is not None:
-                            metrics |= self.heldout.maybe_evaluate(step) or {}
-            elif self.heldout is not None:
-                with timer("eval"), self.engine_weights():
-                    metrics |= self.heldout.maybe_evaluate(step) or {}
-            metrics |= timer.metrics()
-            self._log(step, metrics)
-            if (flat := self.reward_watch.observe(metrics)) is not None:
-                self.log(flat)
-            result.history.append({"step": float(step), **metrics})
+            result.history.append({"step": float(step), **self._step(step)})
             self.checkpoints.maybe_save(step)
         result.rl_seconds = time.perf_counter() - rl_start
-        if self.async_rollout is not None:  # the engine gets the final weights for the last eval
-            self.async_rollout.close()
-            self.sync_weights()
+        self.rollout.finish()  # the engine holds the last weights for the final evaluation
         return self.finish(result)
 
-    def _async_rollout(self) -> AsyncRollout | None:
-        """The producer of asynchronous RL (``rollout.max_staleness >= 1``), else None."""
+    def _step(self, step: int) -> dict[str, float]:
+        """One RL step: stages A, B and C, the sync, the metrics; returns what was logged."""
+        cfg, timer = self.config, StageTimer()
+        drawn = self.state.tasks_drawn
+        with timer("rollout"):                                       # stage A
+            episodes = self.rollout.take(step, drawn, self.state.step)
+        trajs = episodes.trajectories
+        metrics = reduce_sampling_metrics(episodes.metrics, self.dist.device)
+        self.failures.check(step, trajs)  # a step with no valid episode teaches nothing
+        self.rollout.ahead(step, drawn + cfg.rollout.prompts_per_step)  # beside stages B and C
+        with timer("prepare"):                                       # stage B
+            batch = episodes.batch(self.pad_id).to(self.dist.device)
+            metrics |= self.prepare(batch, episodes)
+            metrics |= self.env_guard.check(batch)
+        with timer("update"):                                        # stage C
+            metrics |= self.update(batch)
+        metrics = self.rollout.guard_metrics(batch, self.state.step, metrics)
+        self.sync_guard.check(step, metrics)  # the last sync landed (engine == learner)
+        with timer("sync"):
+            self.rollout.after_update(step)
+        self.state.step = step
+        self.state.tasks_drawn += cfg.rollout.prompts_per_step
+        self.state.episodes += len(trajs) * self.dist.world_size
+        played = episodes.played()  # not rows the source left out
+        metrics |= rollout_metrics(played, self.dist.device)
+        metrics |= tool_metrics(played, self.dist.device)
+        metrics |= self._throughput(batch, timer, metrics["perf/rollout_tokens"])
+        if (bracket := self.rollout.evaluation(step)) is not None:
+            with timer("eval"), bracket:
+                if self.heldout is not None:
+                    metrics |= self.heldout.maybe_evaluate(step) or {}
+        metrics |= timer.metrics()
+        self._log(step, metrics)
+        if (flat := self.reward_watch.observe(metrics)) is not None:
+            self.log(flat)
+        return metrics
+
+    def _rollout_parts(self) -> RolloutParts:
+        """What the rollout source is built from (after a resume: its step and position)."""
         cfg = self.config
-        if not cfg.rollout.max_staleness:
-            return None
-        if not isinstance(self.engine, ScoringEngine):
-            self.log(f"[rlvr] NOTICE: the {cfg.rollout.engine} engine cannot score a probe "
-                     "(rlvr.agents.engine.ScoringEngine): the sync guard checks only rows played "
-                     "by the learner's current weights")
-        return AsyncRollout(self.stream.collect, self.engine.update_weights,
-                            max_staleness=cfg.rollout.max_staleness,
-                            first_step=self.state.step + 1, last_step=cfg.trainer.steps,
-                            first_position=self.state.tasks_drawn,
-                            prompts_per_step=cfg.rollout.prompts_per_step,
-                            version=self.state.step, engine=self.engine,
-                            inflight=cfg.rollout.inflight_update, probe=self.probe,
-                            shared=self.dist.world_size > 1 and isinstance(self.engine,
-                                                                           SharedEngine))
+        return RolloutParts(
+            stream=self.stream, engine=self.engine, push=self.sync_weights,
+            engine_weights=self.engine_weights, release_memory=self.release_engine_memory,
+            learner_tensors=lambda: self.actor.named_sync_tensors(adapter_only=self.adapter_sync),
+            score_rows=lambda *args, **kwargs: self.actor.compute_logprobs(*args, **kwargs),
+            pad_id=self.pad_id, device=self.dist.device,
+            world_size=self.dist.world_size, max_staleness=cfg.rollout.max_staleness,
+            inflight_update=cfg.rollout.inflight_update, open_ahead=cfg.rollout.open_ahead,
+            prompts_per_step=cfg.rollout.prompts_per_step, engine_name=cfg.rollout.engine,
+            first_step=self.state.step + 1, last_step=cfg.trainer.steps,
+            first_position=self.state.tasks_drawn, evaluating=self.is_main,
+            eval_every=cfg.eval.every, log=self.log)
 
     # ------------------------------------------------------------------ stages
-    def prepare(self, batch: RolloutBatch) -> dict[str, float]:
-        """Stage B: old/ref logprobs, values, KL-in-reward, advantages (set on ``batch``)."""
+    def prepare(self, batch: RolloutBatch, episodes: StepEpisodes | None = None
+                ) -> dict[str, float]:
+        """Stage B: old/ref logprobs, values, KL-in-reward, advantages (set on ``batch``).
+
+        ``episodes``: the step's episodes ``batch`` was made of; their rows left out on purpose
+        (``StepEpisodes.left_out_rows``) are not valid, but not error episodes either. None:
+        no row was left out.
+        """
         cfg, t = self.config.algorithm, self.temperature
         mask = batch.response_mask
         metrics = self.actor.set_old_logprobs(batch, t, needed_before_update=cfg.kl.in_reward)
@@ -435,8 +421,10 @@ class Trainer:
         rank, b, r = self.dist.rank, len(batch), batch.response_len
         rewards = gather_rows(batch.token_level_scores)
         full_mask = gather_rows(mask)
-        flags = gather_rows(torch.stack([batch.rows_valid().long(), dropped_rows(batch)], 1))
-        valid = flags[:, 0].bool()  # rows dropped as stale (async) are not error episodes:
+        left_out = StepEpisodes([], {}).left_out_rows(batch) if episodes is None \
+            else episodes.left_out_rows(batch)
+        flags = gather_rows(torch.stack([batch.rows_valid().long(), left_out], 1))
+        valid = flags[:, 0].bool()  # rows left out (async: stale) are not error episodes:
         metrics["rollout/error_episodes"] = float((~valid).sum() - flags[:, 1].sum())
         if cfg.kl.in_reward and batch.ref_logprobs is not None:
             rewards, kl_metrics = apply_kl_in_reward(
@@ -474,13 +462,14 @@ class Trainer:
         """Keep the actor's weights gathered while the engine generates with them."""
         return self.actor.gathered() if self.shares_weights else contextlib.nullcontext()
 
-    def sync_weights(self) -> None:
+    def sync_weights(self, version: int | None = None) -> None:
         """Give the rollout engine the actor's new weights (collective).
 
         Colocated order: the learner frees its cached memory, the engine takes back its
         weights' memory only, receives the full tensors one at a time (it casts, buckets and
         sends them; engines on other ranks than the leader drain them), and only then its KV
-        cache and CUDA graphs.
+        cache and CUDA graphs. ``version``: named on an engine that records versions (the
+        asynchronous source's producers read it), None to name none.
         """
         if self.shares_weights:
             return
@@ -488,10 +477,10 @@ class Trainer:
         self.engine.resume_memory(("weights",))
         self.engine.update_weights(self.actor.named_sync_tensors(adapter_only=self.adapter_sync))
         self.engine.resume_memory()
-        if self.config.rollout.max_staleness and isinstance(self.engine, VersionedEngine):
+        if version is not None and isinstance(self.engine, VersionedEngine):
             # named before the barrier: the other ranks' producers read this run's version,
             # never a number an earlier run left on the servers
-            self.engine.set_weight_version(self.state.step)
+            self.engine.set_weight_version(version)
         barrier()  # no rank generates before the new weights are in
 
     def release_engine_memory(self) -> None:
@@ -590,9 +579,7 @@ class Trainer:
             stack.callback(self.logger.close, failed=True)  # a no-op after finish()
             if self.heldout is not None:
                 stack.callback(self.heldout.close)
-            if self.async_rollout is not None:  # first: its current step ends on a live engine
-                stack.callback(self.async_rollout.close)
-
+            stack.callback(self.rollout.close)  # first: its current step ends on a live engine
 
     def _release_lock(self) -> None:
         if self.lock is not None:
@@ -654,6 +641,9 @@ def summary(result: TrainResult) -> str:
     return "\n".join(lines)
 
 
-def train(config: TrainConfig, log: Any = print) -> TrainResult:
-    """Build a ``Trainer`` for ``config`` and run it (the Python form of ``rlvr train``)."""
-    return Trainer(config, log=log).train()
+def train(config: TrainConfig, log: Any = print, plan: RunPlan | None = None) -> TrainResult:
+    """Build a ``Trainer`` for ``config`` and run it (the Python form of ``rlvr train``).
+
+    ``plan``: the preflight's (``rlvr.training.preflight.preflight``), None to run it here.
+    """
+    return Trainer(config, log=log, plan=plan).train()

@@ -7,9 +7,15 @@ component checks its ranges with ``rlvr.config_checks`` (declared next to the fi
 ``bounded``) and the message names the key as typed (``actor.optim.lr must be > 0``).
 
 Component configs owned by other modules are composed, not copied: ``model.tiny`` is
-``rlvr.tiny.TinyModelSpec``, ``actor``/``critic`` are ``rlvr.learner.ActorConfig`` /
-``CriticConfig`` and
-``rollout.runner`` is ``rlvr.agents.RunnerConfig`` (with its ``sampling: SamplingParams``).
+``rlvr.tiny.TinyModelSpec``, ``actor``/``critic`` are ``rlvr.learner.config.ActorSection`` /
+``CriticSection`` and ``rollout.runner`` is ``RunnerSection`` (the runner's
+``rlvr.agents.runner_config.RunnerLimits`` and a ``sampling: SamplingSection``).
+
+The schema holds only keys a user sets. What a run sets itself (each learner's ``seed`` and
+``group_size``, the actor's KL-loss term, the runner's seeds and per-turn token budget) is
+runtime context: ``TrainConfig.learner_configs`` and ``TrainConfig.runner_config`` give it to the
+components, and a config that writes one of those keys is refused, naming the key to use
+instead (``RUNTIME_KEYS``).
 
 Example::
 
@@ -25,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from rlvr.agents.runner import RunnerConfig
+from rlvr.agents.engine import SamplingParams
+from rlvr.agents.runner_config import RunnerConfig, RunnerLimits
 from rlvr.config.engine import EngineSection
 from rlvr.config.loader import load, merge
 from rlvr.config_checks import Checked, bounded, check_choice, check_fields
@@ -33,8 +40,10 @@ from rlvr.errors import ConfigError
 from rlvr.learner.config import (
     KL_ESTIMATORS,
     ActorConfig,
+    ActorSection,
     CriticConfig,
-    LearnerConfig,
+    CriticSection,
+    LearnerSection,
     TeacherConfig,
 )
 from rlvr.tiny import TinyModelSpec
@@ -299,6 +308,97 @@ class AlgorithmConfig:
         check_choice("estimator", self.estimator, ADVANTAGE_ESTIMATORS)
 
 
+@dataclass(frozen=True, kw_only=True)
+class SamplingSection:
+    """How the policy samples during training (``rollout.runner.sampling``).
+
+    Each turn's token budget and sampling seed are not keys: the runner gives a turn what its
+    limits leave (``rollout.runner.max_tokens_per_turn``, ``max_response_tokens``) and the
+    trainer derives each group's seed from ``trainer.seed``, the step and the task. Values are
+    checked as ``rlvr.agents.engine.SamplingParams`` checks them.
+
+    Attributes:
+        temperature: ``>= 0``; 0 means greedy decoding (see ``rlvr.agents.engine`` for logprobs).
+        top_p: nucleus sampling mass in ``(0, 1]``; 1 disables it.
+        top_k: keep the ``k`` most likely tokens; ``-1`` disables it, else ``>= 1``.
+        stop_token_ids: extra ids that end generation (the engine's eos ids always do); the id
+            that matched is included in the completion.
+        stop: strings that end generation as soon as the decoded completion contains one; the
+            token that completed the match is included (nothing is trimmed).
+    """
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    stop_token_ids: tuple[int, ...] = ()
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        params = self.params()  # SamplingParams' checks and messages
+        object.__setattr__(self, "stop_token_ids", params.stop_token_ids)
+        object.__setattr__(self, "stop", params.stop)
+
+    def params(self) -> SamplingParams:
+        """The runner's ``SamplingParams`` (each turn replaces its budget and seed)."""
+        return SamplingParams(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
+                              stop_token_ids=self.stop_token_ids, stop=self.stop)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunnerSection(RunnerLimits):
+    """The episode runner in training (``rollout.runner``): its limits and sampling.
+
+    Attributes:
+        sampling: temperature, top_p, top_k and extra stops (``SamplingSection``).
+    """
+
+    sampling: SamplingSection = field(default_factory=SamplingSection)
+
+    def runner_config(self, seed: int) -> RunnerConfig:
+        """The runner's ``RunnerConfig`` with ``seed`` as its base seed.
+
+        The trainer's stream passes each group's own seed, so the base seed is a default only.
+        """
+        return RunnerConfig(**self.limits(), sampling=self.sampling.params(), seed=seed)
+
+
+#: Keys a run sets itself (runtime context): dotted key -> what sets it and what to write instead.
+RUNTIME_KEYS: dict[str, str] = {
+    "actor.group_size": "is set from rollout.group_size; leave it out of the config",
+    "critic.group_size": "is set from rollout.group_size; leave it out of the config",
+    "actor.seed": "is set from trainer.seed; leave it out of the config",
+    "critic.seed": "is set from trainer.seed; leave it out of the config",
+    "actor.kl_loss_coef": "is set from algorithm.kl; use algorithm.kl.placement=loss (or both) "
+                          "and algorithm.kl.loss.coef instead",
+    "actor.kl_loss_estimator": "is set from algorithm.kl; use algorithm.kl.placement=loss (or "
+                               "both) and algorithm.kl.loss.estimator instead",
+    "rollout.runner.seed": "is set from trainer.seed (each group's sampling seed derives from "
+                           "it, the step and the task); leave it out of the config",
+    "rollout.runner.sampling.seed": "is set from trainer.seed (each group's sampling seed "
+                                    "derives from it, the step and the task); leave it out of "
+                                    "the config",
+    "rollout.runner.sampling.max_new_tokens": "is set per turn from "
+                                              "rollout.runner.max_tokens_per_turn (and what "
+                                              "rollout.runner.max_response_tokens leaves); use "
+                                              "those instead",
+}
+
+
+def refuse_runtime_keys(data: Mapping[str, Any]) -> None:
+    """Refuse a raw config mapping that writes a key of ``RUNTIME_KEYS``.
+
+    Raises:
+        ConfigError: naming the key, what sets it and what to write instead.
+    """
+    for dotted, why in RUNTIME_KEYS.items():
+        node: Any = data
+        *sections, name = dotted.split(".")
+        for section in sections:
+            node = node.get(section) if isinstance(node, Mapping) else None
+        if isinstance(node, Mapping) and name in node:
+            raise ConfigError(f"{dotted} {why}", key=dotted)
+
+
 @dataclass(kw_only=True)
 class RolloutConfig(EngineSection):
     """Stage A: which episodes are played each step, and on which engine.
@@ -310,10 +410,10 @@ class RolloutConfig(EngineSection):
         prompts_per_step: distinct tasks per training step over all ranks; each rank plays
             ``prompts_per_step / world_size`` of them.
         group_size: episodes sampled per task (GRPO's G).
-        runner: the episode runner's limits and sampling (``rlvr.agents.RunnerConfig``): turns,
-            tokens per turn, response tokens per episode (the max response length), and
-            ``sampling`` (temperature, top_p, top_k). Its ``seed`` is not used: the trainer
-            derives each group's sampling seed from ``trainer.seed``, the step and the task.
+        runner: the episode runner's limits and sampling (``RunnerSection``): turns, tokens
+            per turn, response tokens per episode (the max response length), and ``sampling``
+            (temperature, top_p, top_k); the trainer derives each group's sampling seed from
+            ``trainer.seed``, the step and the task.
         dynamic_sampling: drop groups whose rewards are all equal (no learning signal) and
             sample fresh tasks to refill, DAPO style.
         max_refill_rounds: the most extra sampling rounds per step for ``dynamic_sampling``;
@@ -341,7 +441,7 @@ class RolloutConfig(EngineSection):
 
     prompts_per_step: int = bounded(8, gt=0)
     group_size: int = bounded(8, gt=0)
-    runner: RunnerConfig = field(default_factory=RunnerConfig)
+    runner: RunnerSection = field(default_factory=RunnerSection)
     dynamic_sampling: bool = False
     max_refill_rounds: int = bounded(3, ge=0)
     open_ahead: bool = True
@@ -399,8 +499,7 @@ class TrainerConfig(Checked):
 
     Attributes:
         steps: RL training steps.
-        seed: seeds the task stream, sampling, mini-batch shuffles and the warm-up; it also
-            overrides ``actor.seed`` and ``critic.seed``.
+        seed: seeds the task stream, sampling, mini-batch shuffles and the warm-up.
         output_dir: where metrics, checkpoints and the exported model go.
         checkpoint_every: save a checkpoint every this many steps (0 = never).
         keep_checkpoints: how many most recent checkpoints to keep.
@@ -466,17 +565,31 @@ class TrainerConfig(Checked):
         return [n for n in dict.fromkeys(names) if n != "tensorboard" or self.tensorboard]
 
 
-def _check_mini_batch(owner: str, learner: LearnerConfig, rollout: RolloutConfig) -> None:
+def _section_of(value: Any, section: type[Any], runtime: Any, owner: str) -> Any:
+    """``value`` as its user ``section`` (``ActorSection`` for ``actor``).
+
+    A learner's runtime config given from Python (``ActorConfig``) keeps its section's fields;
+    its runtime fields must be at their defaults (``runtime``'s), as a file cannot set them.
+
+    Raises:
+        ConfigError: a runtime field was set (names the key and what sets it).
+    """
+    if type(value) is section or not isinstance(value, section):
+        return value
+    for f in dataclasses.fields(value):
+        if f.name not in section.__dataclass_fields__ and \
+                getattr(value, f.name) != getattr(runtime, f.name):
+            key = f"{owner}.{f.name}"
+            raise ConfigError(f"{key} {RUNTIME_KEYS[key]}", key=key)
+    return section(**_fields_of(value, section))
+
+
+def _check_mini_batch(owner: str, learner: LearnerSection, rollout: RolloutConfig) -> None:
     """``<owner>.mini_batch_size`` counts prompts (verl's unit) and must divide the step's.
 
     A value that would only make sense as a count of sequences (the old unit) is rejected with a
     message that says so and gives the number of prompts it meant.
     """
-    if learner.group_size != 1:
-        raise ConfigError(
-            f"{owner}.group_size is set from rollout.group_size; leave it out of the config",
-            key=f"{owner}.group_size",
-        )
     mini, prompts, group = learner.mini_batch_size, rollout.prompts_per_step, rollout.group_size
     if not mini or prompts % mini == 0:
         return
@@ -525,21 +638,18 @@ class TrainConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
-    actor: ActorConfig = field(default_factory=ActorConfig)
-    critic: CriticConfig = field(default_factory=CriticConfig)
+    actor: ActorSection = field(default_factory=ActorSection)
+    critic: CriticSection = field(default_factory=CriticSection)
     eval: HeldOutConfig = field(default_factory=HeldOutConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     teacher: TeacherConfig = field(default_factory=TeacherConfig)
 
     def __post_init__(self) -> None:
+        self.actor = _section_of(self.actor, ActorSection, ActorConfig(), "actor")
+        self.critic = _section_of(self.critic, CriticSection, CriticConfig(), "critic")
         check_fields(self)
         for owner in ("actor", "critic"):
             _check_mini_batch(owner, getattr(self, owner), self.rollout)
-        if self.actor.kl_loss_coef != 0.0:
-            raise ConfigError(
-                "actor.kl_loss_coef is set from algorithm.kl; use algorithm.kl.placement=loss "
-                "(or both) and algorithm.kl.loss.coef instead", key="actor.kl_loss_coef"
-            )
         if self.rollout.max_staleness and self.actor.tis_cap is None:
             raise ConfigError(
                 "actor.tis_cap must be set (e.g. 2.0) when rollout.max_staleness >= 1 (got "
@@ -579,8 +689,9 @@ class TrainConfig:
         """The raw mapping being loaded, with the run length filled in where it is meant.
 
         A decaying ``actor``/``critic`` ``optim.schedule`` without ``total_steps`` decays over
-        ``trainer.steps``.
+        ``trainer.steps``. A key the run sets itself (``RUNTIME_KEYS``) is refused first.
         """
+        refuse_runtime_keys(data)
         trainer = data.get("trainer")
         steps = trainer.get("steps") if isinstance(trainer, Mapping) else None
         steps = TrainerConfig.steps if steps is None else steps
@@ -596,6 +707,10 @@ class TrainConfig:
                 data = merge(data, {owner: {"optim": {"total_steps": steps}}})
         return data
 
+    def runner_config(self) -> RunnerConfig:
+        """The episode runner's config as the trainer builds it (base seed ``trainer.seed``)."""
+        return self.rollout.runner.runner_config(seed=self.trainer.seed)
+
     def learner_configs(self) -> tuple[ActorConfig, CriticConfig]:
         """The actor's and critic's learner configs as the learner gets them.
 
@@ -606,11 +721,10 @@ class TrainConfig:
         """
         kl = self.algorithm.kl
         common: dict[str, Any] = {"seed": self.trainer.seed, "group_size": self.rollout.group_size}
-        actor = dataclasses.replace(self.actor, **common)
-        if kl.in_loss:
-            actor = dataclasses.replace(actor, kl_loss_coef=kl.loss.coef,
-                                        kl_loss_estimator=kl.loss.estimator)
-        critic = dataclasses.replace(self.critic, **common)
+        kl_loss: dict[str, Any] = {"kl_loss_coef": kl.loss.coef,
+                                   "kl_loss_estimator": kl.loss.estimator} if kl.in_loss else {}
+        actor = ActorConfig(**_fields_of(self.actor, ActorSection), **common, **kl_loss)
+        critic = CriticConfig(**_fields_of(self.critic, CriticSection), **common)
         # Dr. GRPO's constant normaliser defaults to the configured maximum response length.
         longest = float(self.rollout.runner.max_response_tokens)
         if actor.loss_scale_factor is None:
@@ -618,6 +732,11 @@ class TrainConfig:
         if critic.loss_scale_factor is None:
             critic = dataclasses.replace(critic, loss_scale_factor=longest)
         return actor, critic
+
+
+def _fields_of(section: Any, cls: type[Any]) -> dict[str, Any]:
+    """The values of ``cls``'s fields on ``section`` (a user section, by name)."""
+    return {f.name: getattr(section, f.name) for f in dataclasses.fields(cls)}
 
 
 def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> TrainConfig:

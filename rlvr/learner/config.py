@@ -1,11 +1,16 @@
 """Typed configuration of the learner: the optimizer and how each role's model is trained.
 
-``OptimConfig`` describes AdamW and its learning-rate schedule. ``LearnerConfig`` holds what
+``OptimConfig`` describes AdamW and its learning-rate schedule. ``LearnerSection`` holds what
 every sharded model uses (micro-batching, mini-batches, epochs, mixed precision, activation
 checkpointing, loss aggregation); the frozen reference model takes the actor's. Each trained
-role adds only the fields it reads: ``ActorConfig`` the policy loss (PPO clip, dual clip,
-entropy bonus, KL-loss term, truncated IS, sequence packing) and ``CriticConfig`` the value clip,
-so a key that means nothing for a role (``critic.clip_low``) is an unknown key, not ignored.
+role adds only the fields it reads: ``ActorSection`` the policy loss (PPO clip, dual clip,
+entropy bonus, truncated IS, sequence packing) and ``CriticSection`` the value clip, so a key
+that means nothing for a role (``critic.clip_low``) is an unknown key, not ignored.
+
+The ``*Section`` classes are what a user writes (``actor:`` and ``critic:`` of a training
+config). The learner runs with ``LearnerConfig``, ``ActorConfig`` and ``CriticConfig``: the same
+fields plus the runtime context a run sets and a user never writes (``seed``, ``group_size``,
+the actor's KL-loss term; ``rlvr.config.TrainConfig.learner_configs`` fills them in).
 Fields are checked with ``rlvr.config_checks`` on construction; a bad value raises
 ``rlvr.errors.ConfigError`` (a ``ValueError``) naming the field and the allowed values.
 """
@@ -78,7 +83,7 @@ class OptimConfig:
 
 
 @dataclass(kw_only=True)
-class LearnerConfig(Checked):
+class LearnerSection(Checked):
     """What every sharded model (actor, critic, frozen reference) is run and trained with.
 
     Attributes:
@@ -102,9 +107,6 @@ class LearnerConfig(Checked):
             (``mini_batch_sequences``), which must be a multiple of the world size; each rank
             trains on that many divided by the world size of its local rows per step. None =
             the whole batch (one optimizer step per epoch).
-        group_size: sequences per prompt in the batches this learner trains on (the unit of
-            ``mini_batch_size``). The trainer sets it from ``rollout.group_size``; 1 (the
-            default) for batches without groups, where a prompt is a sequence.
         epochs: passes over each training step's batch (PPO's K).
         mixed_precision: ``auto`` = bf16 compute (fp32 master weights and gradient reduction)
             on GPU, fp32 on CPU; ``bf16`` or ``fp32`` force it.
@@ -122,8 +124,6 @@ class LearnerConfig(Checked):
             which changes from step to step and rank to rank. None: ``rlvr train`` sets it to
             ``rollout.runner.max_response_tokens``; a learner built directly with that mode
             and None raises ``ConfigError``. Ignored by the other modes.
-        seed: seeds the mini-batch shuffles (combined with the update counter, so a resumed
-            run shuffles exactly as an uninterrupted one).
     """
 
     optim: OptimConfig = field(default_factory=OptimConfig)
@@ -131,13 +131,28 @@ class LearnerConfig(Checked):
     max_tokens_per_micro_batch: int | None = bounded(None, ge=1)
     accumulate_unsharded_grads: bool = False
     mini_batch_size: int | None = bounded(None, ge=1)
-    group_size: int = bounded(1, ge=1)
     epochs: int = bounded(1, ge=1)
     mixed_precision: MixedPrecision = "auto"
     activation_checkpointing: bool = False
     fsdp: FsdpMode = "auto"
     loss_agg: LossAgg = "token-mean"
     loss_scale_factor: float | None = bounded(None, gt=0)
+
+
+@dataclass(kw_only=True)
+class LearnerConfig(LearnerSection):
+    """A learner as it runs: its section plus the run's context (never written by a user).
+
+    Attributes:
+        group_size: sequences per prompt in the batches this learner trains on (the unit of
+            ``mini_batch_size``). A training run sets it from ``rollout.group_size``; 1 (the
+            default) for batches without groups, where a prompt is a sequence.
+        seed: seeds the mini-batch shuffles (combined with the update counter, so a resumed
+            run shuffles exactly as an uninterrupted one). A training run sets it from
+            ``trainer.seed``.
+    """
+
+    group_size: int = bounded(1, ge=1)
     seed: int = bounded(0, ge=0)
 
     @property
@@ -147,8 +162,8 @@ class LearnerConfig(Checked):
 
 
 @dataclass(kw_only=True)
-class ActorConfig(LearnerConfig):
-    """The policy's learner: ``LearnerConfig`` plus the policy loss.
+class ActorSection(LearnerSection):
+    """The policy's learner (``actor:``): ``LearnerSection`` plus the policy loss.
 
     Attributes:
         sequence_packing: run the policy's micro-batches as one packed row of their real
@@ -163,11 +178,6 @@ class ActorConfig(LearnerConfig):
             DAPO's clip-higher.
         dual_clip: dual-clip constant c (> 1) for negative advantages; None turns it off.
         entropy_coef: weight of the entropy bonus (>= 0; 0 = off, entropy is still logged).
-        kl_loss_coef: weight of the KL-to-reference loss term (>= 0; 0 = off). When > 0 the
-            batch must carry ``ref_logprobs``.
-        kl_loss_estimator: the KL estimator of the loss term, a ``rlvr.algorithms.kl.kl_penalty``
-            kind: ``k1``/``kl``, ``abs``, ``k2``/``mse``, ``k3``/``low_var_kl``, each optionally
-            with a trailing ``+`` (that value, k2's gradient).
         tis_cap: when set (> 0), multiply the per-token policy loss by truncated
             importance-sampling weights ``min(exp(old_logp - rollout_logp), tis_cap)``; None
             = off.
@@ -182,20 +192,38 @@ class ActorConfig(LearnerConfig):
     clip_high: float = bounded(0.2, gt=0)
     dual_clip: float | None = bounded(3.0, gt=1)
     entropy_coef: float = bounded(0.0, ge=0)
-    kl_loss_coef: float = bounded(0.0, ge=0)
-    kl_loss_estimator: str = "k3"
     tis_cap: float | None = bounded(None, gt=0)
     lora: LoraConfig | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_choice("kl_loss_estimator", self.kl_loss_estimator, KL_ESTIMATORS)
         check_choice("policy_loss", self.policy_loss, tuple(POLICY_LOSSES))
 
 
 @dataclass(kw_only=True)
-class CriticConfig(LearnerConfig):
-    """The value model's learner: ``LearnerConfig`` plus the value loss's clip.
+class ActorConfig(ActorSection, LearnerConfig):
+    """The policy's learner as it runs: ``ActorSection``, the run's context and the KL loss.
+
+    Attributes:
+        kl_loss_coef: weight of the KL-to-reference loss term (>= 0; 0 = off). When > 0 the
+            batch must carry ``ref_logprobs``. A training run sets it from
+            ``algorithm.kl.loss`` (placement ``loss`` or ``both``).
+        kl_loss_estimator: the KL estimator of the loss term, a ``rlvr.algorithms.kl.kl_penalty``
+            kind: ``k1``/``kl``, ``abs``, ``k2``/``mse``, ``k3``/``low_var_kl``, each optionally
+            with a trailing ``+`` (that value, k2's gradient).
+    """
+
+    kl_loss_coef: float = bounded(0.0, ge=0)
+    kl_loss_estimator: str = "k3"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_choice("kl_loss_estimator", self.kl_loss_estimator, KL_ESTIMATORS)
+
+
+@dataclass(kw_only=True)
+class CriticSection(LearnerSection):
+    """The value model's learner (``critic:``): ``LearnerSection`` plus the value loss's clip.
 
     Its optimizer defaults to a higher learning rate than the policy's (1e-5).
 
@@ -205,6 +233,11 @@ class CriticConfig(LearnerConfig):
 
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-5))
     value_clip: float = bounded(0.5, gt=0)
+
+
+@dataclass(kw_only=True)
+class CriticConfig(CriticSection, LearnerConfig):
+    """The value model's learner as it runs: ``CriticSection`` and the run's context."""
 
 
 @dataclass(kw_only=True)
@@ -233,8 +266,11 @@ class TeacherConfig(Checked):
 __all__ = [
     "KL_ESTIMATORS",
     "ActorConfig",
+    "ActorSection",
     "CriticConfig",
+    "CriticSection",
     "LearnerConfig",
+    "LearnerSection",
     "OptimConfig",
     "TeacherConfig",
 ]

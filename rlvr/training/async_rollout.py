@@ -314,8 +314,8 @@ class AsyncRollout:
         the reductions are copies): the ranks agree on failures and the metrics are reduced over
         them. Rows staler than ``max_staleness`` at ``learner_version`` are dropped (``stale``)
         but stay in the list as dropped rows (response mask 0, ``metadata[DROPPED]`` set;
-        ``invalidate_dropped`` makes their batch rows invalid), so every rank keeps its row
-        count for the step's gathers.
+        ``rlvr.training.rollout_source.StepEpisodes.batch`` makes their batch rows invalid),
+        so every rank keeps its row count for the step's gathers.
 
         Args:
             step: the step to take.
@@ -462,24 +462,6 @@ def dropped_row(traj: Trajectory, reason: str) -> Trajectory:
     return replace(traj, response_mask=[0] * len(traj.response_mask),
                    metadata={**traj.metadata, DROPPED: reason},
                    extra_rows=[dropped_row(row, reason) for row in traj.extra_rows])
-
-
-def invalidate_dropped(batch: RolloutBatch) -> RolloutBatch:
-    """Mark the rows ``take`` dropped as not valid (as env-error rows: out of every statistic).
-
-    Their response mask is already 0; ``valid`` False also leaves them out of their group's
-    baseline. Returns ``batch`` (changed in place).
-    """
-    rows = [i for i, meta in enumerate(batch.metadata) if meta.get(DROPPED)]
-    if rows:
-        batch.rows_valid()[rows] = False
-    return batch
-
-
-def dropped_rows(batch: RolloutBatch) -> torch.Tensor:
-    """``(B,)`` long: 1 on the rows ``take`` dropped (``metadata[DROPPED]``); the mask's device."""
-    return torch.tensor([int(bool(meta.get(DROPPED))) for meta in batch.metadata],
-                        dtype=torch.long, device=batch.response_mask.device)
 
 
 def fresh_mismatch(batch: RolloutBatch, learner_version: int,

@@ -15,7 +15,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from rlvr.config import TrainConfig, merge
+from rlvr.agents.runner_config import RunnerLimits
+from rlvr.config import merge
+from rlvr.config.schema import EnvConfig
 from rlvr.errors import ConfigError
 
 #: Tasks (reset seeds 0..N-1) of each split whose openings are measured.
@@ -80,8 +82,17 @@ def longest_prompt(env_id: str, kwargs: dict[str, Any], tokenizer: Any,
     return longest
 
 
-def check_context(config: TrainConfig, tokenizer: Any, model_dir: str | Path, log: Any) -> None:
+def check_context(env: EnvConfig, runner: RunnerLimits, tokenizer: Any, model_dir: str | Path,
+                  log: Any, *, heldout_split: bool = True) -> None:
     """Refuse prompts the model cannot take; warn when they leave less than a response's room.
+
+    Args:
+        env: the ``env`` section (its training kwargs and held-out kwargs).
+        runner: ``rollout.runner`` (the response room and the env-call time limit).
+        tokenizer: the policy's tokenizer (its chat template renders the openings).
+        model_dir: the policy's folder (its context length).
+        log: where the warning goes.
+        heldout_split: the held-out set is the env's test split (no ``eval.suite``): check it.
 
     Raises:
         ConfigError: a training or held-out prompt is at least the model's context length.
@@ -89,14 +100,12 @@ def check_context(config: TrainConfig, tokenizer: Any, model_dir: str | Path, lo
     limit = context_limit(model_dir)
     if limit is None:
         return
-    env = config.env
     splits = {"training": env.kwargs}
-    if not config.eval.suite:
+    if heldout_split:
         splits["held-out"] = {"split": "test", **merge(env.kwargs, env.eval_kwargs)}
-    room = config.rollout.runner.max_response_tokens
+    room = runner.max_response_tokens
     for name, kwargs in splits.items():
-        longest = longest_prompt(env.id, kwargs, tokenizer,
-                                 timeout_s=config.rollout.runner.env_step_timeout_s)
+        longest = longest_prompt(env.id, kwargs, tokenizer, timeout_s=runner.env_step_timeout_s)
         if longest >= limit:
             raise ConfigError(
                 f"env.id: the {name} prompts of {env.id!r} are up to {longest} tokens with the "

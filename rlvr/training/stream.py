@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from rlvr.config import TrainConfig
+from rlvr.config.schema import EnvConfig, RolloutConfig
 from rlvr.distributed import all_reduce_max, all_reduce_sum, rank_and_world
 from rlvr.errors import ConfigError
 from rlvr.seeds import derived_seed
@@ -36,19 +36,21 @@ class EpisodeStream:
 
     Args:
         runner: an ``rlvr.agents.EpisodeRunner`` on this rank's engine.
-        config: the run's config (env, rollout and seed are used).
+        env: the ``env`` section (the env trained on).
+        rollout: the ``rollout`` section (tasks and episodes per step, dynamic sampling).
+        seed: ``trainer.seed``.
         rank: this rank.
         world_size: the number of ranks; must divide ``rollout.prompts_per_step``.
-        num_tasks: the training env's task count (``check_env``), or None when it has none.
+        num_tasks: the training env's task count (``rlvr.training.preflight.RunPlan``), or
+            None when it has none.
     """
 
-    def __init__(self, runner: Any, config: TrainConfig, rank: int, world_size: int,
-                 num_tasks: int | None = None) -> None:
+    def __init__(self, runner: Any, env: EnvConfig, rollout: RolloutConfig, seed: int, *,
+                 rank: int, world_size: int, num_tasks: int | None = None) -> None:
         self.runner = runner
-        self.config = config
+        self.env, self.rollout, self.seed = env, rollout, seed
         self.rank = rank
-        self.order = TaskOrder(num_tasks, config.trainer.seed) if num_tasks else None
-        rollout = config.rollout
+        self.order = TaskOrder(num_tasks, seed) if num_tasks else None
         if rollout.prompts_per_step % world_size:
             raise ConfigError(
                 f"rollout.prompts_per_step ({rollout.prompts_per_step}) must be a multiple of "
@@ -60,12 +62,12 @@ class EpisodeStream:
     def _spec(self, key: tuple[object, ...], position: int | None) -> Any:
         from rlvr.agents.runner import EpisodeSpec
 
-        env = self.config.env
+        env = self.env
         options = None
         if position is not None and self.order is not None:
             options = {"task_index": self.order.task_index(position)}
         return EpisodeSpec(env_id=env.id, env_kwargs=dict(env.kwargs),
-                           seed=derived_seed(self.config.trainer.seed, "task", *key),
+                           seed=derived_seed(self.seed, "task", *key),
                            options=options, group_id="/".join(map(str, key)))
 
     def _play(self, keys: list[tuple[object, ...]], positions: list[int] | None = None,
@@ -74,8 +76,8 @@ class EpisodeStream:
 
         ``openings``: the groups' ``Opening``s from ``open_ahead`` (same keys and positions).
         """
-        size = self.config.rollout.group_size
-        seed = self.config.trainer.seed
+        size = self.rollout.group_size
+        seed = self.seed
         specs = self._specs(keys, positions)
         ahead: list[Any] = list(openings) if openings is not None else [None] * len(keys)
 
@@ -106,7 +108,7 @@ class EpisodeStream:
         """
         self.discard_ahead()
         keys, positions = self._first_round(step, position)
-        size = self.config.rollout.group_size
+        size = self.rollout.group_size
         openings = self.runner.open_ahead([([spec], size) for spec in self._specs(keys, positions)])
         self._ahead = (step, position, openings)
 
@@ -140,15 +142,15 @@ class EpisodeStream:
         groups = self._play(keys, positions, openings)
         progress: dict[str, float] = {}
         if self.order is not None:
-            end = position + self.config.rollout.prompts_per_step
+            end = position + self.rollout.prompts_per_step
             progress["data/epoch"] = self.order.epoch(end)
-        if not self.config.rollout.dynamic_sampling:
+        if not self.rollout.dynamic_sampling:
             return [t for g in groups for t in g], progress
         kept = [g for g in groups if _has_signal(g)]
         dropped = [g for g in groups if not _has_signal(g)]
         first_kept = len(kept)
         rounds = 0
-        while len(kept) < n and rounds < self.config.rollout.max_refill_rounds:
+        while len(kept) < n and rounds < self.rollout.max_refill_rounds:
             rounds += 1
             more = self._play([(step, f"r{rounds}", self.rank, j) for j in range(n - len(kept))])
             kept += [g for g in more if _has_signal(g)]

@@ -1,4 +1,4 @@
-"""Before RL: the env check and the supervised warm-up (scored by held-out evaluation)."""
+"""Before RL: the supervised warm-up (scored by held-out evaluation) and its answers' check."""
 
 from __future__ import annotations
 
@@ -10,51 +10,16 @@ from typing import Any
 
 from rlvr.config import TrainConfig
 from rlvr.config.loader import merge
+from rlvr.config.schema import EnvConfig
 from rlvr.distributed import barrier
 from rlvr.learner import DistInfo
 from rlvr.training.heldout import heldout_evaluator
 
 
-def check_env(config: TrainConfig) -> int | None:
-    """Check what the run needs before any work; returns the env's task count.
-
-    The model folder, the device, the eval suite (``rlvr.training.preflight``), the env (import
-    its plugins, build it once: a bad id or kwarg fails here) and, for a warm-up on gold
-    answers, that its tasks have an ``answer``.
-
-    Returns:
-        The training env's ``num_tasks`` (the size of its task source), or None when the env
-        has no such attribute (it then picks tasks from its reset seed).
-
-    Raises:
-        rlvr.envs.errors.EnvError: an unknown env id (with close matches) or a rejected keyword.
-        ConfigError: a model path, device, suite or warm-up that cannot work (names the key).
-    """
-    from rlvr import envs
-    from rlvr.training.heldout import check_heldout
-    from rlvr.training.preflight import preflight
-
-    preflight(config)  # model.path, trainer.device, eval.suite
-    envs.import_plugins(config.env.imports)
-    env = envs.make(config.env.id, **config.env.kwargs)
-    try:
-        num_tasks = env.get_wrapper_attr("num_tasks")
-    except AttributeError:
-        num_tasks = None
-    finally:
-        env.close()
-    envs.make(config.env.id, **merge(config.env.kwargs, config.env.eval_kwargs)).close()
-    check_heldout(config)  # a held-out set that is the training set is refused
-    if config.sft.enabled and config.sft.demos == "answers":
-        check_warmup_answers(config)
-    if isinstance(num_tasks, bool) or not isinstance(num_tasks, int) or num_tasks < 1:
-        return None
-    return num_tasks
-
-
-
-def check_warmup_answers(config: TrainConfig) -> None:
+def check_warmup_answers(env_cfg: EnvConfig, seed: int) -> None:
     """The warm-up on gold answers needs an env that gives them: check one task now.
+
+    ``env_cfg`` is the ``env`` section; ``seed`` (``trainer.seed``) resets its first task.
 
     Raises:
         ConfigError: the env's ``demonstration`` gives no answer for its first task (names
@@ -63,24 +28,24 @@ def check_warmup_answers(config: TrainConfig) -> None:
     from rlvr.errors import ConfigError
     from rlvr.sft import TaskExamples
 
-    examples = TaskExamples(config.env.id, config.env.kwargs)
+    examples = TaskExamples(env_cfg.id, env_cfg.kwargs)
     try:
-        examples.env.reset(seed=config.trainer.seed)
+        examples.env.reset(seed=seed)
         demonstrate = getattr(examples.env.unwrapped, "demonstration", None)
         answer = demonstrate([], use_tool=False) if demonstrate is not None else None
         task = getattr(examples.env.unwrapped, "task", None) if answer is None else None
     except Exception as exc:
         raise ConfigError(
-            f"sft.enabled=true: the warm-up takes its examples from env {config.env.id!r}, "
+            f"sft.enabled=true: the warm-up takes its examples from env {env_cfg.id!r}, "
             f"whose reset raised {type(exc).__name__}: {exc}; fix the env (rlvr check-env "
-            f"{config.env.id}) or set sft.enabled=false", key="sft.enabled") from exc
+            f"{env_cfg.id}) or set sft.enabled=false", key="sft.enabled") from exc
     finally:
         examples.env.close()
     if answer is not None:
         return
     fields = ", ".join(map(str, task)) if isinstance(task, dict) else "no task dict"
     raise ConfigError(
-        f"sft.enabled=true (the supervised warm-up on gold answers) needs env {config.env.id!r} "
+        f"sft.enabled=true (the supervised warm-up on gold answers) needs env {env_cfg.id!r} "
         f"to give each task's answer (TextEnv.demonstration; task envs give task['answer']), "
         f"the reply it trains on; its task has: {fields}. Set sft.enabled=false, or add an "
         "'answer' to each task", key="sft.enabled")

@@ -47,7 +47,7 @@ def assert_every_episode_trained_once(trainer, history, steps, episodes_per_step
     """An asynchronous run's accounting: every episode started was trained once, none dropped,
     no row staler than 1, and the first step (played by the starting weights) passed the sync
     guard at the float32 level."""
-    producer = trainer.async_rollout
+    producer = trainer.rollout.producer
     assert producer is not None and producer.accounted
     assert producer.trained == steps * episodes_per_step
     assert dict(producer.dropped) == {"stale": 0, "untrained": 0}

@@ -51,7 +51,7 @@ def main() -> None:
 
     trainer.stream.collect = recording
     history = trainer.train().history
-    producer = trainer.async_rollout
+    producer = trainer.rollout.producer
     assert producer is not None
     (out / f"rank{rank}.json").write_text(json.dumps({
         "follower": producer.follower, "versioned": producer.versioned,

@@ -181,7 +181,8 @@ def test_version_metrics_count_stale_tokens_and_mixed_rows():
 def test_stale_rows_stay_as_invalid_rows():
     """A dropped row keeps its place (every rank keeps its row count for the step's gathers)
     with response mask 0; its batch row is invalid, so its group's baseline leaves it out."""
-    from rlvr.training.async_rollout import DROPPED, dropped_rows, invalidate_dropped
+    from rlvr.training.async_rollout import DROPPED
+    from rlvr.training.rollout_source import StepEpisodes
 
     extra = _traj(2, [0, 0])
     old = _traj(3, [0, 0, 0], tag="g")
@@ -196,7 +197,8 @@ def test_stale_rows_stay_as_invalid_rows():
     assert trajs[1].extra_rows[0].metadata[DROPPED] == "stale"
     assert old.response_mask == [1, 1, 1]  # the producer's row is not changed
     assert metrics["async/dropped_stale"] == 1.0 and metrics["async/staleness_max"] == 0.0
-    batch = invalidate_dropped(RolloutBatch.from_trajectories(trajs, 0))
+    episodes = StepEpisodes(trajs, metrics, left_out_key=DROPPED)
+    batch = episodes.batch(0)
     assert batch.rows_valid().tolist() == [True, False, False]  # the extra row too
-    assert dropped_rows(batch).tolist() == [0, 1, 1]
+    assert episodes.left_out_rows(batch).tolist() == [0, 1, 1]
     assert batch.response_mask[1:].sum() == 0

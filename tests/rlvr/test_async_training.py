@@ -10,6 +10,7 @@ from trainer_helpers import QUIET, SMALL_MODEL
 from rlvr.config import load_config
 from rlvr.errors import ConfigError, WeightSyncError
 from rlvr.trainer import Trainer
+from rlvr.training.rollout_source import SyncRollout
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 STEPS, PROMPTS, GROUP = 4, 4, 4
@@ -36,7 +37,7 @@ def test_k1_trains_every_step_once_on_its_own_engine_copy(tmp_path):
 
     trainer.stream.collect = recording
     history = trainer.train().history
-    producer = trainer.async_rollout
+    producer = trainer.rollout.producer
     assert producer is not None
     assert collected == [1, 2, 3, 4]  # each step played once, in order
     assert producer.trained == STEPS * PROMPTS * GROUP and producer.accounted
@@ -89,7 +90,7 @@ def test_k0_keeps_the_synchronous_loop(tmp_path):
         assert trainer.shares_weights and trainer.engine.model is trainer.actor.module
     finally:
         trainer.close()
-    assert trainer.async_rollout is None
+    assert isinstance(trainer.rollout, SyncRollout)
 
 
 def test_resume_plays_on_from_the_checkpoint_without_replaying(tmp_path):
@@ -112,9 +113,9 @@ def test_resume_plays_on_from_the_checkpoint_without_replaying(tmp_path):
     resumed.stream.collect = recording
     history = resumed.train().history
     assert played == [(3, 2 * PROMPTS), (4, 3 * PROMPTS)]
-    assert len(history) == 2 and resumed.async_rollout is not None
-    assert resumed.async_rollout.accounted
-    assert resumed.async_rollout.trained == 2 * PROMPTS * GROUP
+    assert len(history) == 2 and resumed.rollout.producer is not None
+    assert resumed.rollout.producer.accounted
+    assert resumed.rollout.producer.trained == 2 * PROMPTS * GROUP
     # the engine started from the checkpoint's weights: step 3 was generated at version 2
     assert history[0]["async/staleness_max"] == 0.0 and history[0]["rollout/logprob_diff"] < 1e-3
 
@@ -131,7 +132,7 @@ def test_inflight_updates_train_every_episode_once(tmp_path, mode):
                       log=lambda *_: None)
 
     def hold(mod, args):  # while the learner trains and has not published: they land mid-flight
-        producer = trainer.async_rollout
+        producer = trainer.rollout.producer
         if producer is not None and producer.trained and \
                 producer.weights.version <= producer.engine_version:
             time.sleep(0.08)
@@ -149,7 +150,7 @@ def test_inflight_updates_train_every_episode_once(tmp_path, mode):
         history = trainer.train().history
     finally:
         slow.remove()
-    producer = trainer.async_rollout
+    producer = trainer.rollout.producer
     assert producer is not None and producer.inflight == mode
     assert collected == [1, 2, 3, 4]
     assert producer.trained == STEPS * PROMPTS * GROUP and producer.accounted
@@ -219,7 +220,7 @@ def test_sigkill_during_async_training_resumes_without_training_anything_twice(t
 
     resumed.stream.collect = recording
     resumed.train()
-    producer = resumed.async_rollout
+    producer = resumed.rollout.producer
     assert producer is not None and producer.accounted
     assert played == [(s, (s - 1) * PROMPTS) for s in range(start + 1, steps + 1)]
     assert producer.trained == (steps - start) * PROMPTS * GROUP

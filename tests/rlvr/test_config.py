@@ -7,7 +7,7 @@ import yaml
 from rlvr.config import TrainConfig, load_config
 from rlvr.config.loader import dump_config, from_dict, parse_overrides, to_dict
 from rlvr.errors import ConfigError
-from rlvr.learner.config import ActorConfig, CriticConfig
+from rlvr.learner.config import ActorConfig, ActorSection, CriticSection
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -43,7 +43,7 @@ def test_dotted_overrides_reach_nested_component_configs():
     assert config.env.kwargs["source_kwargs"] == {**load_config(CONFIGS / "quickstart.yaml")
                                                   .env.kwargs["source_kwargs"], "max_digits": 1}
     assert config.model.tiny.num_hidden_layers == 2
-    assert isinstance(config.actor, ActorConfig) and isinstance(config.critic, CriticConfig)
+    assert isinstance(config.actor, ActorSection) and isinstance(config.critic, CriticSection)
 
 
 def test_a_bare_off_is_the_string_off_for_a_choice_that_has_it(tmp_path):
@@ -155,6 +155,42 @@ def test_each_kl_placement_has_its_own_estimator_and_coef_with_verl_defaults():
     assert both.algorithm.kl.reward.coef == 0.2
 
 
+@pytest.mark.parametrize("override, instead", [
+    ("actor.group_size=1", "rollout.group_size"),
+    ("critic.group_size=4", "rollout.group_size"),
+    ("actor.seed=3", "trainer.seed"),
+    ("critic.seed=3", "trainer.seed"),
+    ("actor.kl_loss_coef=0", "algorithm.kl.loss.coef"),
+    ("actor.kl_loss_estimator=k3", "algorithm.kl.loss.estimator"),
+    ("rollout.runner.seed=1", "trainer.seed"),
+    ("rollout.runner.sampling.seed=1", "trainer.seed"),
+    ("rollout.runner.sampling.max_new_tokens=8", "rollout.runner.max_tokens_per_turn"),
+])
+def test_runtime_keys_are_refused_naming_the_key_to_use(override, instead):
+    """A key the run sets itself is not in the schema: writing it says what sets it."""
+    key = override.partition("=")[0]
+    with pytest.raises(ConfigError, match=rf"^{key} is set .*{instead}") as err:
+        load_config(CONFIGS / "quickstart.yaml", [override])
+    assert err.value.key == key
+
+
+def test_the_reference_lists_no_runtime_key():
+    from rlvr.config.schema import RUNTIME_KEYS
+
+    reference = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    assert not [key for key in RUNTIME_KEYS if f"`{key}`" in reference]
+
+
+def test_runtime_context_reaches_the_components_from_the_run():
+    config = load_config(CONFIGS / "quickstart.yaml", ["trainer.seed=5",
+                                                        "rollout.runner.sampling.top_k=7"])
+    runner = config.runner_config()
+    assert runner.seed == 5 and runner.sampling.top_k == 7 and runner.sampling.seed is None
+    assert runner.max_tokens_per_turn == config.rollout.runner.max_tokens_per_turn
+    with pytest.raises(ConfigError, match=r"^actor.seed is set from trainer.seed"):
+        from_dict(TrainConfig, {"actor": ActorConfig(seed=3)})  # from Python too
+
+
 def test_from_dict_accepts_component_instances_and_to_dict_is_plain_data():
     config = from_dict(TrainConfig, {"actor": ActorConfig(micro_batch_size=3)})
     assert config.actor.micro_batch_size == 3
@@ -177,7 +213,8 @@ def test_decaying_schedule_defaults_to_the_run_length():
     ("actor.mixed_precision=fp16",
      r"^actor.mixed_precision: unknown value 'fp16'; allowed: auto, bf16, fp32. "
      r"Did you mean 'bf16'"),
-    ("actor.kl_loss_estimator=k9", r"^actor.kl_loss_estimator: unknown value 'k9'; allowed: "),
+    ("actor.kl_loss_estimator=k9", r"^actor.kl_loss_estimator is set from algorithm.kl; use "
+                                   r".*algorithm.kl.loss.estimator instead"),
     ("critic.optim.lr=-1", r"^critic.optim.lr must be > 0; got -1.0$"),
     ("critic.optim.schedule=cosine", None),  # valid: total_steps defaults to trainer.steps
     ("critic.value_clip=0", r"^critic.value_clip must be > 0; got 0.0$"),

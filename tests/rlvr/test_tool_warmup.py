@@ -241,15 +241,15 @@ def test_tool_quickstart_config_and_its_ablation_load():
     from pathlib import Path
 
     from rlvr.config import load_config
-    from rlvr.training.warmup import check_env
+    from rlvr.training.preflight import check_targets
 
     path = Path(__file__).resolve().parents[2] / "configs" / "tool_quickstart.yaml"
     config = load_config(path)
     assert (config.env.id, config.sft.demos, config.eval.show_episodes) == (
         "rlvr/CompactToolUse-v0", "scripted", 6)
-    check_env(config)
+    check_targets(config)
     ablation = load_config(path, ["env.kwargs.tools=[]"])
     assert ablation.env.kwargs["tools"] == [] and ablation.trainer.steps == config.trainer.steps
-    check_env(ablation)
+    check_targets(ablation)
     with pytest.raises(ConfigError, match="sft.demos"):
         load_config(path, ["sft.demos=calculator"])  # the env gives the teacher: "scripted"

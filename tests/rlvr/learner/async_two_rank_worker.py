@@ -84,7 +84,7 @@ def play(trainer: Trainer, rank: int, *, stale_at: int = 0, fail_at: int = 0) ->
 
 
 def record(trainer: Trainer, played: list, history: list, **extra) -> dict:
-    producer = trainer.async_rollout
+    producer = trainer.rollout.producer
     assert producer is not None
     return {"played": played, "history": history, "started": producer.started,
             "trained": producer.trained, "dropped": dict(producer.dropped),
