@@ -248,7 +248,7 @@ def test_config_and_spec_validation():
     ("rollout.runner.max_turns=0", "rollout.runner.max_turns must be >= 1; got 0"),
     ("rollout.runner.env_workers=true",
      "rollout.runner.env_workers: expected an integer; got True"),
-    ("rollout.runner.seed=-1", "rollout.runner.seed must be >= 0 or null; got -1"),
+    ("rollout.runner.reuse_envs=-1", "rollout.runner.reuse_envs must be >= 0; got -1"),
     ("rollout.sglang.servers=0", "rollout.sglang.servers must be >= 1; got 0"),
     ("rollout.sglang.weight_sync=nccl",
      "rollout.sglang.weight_sync: unknown value 'nccl'; allowed: auto, disk, distributed"),
