@@ -127,7 +127,7 @@ def test_tool_path_check_scores_held_out_tool_demonstrations(tiny_model_path, to
     from rlvr.config import load_config
     from rlvr.training.warmup import tool_path_check
 
-    path = Path(__file__).resolve().parents[2] / "configs" / "tool_quickstart.yaml"
+    path = Path(__file__).resolve().parents[3] / "configs" / "tool_quickstart.yaml"
     config = load_config(path, ["sft.check=tool_path", "sft.eval_tasks=4"])
     model = AutoModelForCausalLM.from_pretrained(tiny_model_path)
     check = tool_path_check(config, tokenizer, model, contextlib.ExitStack())
@@ -161,7 +161,7 @@ def test_staged_warm_up_trains_the_tool_pool_then_the_mixed_pool(tmp_path, monke
         return original(model, tokenizer, draw, config, **kwargs)
 
     monkeypatch.setattr(rlvr.sft, "supervised_warmup", recording)
-    path = Path(__file__).resolve().parents[2] / "configs" / "tool_quickstart.yaml"
+    path = Path(__file__).resolve().parents[3] / "configs" / "tool_quickstart.yaml"
     config = load_config(path, SMALL_MODEL + QUIET + [
         f"trainer.output_dir={tmp_path}", "sft.num_demos=40", "sft.tool_call_share=0.25",
         "sft.mixed_steps=3", "sft.max_steps=2", "sft.batch_size=8", "sft.check=tool_path",
@@ -243,7 +243,7 @@ def test_tool_quickstart_config_and_its_ablation_load():
     from rlvr.config import load_config
     from rlvr.training.preflight import check_targets
 
-    path = Path(__file__).resolve().parents[2] / "configs" / "tool_quickstart.yaml"
+    path = Path(__file__).resolve().parents[3] / "configs" / "tool_quickstart.yaml"
     config = load_config(path)
     assert (config.env.id, config.sft.demos, config.eval.show_episodes) == (
         "rlvr/CompactToolUse-v0", "scripted", 6)

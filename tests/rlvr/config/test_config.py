@@ -9,7 +9,7 @@ from rlvr.config.loader import dump_config, from_dict, parse_overrides, to_dict
 from rlvr.errors import ConfigError
 from rlvr.learner.config import ActorConfig, ActorSection, CriticSection
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
 
 SHIPPED = sorted(CONFIGS.glob("*.yaml")) + sorted(CONFIGS.glob("gpu/*.yaml"))
@@ -177,7 +177,7 @@ def test_runtime_keys_are_refused_naming_the_key_to_use(override, instead):
 def test_the_reference_lists_no_runtime_key():
     from rlvr.config.schema import RUNTIME_KEYS
 
-    reference = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    reference = (Path(__file__).resolve().parents[3] / "docs" / "configuration.md").read_text()
     assert not [key for key in RUNTIME_KEYS if f"`{key}`" in reference]
 
 

@@ -15,7 +15,7 @@ from rlvr.trainer import Trainer, train
 from rlvr.training.state import TrainerState
 from rlvr.training.tasks import TaskOrder
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 from trainer_helpers import QUIET, SMALL_MODEL  # noqa: E402 (shared trainer-test overrides)
 
 N_TASKS = 6

@@ -11,7 +11,7 @@ from rlvr.config import load_config
 from rlvr.envs.math_env import MathEnv
 from rlvr.trainer import summary, train
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
 
 class _HeldOutBroken(MathEnv):

@@ -23,7 +23,7 @@ from rlvr.tracking import (
 from rlvr.tracking.background import Background
 from rlvr.tracking.mlflow_logger import metric_name
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
 
 class Recorder:

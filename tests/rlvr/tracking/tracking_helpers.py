@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from trainer_helpers import SMALL_MODEL  # noqa: E402 (shared trainer-test overrides)
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
 
 def require(package: str) -> Any:

@@ -12,7 +12,7 @@ from rlvr.trainer import train
 from rlvr.training.gc_control import collections_paused, frozen_setup
 from rlvr.training.stream import EpisodeStream
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
 
 class Node:

@@ -11,7 +11,7 @@ from rlvr.config import load_config
 from rlvr.trainer import train
 from rlvr.training.reward_watch import ZERO_VARIANCE_STEPS, RewardWatch
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
 
 def test_the_warning_comes_once_after_steps_in_a_row():
