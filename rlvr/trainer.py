@@ -97,7 +97,7 @@ from rlvr.training.warmup import check_env, warm_up
 from rlvr.trajectory import logprob_temperature
 
 if TYPE_CHECKING:
-    from rlvr.agents.engines import BuiltEngine
+    from rlvr.agents.engine_registry import BuiltEngine
 
 #: Held-out episodes given to the loggers' tables after each evaluation (W&B's eval/episodes).
 EPISODES_PER_EVAL = 16
@@ -271,12 +271,12 @@ class Trainer:
                                     progress=t.progress, plot=t.plot, report=self.log)
 
     def _build_engine(self) -> BuiltEngine:
-        """The rollout engine, built by ``rlvr.agents.engines`` from ``rollout.engine``.
+        """The rollout engine, built by ``rlvr.agents.engine_registry`` from ``rollout.engine``.
 
         With one rank an in-process engine runs the actor's own module (nothing to sync); the
         options of engine X are ``rollout.X`` (e.g. ``rollout.sglang``).
         """
-        from rlvr.agents.engines import EngineRequest, build_engine
+        from rlvr.agents.engine_registry import EngineRequest, build_engine
 
         rollout = self.config.rollout
         return build_engine(EngineRequest(

@@ -332,7 +332,8 @@ class SGLangEngine:
                 f"{url} is an sglang-router, not a server: it forwards /generate but none of "
                 "the weight, version or pause calls, which go to each server: give the servers "
                 "as server_urls (rollout.sglang.server_urls), or leave them out and build the "
-                "engine with rlvr.agents.engines.build_engine, which reads them from the router")
+                "engine with rlvr.agents.engine_registry.build_engine, which reads them from the "
+                "router")
         if raw is None:
             raise SGLangError(f"{url} answers neither /server_info nor /get_server_info: is it "
                               "an sglang server (not a router)?")

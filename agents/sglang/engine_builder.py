@@ -1,4 +1,4 @@
-"""``build``: the SGLang entry of ``rlvr.agents.engines.ENGINES`` (attach by URL, or launch one).
+"""``build``: the SGLang entry of ``rlvr.agents.engine_registry.ENGINES`` (attach or launch).
 
 With a LoRA policy (``request.lora``) a launched server is started with LoRA enabled and serves
 the adapter; an attached one serves it when its launch arguments allow
@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rlvr.agents.engines import BuiltEngine, EngineRequest, engine_options
+from rlvr.agents.engine_registry import BuiltEngine, EngineRequest, engine_options
 from rlvr.agents.errors import EngineConfigError
 from rlvr.agents.sglang.client import ServerClient
 from rlvr.agents.sglang.engine import SGLangEngine

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rlvr.agents.engine import SamplingParams
-from rlvr.agents.engines import EngineRequest, build_engine
+from rlvr.agents.engine_registry import EngineRequest, build_engine
 from rlvr.agents.errors import EngineConfigError, RequestError
 from rlvr.agents.hf.engine import TransformersEngine
 from rlvr.agents.hf.intra_op import openmp_backend, use_intra_op_threads

@@ -215,7 +215,7 @@ def test_a_lora_policy_gets_merged_weights_equal_to_the_adapted_model(
     with its adapter applied (peft's layers), and differ from the base's (the adapter landed)."""
     from transformers import AutoModelForCausalLM
 
-    from rlvr.agents.engines import EngineRequest, build_engine
+    from rlvr.agents.engine_registry import EngineRequest, build_engine
     from rlvr.agents.sglang import SGLangOptions
     from rlvr.learner.lora import LoraConfig, apply_lora, merged_tensors
 
