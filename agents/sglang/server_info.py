@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -197,3 +198,19 @@ def context_length_from(model_info: dict[str, Any]) -> int | None:
             if found:
                 return found
     return None
+
+
+def seed_refusal(seed: int | None, infos: Mapping[str, ServerInfo]) -> str | None:
+    """Why a request with ``seed`` cannot be honoured by these servers (None: it can).
+
+    Servers without ``--enable-deterministic-inference`` silently ignore ``sampling_seed``.
+    """
+    if seed is None:
+        return None
+    plain = [u for u, i in infos.items() if not i.deterministic]
+    if not plain:
+        return None
+    return (f"seeded sampling asked (seed={seed}) but {', '.join(plain)} runs "
+            "without --enable-deterministic-inference, where sglang silently ignores "
+            "sampling_seed: launch with that flag (SGLangEngine.launch(deterministic=True)), "
+            "or accept unseeded sampling (allow_unseeded=True; rollout.sglang.allow_unseeded)")

@@ -2,8 +2,8 @@
 
 The server runs in its own venv (``bash dev.sh setup-sglang``; ``bash dev.sh test`` builds it
 and exports ``RLVR_SGLANG_PYTHON``), launched by ``SGLangEngine.launch(device="cpu")`` with the
-flags of ``rlvr.agents.sglang.launch`` (float32, torch_native attention, small KV pool). Outside CI
-the module is skipped, with the reason printed, when that venv is absent; with
+flags of ``rlvr.agents.sglang.server_process`` (float32, torch_native attention, small KV
+pool). Outside CI the module is skipped, with the reason printed, when that venv is absent; with
 ``RLVR_REQUIRE_SGLANG=1`` (``.ci/run``) its absence is a failure. What CPU sglang cannot do
 (NCCL, the memory saver, deterministic seeds) is covered by the stand-in in
 test_sglang_engine.py.
