@@ -66,13 +66,13 @@ def test_the_engine_forwards_on_its_threads_and_the_caller_keeps_two(
                                        options=TransformersOptions(threads=1)))
     engine = built.engine
     seen: list[int] = []
-    decode = engine._decode_step
+    decode = engine._scheduler.decode_step
 
     def counting(batch):
         seen.append(torch.get_num_threads())
         return decode(batch)
 
-    engine._decode_step = counting
+    engine._scheduler.decode_step = counting
     try:
         params = SamplingParams(max_new_tokens=4, seed=0)
 
