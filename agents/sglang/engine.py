@@ -70,7 +70,12 @@ from rlvr.agents.sglang.memory import ServerMemory
 from rlvr.agents.sglang.placement import sync_mode
 from rlvr.agents.sglang.scoring import parse_scores, score_payload
 from rlvr.agents.sglang.server_calls import FLUSH_WAIT_S, ServerCalls, server_dtype
-from rlvr.agents.sglang.server_info import ServerInfo, seed_refusal
+from rlvr.agents.sglang.server_info import (
+    ServerInfo,
+    generation_room,
+    seed_refusal,
+    smallest_limit,
+)
 from rlvr.agents.sglang.server_process import ServerProcess
 from rlvr.agents.sglang.versions import ServedVersions
 from rlvr.agents.sglang.weight_sync import (
@@ -82,11 +87,7 @@ from rlvr.agents.sglang.weight_sync import (
     WeightSync,
 )
 from rlvr.agents.sglang.weights import DEFAULT_BUCKET_BYTES, GroupFactory, sglang_layout_group
-from rlvr.agents.sglang.wire import (
-    aborted,
-    parse_generate_response,
-    sampling_payload,
-)
+from rlvr.agents.sglang.wire import aborted, generate_payload, parse_generate_response
 
 _CONTEXT_ERRORS = ("context length", "maximum allowed length")
 """In sglang's HTTP 400s for a prompt (+ max_new_tokens) over the context or input limit."""
@@ -228,14 +229,12 @@ class SGLangEngine:
     @property
     def context_length(self) -> int | None:
         """The smallest context length of the servers (None when none reports one)."""
-        known = [i.context_length for i in self.infos.values() if i.context_length]
-        return min(known) if known else None
+        return smallest_limit(self.infos, "context_length")
 
     @property
     def max_input_len(self) -> int | None:
         """The smallest prompt limit of the servers (prompts must be shorter)."""
-        known = [i.max_input_len for i in self.infos.values() if i.max_input_len]
-        return min(known) if known else None
+        return smallest_limit(self.infos, "max_input_len")
 
     @property
     def dtype(self) -> torch.dtype:
@@ -264,32 +263,11 @@ class SGLangEngine:
         why = None if self.allow_unseeded else seed_refusal(sampling.seed, self.infos)
         if why is not None:
             raise SGLangError(why)
-        max_new = self._room(len(prompt_ids), sampling.max_new_tokens)
+        max_new = generation_room(len(prompt_ids), sampling.max_new_tokens, self.infos)
         if isinstance(max_new, Completion):
             return max_new
-        payload = {
-            "input_ids": list(prompt_ids),
-            "sampling_params": sampling_payload(sampling, max_new_tokens=max_new),
-            "return_logprob": True,
-            "logprob_start_len": -1,
-            "stream": False,
-        }
-        if self.lora_name is not None:
-            payload["lora_path"] = self.lora_name
+        payload = generate_payload(prompt_ids, sampling, max_new, self.lora_name)
         return await self._versions.regenerating(lambda: self._post_generate(loop, payload))
-
-    def _room(self, prompt_len: int, max_new: int) -> int | Completion:
-        """``max_new`` clamped to the servers' context; a "length" completion when none is left."""
-        ctx = self.context_length
-        max_input = self.max_input_len
-        if max_input is not None and prompt_len >= max_input:
-            return Completion([], [], "length", {"max_input_len": max_input})
-        if ctx is not None:
-            room = ctx - prompt_len  # sglang refuses prompt + max_new_tokens > context
-            if room < 1:
-                return Completion([], [], "length", {"context_length": ctx})
-            max_new = min(max_new, room)
-        return max_new
 
     async def _post_generate(self, loop: asyncio.AbstractEventLoop,
                              payload: dict[str, Any]) -> Completion:
