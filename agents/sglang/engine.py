@@ -101,7 +101,8 @@ class SGLangEngine:
             (round-robin); or a ``ServerFleet`` (``launch_fleet``), which ``close`` stops.
         server_urls: the servers themselves, for weight/memory/cache calls (default ``urls``;
             not with a fleet, which has its own).
-        api_key: the servers' ``--api-key`` (sent as ``Authorization: Bearer``).
+        api_key: the servers' ``--api-key`` (sent as ``Authorization: Bearer``; default: the
+            fleet's).
         request_timeout_s: HTTP timeout of one request.
         max_concurrency: requests in flight at once (threads of the HTTP pool).
         allow_unseeded: send seeded requests to servers that ignore seeds instead of refusing.
@@ -144,7 +145,8 @@ class SGLangEngine:
         if weight_sync not in ("auto", "distributed", "disk"):
             raise RequestError("weight_sync must be 'auto', 'distributed' or 'disk'; got "
                                f"{weight_sync!r}")
-        self.calls = ServerCalls(self.fleet.urls, self.fleet.server_urls, api_key=api_key,
+        self.calls = ServerCalls(self.fleet.urls, self.fleet.server_urls,
+                                 api_key=api_key or self.fleet.api_key,
                                  timeout_s=request_timeout_s)
         self.clients: dict[str, ServerClient] = self.calls.clients
         self.allow_unseeded = allow_unseeded
