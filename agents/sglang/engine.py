@@ -166,6 +166,8 @@ class SGLangEngine:
         self._memory = ServerMemory(self.calls)
         self._sync: WeightSync | None = None if leader else DrainSync()
         """How pairs are sent: chosen on attach (leader), or by ``serve_lora``."""
+        self._adapter: AdapterSync | None = None
+        """The served LoRA adapter (``serve_lora``), whose name every request carries."""
         self._closed = False
         self._versions = ServedVersions(self.calls, leader)
 
@@ -375,9 +377,10 @@ class SGLangEngine:
         last loaded; the arguments: ``rlvr.agents.sglang.weight_sync.AdapterSync``. Check the
         servers first with ``lora_refusal``.
         """
-        self._sync = AdapterSync(self.calls, self._memory, self._sync_dir, lambda: self.dtype,
-                                 lora=lora, prefix=prefix, base_model=base_model,
-                                 leader=self.leader)
+        self._adapter = AdapterSync(self.calls, self._memory, self._sync_dir,
+                                    lambda: self.dtype, lora=lora, prefix=prefix,
+                                    base_model=base_model, leader=self.leader)
+        self._sync = self._adapter
 
     def lora_refusal(self, lora: dict[str, Any]) -> str | None:
         """Why these servers cannot serve ``lora`` (None: every one can)."""
@@ -390,7 +393,7 @@ class SGLangEngine:
     @property
     def lora_name(self) -> str | None:
         """The adapter ``/generate`` requests name (None: the base, or merged weights)."""
-        return self._sync.name if isinstance(self._sync, AdapterSync) else None
+        return self._adapter.name if self._adapter is not None else None
 
     @property
     def sync_dir(self) -> Path:
