@@ -4,8 +4,8 @@ Builds the quickstart's trainer on a warm-started model (its ``sft_model``; no w
 evaluation), plays stage A (``EpisodeStream.collect``) for ``--rollouts`` steps after 3 warm-up
 steps, and splits each rollout's wall time into: before the first prefill (env resets, each
 episode's prompt, sampling params and request), the engine's forwards with their KV-cache
-bookkeeping (``TransformersEngine._prefill`` and ``_decode_step`` minus sampling), per-row
-sampling (``_append_sampled``), the gaps between the engine's calls, and after the last forward
+bookkeeping (``DecodeScheduler.prefill`` and ``decode_step`` minus sampling), per-row
+sampling (``append_sampled``), the gaps between the engine's calls, and after the last forward
 (env steps, trajectories), and counts the process's minor page faults per rollout (see
 ``rlvr.agents.hf.malloc_tuning``). Medians over the rollouts; as in training, each rollout's
 episodes are
@@ -92,10 +92,10 @@ def main() -> None:
     trainer = Trainer(config, log=lambda *_: None)
     engine: Any = trainer.engine
     marks: list[tuple[str, float, float]] = []
-    engine._prefill = timed(marks, "forward", engine._prefill)
-    engine._decode_step = timed(marks, "forward", engine._decode_step)
-    engine._append_sampled = timed(marks, "sample", engine._append_sampled)
-    forwards = {"lean forward" if engine.lean else "module forward": engine._fwd}
+    engine._scheduler.prefill = timed(marks, "forward", engine._scheduler.prefill)
+    engine._scheduler.decode_step = timed(marks, "forward", engine._scheduler.decode_step)
+    engine._scheduler.append_sampled = timed(marks, "sample", engine._scheduler.append_sampled)
+    forwards = {"lean forward" if engine.lean else "module forward": engine._scheduler.fwd}
     if args.forwards:
         forwards["module forward"] = ModuleForward(engine.model)
     rows: dict[str, list[dict[str, float]]] = {name: [] for name in forwards}
@@ -105,7 +105,7 @@ def main() -> None:
         stack.enter_context(frozen_setup())  # as in training: the setup heap frozen
         for step in range(1, len(names) * args.rollouts + 4):
             name = names[step % len(names)]
-            engine._fwd = forwards[name]
+            engine._scheduler.fwd = forwards[name]
             marks.clear()
             faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             t0 = time.perf_counter()

@@ -135,7 +135,7 @@ def interrupted_hint(config: Any, argv: list[str]) -> str:
 
 def _eval_parser() -> argparse.ArgumentParser:
     """``rlvr eval``'s flags: each config flag's ``dest`` is its ``SuiteEvalConfig`` key."""
-    from rlvr.agents.engines import engine_names
+    from rlvr.agents.engine_registry import engine_names
     from rlvr.eval.evaluator import SuiteEvalConfig as C
 
     parser = argparse.ArgumentParser(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 
 def _parser() -> argparse.ArgumentParser:
-    from rlvr.agents.engines import engine_names
+    from rlvr.agents.engine_registry import engine_names
 
     parser = argparse.ArgumentParser(
         prog="rlvr serve",
@@ -67,7 +67,7 @@ def serve_main(argv: Sequence[str]) -> int:
 def _build(path: Path, args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from transformers import AutoTokenizer
 
-    from rlvr.agents.engines import EngineRequest, build_engine
+    from rlvr.agents.engine_registry import EngineRequest, build_engine
     from rlvr.agents.gateway import Gateway
     from rlvr.agents.gateway.server import GatewayServer
     from rlvr.config.engine import EngineSection

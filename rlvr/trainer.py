@@ -98,7 +98,7 @@ from rlvr.training.warmup import warm_up
 from rlvr.trajectory import logprob_temperature
 
 if TYPE_CHECKING:
-    from rlvr.agents.engines import BuiltEngine
+    from rlvr.agents.engine_registry import BuiltEngine
 
 #: Held-out episodes given to the loggers' tables after each evaluation (W&B's eval/episodes).
 EPISODES_PER_EVAL = 16
@@ -274,13 +274,13 @@ class Trainer:
                                     progress=t.progress, plot=t.plot, report=self.log)
 
     def _build_engine(self, own_weights: bool) -> BuiltEngine:
-        """The rollout engine, built by ``rlvr.agents.engines`` from ``rollout.engine``.
+        """The rollout engine, built by ``rlvr.agents.engine_registry`` from ``rollout.engine``.
 
         With one rank an in-process engine runs the actor's own module (nothing to sync),
         unless ``own_weights`` (the rollout source generates beside the update: the engine
         needs its own copy); the options of engine X are ``rollout.X`` (e.g. ``rollout.sglang``).
         """
-        from rlvr.agents.engines import EngineRequest, build_engine
+        from rlvr.agents.engine_registry import EngineRequest, build_engine
 
         rollout = self.config.rollout
         return build_engine(EngineRequest(

@@ -1,28 +1,18 @@
 """TransformersEngine: a batched, KV-cached rollout engine over any HF causal LM (CPU or one GPU).
 
-Scheduling (continuous batching, in one worker thread):
+Its parts: ``rlvr.agents.hf.bridge`` hands requests from asyncio callers to one worker thread and
+completions back (the event loop is never blocked); ``rlvr.agents.hf.scheduler`` is the
+continuous-batching decode the worker runs (requests issued together are prefilled together,
+later ones admitted into the running batch, finished rows leave at once);
+``rlvr.agents.hf.weights`` reads checkpoints and copies weights into the module. The worker loop
+here ties them together, and swaps weights between two decode steps.
 
-* ``await generate(...)`` queues a request and returns when its completion is ready; the event
-  loop is never blocked (the forward passes run in the worker thread), so env steps and other
-  coroutines keep running.
-* Requests queued in the same event-loop iteration are prefilled together, each distinct prompt
-  once (the samples of a GRPO group share their prompt: its KV cache is copied to each of them).
-  Requests that arrive while a batch is decoding are ADMITTED INTO THE RUNNING BATCH at the next
-  decode step (up to ``max_batch_size`` rows): they are prefilled on their own (left-padded, with
-  attention mask and position ids), then their KV cache is merged into the running one (the
-  shorter side is left-padded), so a multi-turn episode whose env answered early does not wait
-  for stragglers.
-* A row that finishes (stop token, stop string, ``max_new_tokens``, context limit, or its caller
-  cancelled) leaves the batch at once: its KV rows are dropped and columns that became padding for
-  every remaining row are trimmed, so no padding is ever decoded for finished rows.
-* A seeded request's sampling noise is a function of its seed and token index only
-  (``rlvr.agents.hf.sampling``): the same seed gives the same tokens whatever else is in the batch.
-* Finished completions are handed back after each step, except in a batch's last
-  ``HOLD_STEPS`` steps (no running row can take more): they are held until the batch drains
-  and handed back together. Their callers' Python (decoding, env calls, trajectories) would
-  otherwise run during those last forwards, and every forward op then waits for the GIL; a
-  one-turn rollout's episodes all end in such a tail, a long generation's early finishers are
-  not held.
+Finished completions are handed back after each step, except in a batch's last
+``rlvr.agents.hf.scheduler.HOLD_STEPS`` steps (no running row can take more): they are held
+until the batch drains and handed back together. Their callers' Python (decoding, env calls,
+trajectories) would otherwise run during those last forwards, and every forward op then waits
+for the GIL; a one-turn rollout's episodes all end in such a tail, a long generation's early
+finishers are not held.
 
 Versions and in-flight weight updates (``rlvr.agents.engine.VersionedEngine``): every sampled token
 records ``weight_version``, the version the engine held when it sampled it
@@ -44,15 +34,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import difflib
-import json
 import logging
 import threading
-from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -61,44 +47,22 @@ from torch import nn
 from rlvr.agents.engine import (
     INFLIGHT_MODES,
     Completion,
-    FinishReason,
     InflightMode,
     SamplingParams,
     WeightsSource,
     check_score_request,
 )
-from rlvr.agents.errors import EngineClosedError, EngineError, RequestError, WeightUpdateError
-from rlvr.agents.hf.forwards import ROOM, LeanForward, ModuleForward, left_pad
+from rlvr.agents.errors import EngineClosedError, EngineError, RequestError
+from rlvr.agents.hf.bridge import LoopBridge
+from rlvr.agents.hf.forwards import LeanForward, ModuleForward
 from rlvr.agents.hf.intra_op import use_intra_op_threads
 from rlvr.agents.hf.lean_decoder import lean_unsupported
 from rlvr.agents.hf.malloc_tuning import tune_malloc
-from rlvr.agents.hf.sampling import RowPlan, row_plan, sample_planned
+from rlvr.agents.hf.sampling import row_plan
+from rlvr.agents.hf.scheduler import Batch, DecodeScheduler, Request, in_tail
+from rlvr.agents.hf.weights import load_weights, read_checkpoint
 
 logger = logging.getLogger(__name__)
-
-HOLD_STEPS = 8
-"""Finished completions are held while every running row is within this many tokens of its
-``max_new`` (see the module docstring); the most a completion waits, in decode steps."""
-
-
-@dataclass(eq=False)
-class _Request:
-    """One queued or running generation (owned by the worker thread once queued)."""
-
-    prompt_ids: list[int]
-    sampling: SamplingParams
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[Completion]
-    stop_ids: frozenset[int]
-    max_new: int
-    plan: RowPlan
-    """``sampling`` as the sampler reads it (``rlvr.agents.hf.sampling.row_plan``), made once."""
-    token_ids: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    versions: list[int] = field(default_factory=list)
-    """The weight version each token was sampled under."""
-    regenerated: int = 0
-    finish_reason: FinishReason | None = None
 
 
 @dataclass(eq=False)
@@ -110,22 +74,6 @@ class _InflightUpdate:
     mode: InflightMode
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
-
-
-@dataclass
-class _Batch:
-    """The running decode batch: rows, their KV cache and their attention mask.
-
-    Attributes:
-        rows: the requests, one per batch row.
-        cache: the rows' keys/values, left-padded, ``L`` columns: a ``KVBuffer`` (the lean
-            forward) or a transformers ``DynamicCache`` (the module's own forward).
-        attention_mask: ``(B, L)`` int64, 1 on real cached tokens, 0 on left padding.
-    """
-
-    rows: list[_Request]
-    cache: Any
-    attention_mask: torch.Tensor
 
 
 class TransformersEngine:
@@ -192,21 +140,15 @@ class TransformersEngine:
         """Whether forwards run ``rlvr.agents.hf.lean_decoder`` (else the module's own forward)."""
         if why_not is not None and lean:
             logger.info("TransformersEngine: the module's own forward (%s)", why_not)
-        self._fwd: ModuleForward | LeanForward = (
-            LeanForward(self.model) if self.lean else ModuleForward(self.model)
-        )
-        self._cond = threading.Condition()
-        self._pending: deque[_Request] = deque()
-        self._staged: list[_Request] = []
-        self._releasing: set[asyncio.AbstractEventLoop] = set()  # loops with a release queued
+        self._scheduler = DecodeScheduler(
+            LeanForward(self.model) if self.lean else ModuleForward(self.model), self.device,
+            tokenizer)
+        self._bridge = LoopBridge(self._ensure_worker)
+        self._cond = self._bridge.cond
         self._model_lock = threading.RLock()
         self._closed = False
         self._thread: threading.Thread | None = None
         self._saved_training: bool | None = None
-        self._done: list[_Request] = []
-        self.steps = 0
-        """Decode forward passes run so far (prefills excluded); useful in tests and benches."""
-        self._weight_version = 0
         self._versioned = False  # a version was declared: completions report versions
         self._regenerated = 0
         self._update: _InflightUpdate | None = None
@@ -239,7 +181,7 @@ class TransformersEngine:
             raise EngineClosedError("TransformersEngine.generate called after close()")
         loop = asyncio.get_running_loop()
         room = self.max_context - len(prompt_ids)
-        req = _Request(
+        req = Request(
             prompt_ids=list(prompt_ids),
             sampling=sampling,
             loop=loop,
@@ -250,17 +192,7 @@ class TransformersEngine:
         )
         if req.max_new <= 0:
             return Completion([], [], "length")
-        with self._cond:
-            self._staged.append(req)
-            self._ensure_worker()
-            first = loop not in self._releasing
-            self._releasing.add(loop)
-        # Hand the request to the worker only after every coroutine ready in this loop iteration
-        # has staged its own, so requests issued together are prefilled together (one release
-        # per loop iteration hands them all over).
-        if first:
-            loop.call_soon(self._release_staged, loop)
-        return await req.future
+        return await self._bridge.submit(req)
 
     def score(self, token_ids: list[int], start: int) -> dict[str, list[float]]:
         """Logprobs of ``token_ids[start:]`` under the weights held now (``ScoringEngine``).
@@ -304,19 +236,24 @@ class TransformersEngine:
         """
         if self._closed:
             raise EngineClosedError("TransformersEngine.update_weights called after close()")
-        items = _read_checkpoint(weights) if isinstance(weights, str | PathLike) else weights
+        items = read_checkpoint(weights) if isinstance(weights, str | PathLike) else weights
         with self._model_lock, torch.no_grad():
-            self._load(items)
+            load_weights(self.model, items)
+
+    @property
+    def steps(self) -> int:
+        """Decode forward passes run so far (prefills excluded); useful in tests and benches."""
+        return self._scheduler.steps
 
     @property
     def weight_version(self) -> int:
         """The version of the weights tokens are sampled with now (``VersionedEngine``)."""
-        return self._weight_version
+        return self._scheduler.weight_version
 
     def set_weight_version(self, version: int) -> None:
         """Declare the version of the weights loaded (tokens sampled from now on carry it)."""
         with self._model_lock:
-            self._weight_version = int(version)
+            self._scheduler.weight_version = int(version)
             self._versioned = True
 
     @property
@@ -341,7 +278,7 @@ class TransformersEngine:
         if self._closed:
             raise EngineClosedError("TransformersEngine.update_weights_in_flight called after "
                                     "close()")
-        items = _read_checkpoint(weights) if isinstance(weights, str | PathLike) else \
+        items = read_checkpoint(weights) if isinstance(weights, str | PathLike) else \
             list(weights)
         job = _InflightUpdate(items, int(version), mode)
         with self._cond:
@@ -355,24 +292,6 @@ class TransformersEngine:
                 raise EngineClosedError("the engine closed during an in-flight weight update")
         if job.error is not None:
             raise job.error
-
-    def _load(self, items: Iterable[tuple[str, torch.Tensor]]) -> None:
-        """Copy ``items`` into the module's tensors (holding ``_model_lock``, no grad)."""
-        targets = self.model.state_dict(keep_vars=True)
-        for name, tensor in items:
-            if name not in targets:
-                close = difflib.get_close_matches(name, list(targets), n=3)
-                raise WeightUpdateError(
-                    f"update_weights: unknown parameter {name!r}"
-                    + (f"; did you mean {close}?" if close else "")
-                )
-            target = targets[name]
-            if tuple(target.shape) != tuple(tensor.shape):
-                raise WeightUpdateError(
-                    f"update_weights: {name!r} has shape {tuple(tensor.shape)}; the model "
-                    f"expects {tuple(target.shape)}"
-                )
-            target.data.copy_(tensor.to(device=target.device, dtype=target.dtype))
 
     def release_memory(self) -> None:
         """No-op: the transformers engine holds no memory between batches."""
@@ -392,10 +311,10 @@ class TransformersEngine:
                 self._update.error = EngineClosedError("the engine closed before the update")
                 self._update.done.set()
                 self._update = None
-            for req in [*self._pending, *self._staged]:
-                self._finish(req, "abort")
-            self._pending.clear()
-            self._staged.clear()
+            for req in [*self._bridge.pending, *self._bridge.staged]:
+                self._scheduler.finish(req, "abort")
+            self._bridge.pending.clear()
+            self._bridge.staged.clear()
             self._deliver()
 
     def __enter__(self) -> TransformersEngine:
@@ -421,12 +340,9 @@ class TransformersEngine:
         if sampling.stop and self.tokenizer is None:
             raise RequestError("SamplingParams.stop needs a tokenizer; pass tokenizer=...")
 
-    def _release_staged(self, loop: asyncio.AbstractEventLoop) -> None:
-        with self._cond:
-            self._releasing.discard(loop)
-            self._pending.extend(self._staged)
-            self._staged.clear()
-            self._cond.notify_all()
+    def _deliver(self) -> None:
+        """Hand the finished requests back to their callers (``LoopBridge.deliver``)."""
+        self._bridge.deliver(self._scheduler.take_done(), self._versioned)
 
     def _ensure_worker(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -435,46 +351,15 @@ class TransformersEngine:
             )
             self._thread.start()
 
-    def _finish(self, req: _Request, reason: FinishReason) -> None:
-        """Mark ``req`` done; its future is resolved by ``_deliver`` after the step."""
-        req.finish_reason = reason
-        self._done.append(req)
-
-    def _deliver(self) -> None:
-        """Resolve the futures of finished requests on their own event loops (thread-safe).
-
-        One callback per event loop resolves all of its requests (one wake-up of that loop, not
-        one per request).
-        """
-        done, self._done = self._done, []
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Completion],
-                                                             Completion]]] = {}
-        for req in done:  # a finished request's lists are never appended to again
-            completion = Completion(req.token_ids, req.logprobs, req.finish_reason or "abort",
-                                    versions=req.versions if self._versioned else None,
-                                    regenerated=req.regenerated)
-            by_loop.setdefault(req.loop, []).append((req.future, completion))
-        for loop, items in by_loop.items():
-            with contextlib.suppress(RuntimeError):  # the caller's loop is already closed
-                loop.call_soon_threadsafe(_resolve_all, items)
-
-    def _fail(self, req: _Request, exc: BaseException) -> None:
-        def reject() -> None:
-            if not req.future.done():
-                req.future.set_exception(exc)
-
-        with contextlib.suppress(RuntimeError):
-            req.loop.call_soon_threadsafe(reject)
-
     # ------------------------------------------------------------------ worker thread
     def _worker(self) -> None:
         if self.threads is not None and not use_intra_op_threads(self.threads):
             logger.info("TransformersEngine: threads=%d ignored (torch's parallel backend is "
                         "not OpenMP: one thread count for the whole process)", self.threads)
-        batch: _Batch | None = None
+        batch: Batch | None = None
         while True:
             with self._cond:
-                while not self._pending and batch is None and not self._closed and \
+                while not self._bridge.pending and batch is None and not self._closed and \
                         self._update is None:
                     self._cond.wait()
                 if self._closed:
@@ -484,37 +369,38 @@ class TransformersEngine:
                 batch = self._apply_update(update, batch)
             with self._cond:
                 room = self.max_batch_size - (len(batch.rows) if batch else 0)
-                admit = [self._pending.popleft() for _ in range(min(room, len(self._pending)))]
+                pending = self._bridge.pending
+                admit = [pending.popleft() for _ in range(min(room, len(pending)))]
             try:
                 with self._model_lock, torch.no_grad(), self._eval_mode():
                     if admit:
-                        batch = self._merge(batch, self._prefill(admit))
+                        batch = self._scheduler.merge(batch, self._scheduler.prefill(admit))
                     if batch is not None:
-                        batch = self._decode_step(batch)
+                        batch = self._scheduler.decode_step(batch)
             except Exception as exc:  # a failed forward fails its rows, never the engine
                 logger.exception("TransformersEngine: forward pass failed")
                 err = EngineError(f"TransformersEngine forward pass failed: {exc}")
                 err.__cause__ = exc
                 for req in (batch.rows if batch else []) + admit:
                     if req.finish_reason is None:
-                        self._fail(req, err)
+                        self._bridge.fail(req, err)
                 batch = None
             if batch is None:
                 self._restore_mode()
                 self._deliver()  # after the mode is restored: callers may train right away
-            elif self._done and not _in_tail(batch):
+            elif self._scheduler.done and not in_tail(batch):
                 self._deliver()
         for req in batch.rows if batch else []:
-            self._finish(req, "abort")
+            self._scheduler.finish(req, "abort")
         self._restore_mode()
         self._deliver()
 
-    def _apply_update(self, update: _InflightUpdate, batch: _Batch | None) -> _Batch | None:
+    def _apply_update(self, update: _InflightUpdate, batch: Batch | None) -> Batch | None:
         """Load an in-flight update; with "abort", requeue the running rows from scratch."""
         try:
             with self._model_lock, torch.no_grad():
-                self._load(update.weights)
-                self._weight_version = update.version
+                load_weights(self.model, update.weights)
+                self._scheduler.weight_version = update.version
                 self._versioned = True
             if update.mode == "abort" and batch is not None:
                 rows = [r for r in batch.rows if r.finish_reason is None and not r.future.done()]
@@ -523,7 +409,7 @@ class TransformersEngine:
                     req.regenerated += 1
                 self._regenerated += len(rows)
                 with self._cond:
-                    self._pending.extendleft(reversed(rows))
+                    self._bridge.pending.extendleft(reversed(rows))
                 batch = None  # its KV cache holds the dropped tokens
         except BaseException as exc:  # handed to the caller, the rows go on
             update.error = exc
@@ -539,7 +425,7 @@ class TransformersEngine:
         so it leaves the module alone (``eval()`` and ``train()`` walk every submodule: ~0.3 ms
         per batch on the quickstart's model).
         """
-        if self._saved_training is None and isinstance(self._fwd, ModuleForward):
+        if self._saved_training is None and isinstance(self._scheduler.fwd, ModuleForward):
             self._saved_training = self.model.training
             self.model.eval()
         yield
@@ -548,143 +434,3 @@ class TransformersEngine:
         if self._saved_training is not None:
             self.model.train(self._saved_training)
             self._saved_training = None
-
-    def _prefill(self, reqs: list[_Request]) -> _Batch:
-        """Run the left-padded prompts of ``reqs`` and sample their first tokens.
-
-        Each distinct prompt is run once (a GRPO group sends the same prompt ``group_size``
-        times); its KV cache rows and last logits are then copied to every request that sent it.
-        """
-        slot: dict[tuple[int, ...], int] = {}
-        rows = [slot.setdefault(tuple(r.prompt_ids), len(slot)) for r in reqs]
-        prompts = [list(p) for p in slot]
-        width = max(len(p) for p in prompts)
-        pad = 0
-        ids = torch.tensor(
-            [[pad] * (width - len(p)) + p for p in prompts], dtype=torch.long, device=self.device
-        )
-        mask = torch.tensor(
-            [[0] * (width - len(p)) + [1] * len(p) for p in prompts],
-            dtype=torch.long,
-            device=self.device,
-        )
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        # Columns for the tokens the rows will feed back (a lean buffer grows past this if need be).
-        room = min(max(r.max_new for r in reqs), ROOM)
-        cache, logits = self._fwd.prefill(ids, mask, positions, room)
-        index = None
-        if len(prompts) < len(reqs):
-            index = torch.tensor(rows, device=self.device)
-            cache = self._fwd.select(cache, index, 0)
-            mask = mask.index_select(0, index)
-        batch = _Batch(rows=list(reqs), cache=cache, attention_mask=mask)
-        self._append_sampled(batch, logits, index)  # each prompt's softmax once
-        return batch
-
-    def _decode_step(self, batch: _Batch) -> _Batch | None:
-        """Drop finished rows, then feed every row its last token and sample the next."""
-        compact = self._compact(batch)
-        if compact is None:
-            return None
-        batch = compact
-        # Flat lists then a view: torch.tensor of nested one-element lists costs ~3x more.
-        last = torch.tensor([r.token_ids[-1] for r in batch.rows], device=self.device).view(-1, 1)
-        positions = torch.tensor(
-            [len(r.prompt_ids) + len(r.token_ids) - 1 for r in batch.rows], device=self.device
-        ).view(-1, 1)
-        mask = torch.cat([batch.attention_mask, torch.ones_like(last)], dim=1)
-        logits = self._fwd.decode(batch.cache, last, positions, mask)
-        self.steps += 1
-        batch = _Batch(rows=batch.rows, cache=batch.cache, attention_mask=mask)
-        self._append_sampled(batch, logits)
-        return self._compact(batch)
-
-    def _append_sampled(self, batch: _Batch, logits: torch.Tensor,
-                        source: torch.Tensor | None = None) -> None:
-        """Sample one token per row, append it, and finish rows that are done.
-
-        ``source``: row ``b`` samples from ``logits[source[b]]`` (None: from ``logits[b]``).
-        """
-        rows = batch.rows
-        tokens, logprobs = sample_planned(
-            logits, [r.plan for r in rows], [len(r.token_ids) for r in rows], source)
-        done = self._done  # (``_finish`` inlined: this loop runs per row and decode step)
-        version = self._weight_version
-        for req, tok, lp in zip(rows, tokens, logprobs):
-            ids = req.token_ids
-            ids.append(tok)
-            req.logprobs.append(lp)
-            req.versions.append(version)
-            if tok in req.stop_ids or (req.sampling.stop and self._hit_stop_string(req)):
-                req.finish_reason = "stop"
-                done.append(req)
-            elif len(ids) >= req.max_new:
-                req.finish_reason = "length"
-                done.append(req)
-
-    def _hit_stop_string(self, req: _Request) -> bool:
-        """Whether ``req``'s decoded completion contains one of its (non-empty) stop strings."""
-        text = self.tokenizer.decode(req.token_ids, skip_special_tokens=False)
-        return any(s in text for s in req.sampling.stop)
-
-    def _compact(self, batch: _Batch) -> _Batch | None:
-        """Remove finished (or cancelled) rows and trim all-padding columns; None if empty."""
-        for req in batch.rows:
-            if req.finish_reason is None and req.future.done():  # the caller cancelled
-                req.finish_reason = "abort"
-        keep = [i for i, r in enumerate(batch.rows) if r.finish_reason is None]
-        if not keep:
-            return None
-        if len(keep) == len(batch.rows):
-            return batch
-        idx = torch.tensor(keep, device=self.device)
-        mask = batch.attention_mask.index_select(0, idx)
-        start = int((mask.sum(0) > 0).nonzero()[0, 0])
-        cache = self._fwd.select(batch.cache, idx, start)
-        return _Batch([batch.rows[i] for i in keep], cache, mask[:, start:])
-
-    def _merge(self, running: _Batch | None, new: _Batch) -> _Batch | None:
-        """Join newly prefilled rows to the running batch (left-padding the shorter cache)."""
-        new_c = self._compact(new)
-        if running is None or new_c is None:
-            return running if new_c is None else new_c
-        width = max(running.attention_mask.shape[1], new_c.attention_mask.shape[1])
-        room = min(max(r.max_new - len(r.token_ids) for r in running.rows + new_c.rows), ROOM)
-        cache = self._fwd.merge(running.cache, new_c.cache, width, room)
-        mask = torch.cat(
-            [left_pad(running.attention_mask, width, 1), left_pad(new_c.attention_mask, width, 1)]
-        )
-        return _Batch(running.rows + new_c.rows, cache, mask)
-
-
-def _in_tail(batch: _Batch) -> bool:
-    """Whether every row of ``batch`` ends within ``HOLD_STEPS`` decode steps at the most."""
-    return all(r.max_new - len(r.token_ids) <= HOLD_STEPS for r in batch.rows)
-
-
-def _resolve_all(items: list[tuple[asyncio.Future[Completion], Completion]]) -> None:
-    """Set each future's result unless it is done already (e.g. cancelled by its caller)."""
-    for fut, completion in items:
-        if not fut.done():
-            fut.set_result(completion)
-
-
-def _read_checkpoint(path: str | PathLike[str]) -> Iterable[tuple[str, torch.Tensor]]:
-    """``(name, tensor)`` pairs of a HF checkpoint directory (safetensors or ``.bin``)."""
-    root = Path(path)
-    if not root.is_dir():
-        raise WeightUpdateError(f"update_weights: {str(root)!r} is not a directory")
-    from safetensors.torch import load_file
-
-    index = root / "model.safetensors.index.json"
-    if index.exists():
-        files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        return [item for f in files for item in load_file(root / f).items()]
-    if (root / "model.safetensors").exists():
-        return list(load_file(root / "model.safetensors").items())
-    if (root / "pytorch_model.bin").exists():
-        return list(torch.load(root / "pytorch_model.bin", weights_only=True).items())
-    raise WeightUpdateError(
-        f"update_weights: no model.safetensors, model.safetensors.index.json or pytorch_model.bin "
-        f"in {str(root)!r}"
-    )

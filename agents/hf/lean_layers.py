@@ -9,8 +9,8 @@ decode step of 128 rows: 4.0 ms against 4.65 ms in Python) and one release of th
 whole call instead of one per op. A Python forward on the engine's worker thread waits for the
 GIL after every op whenever the runner's Python (decoding, env steps, trajectories) runs on the
 caller's thread, up to Python's switch interval (5 ms) each time, which is why the engine holds
-finished completions until its batch drains (``rlvr.agents.hf.engine.HOLD_STEPS``). The forward no
-longer needs that; the sampling and bookkeeping around it still take the GIL per op.
+finished completions until its batch drains (``rlvr.agents.hf.scheduler.HOLD_STEPS``). The
+forward no longer needs that; the sampling and bookkeeping around it still take the GIL per op.
 
 ``torch.jit.script`` is deprecated in torch 2.13 but works on every torch this project admits;
 where it fails (a torch without TorchScript), ``compiled_layers`` hands back the plain Python

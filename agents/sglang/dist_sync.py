@@ -1,7 +1,7 @@
 """SGLangEngine's distributed weight path: one process group with every server, broadcasts.
 
 ``DistributedWeights`` is this process's end of the weight-update group (rank 0) and its update
-sessions, for ``SGLangEngine(weight_sync="distributed")``:
+sessions, for ``rlvr.agents.sglang.weight_sync.BroadcastSync``:
 
 * ``join``: every server gets ``/init_weights_update_group`` with its ``rank_offset`` (``1 +`` the
   ranks of the servers before it; a server has ``tp_size * pp_size`` ranks) while this process
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -30,6 +31,7 @@ import torch
 from rlvr.agents.errors import SGLangError
 from rlvr.agents.sglang.client import ServerClient, SGLangHTTPError, check_success
 from rlvr.agents.sglang.server_info import ServerInfo
+from rlvr.agents.sglang.server_process import free_port, local_address
 from rlvr.agents.sglang.weights import GroupFactory, WeightGroup, bracket_host, buckets, meta
 
 
@@ -54,13 +56,30 @@ class DistributedWeights:
         self.abandoned: list[WeightGroup | None] = []
         """Groups left after a failed bucket: pending work, never destroyed, only kept alive."""
 
-    def join(self, infos: dict[str, ServerInfo], address: str, port: int, *, backend: str,
-             group_name: str, factory: GroupFactory) -> None:
+    def join(self, infos: dict[str, ServerInfo], address: str | None = None,
+             port: int | None = None, *, backend: str | None = None,
+             group_name: str | None = None, factory: GroupFactory) -> None:
         """Form the group: rank 0 here at ``address:port``, the servers' ranks after it.
+
+        Args:
+            infos: each server's info (its ranks).
+            address: this host as the servers reach it (default: the local end of a
+                connection to the first server).
+            port: a free port here (default: picked).
+            backend: "nccl" for GPU servers, "gloo" for CPU ones (default: by server device).
+            group_name: the group's name (default: a fresh ``rlvr_weights_<hex>``; a group
+                abandoned after a failure keeps its name registered in torch, so a new one
+                needs another).
+            factory: makes this end of the group.
 
         Raises:
             SGLangError: a server refused to join.
         """
+        address = address or local_address(self.server_urls[0])
+        port = port or free_port(address)
+        backend = backend or ("gloo" if all(i.device == "cpu" for i in infos.values())
+                              else "nccl")
+        group_name = group_name or f"rlvr_weights_{uuid.uuid4().hex[:12]}"
         world = 1 + sum(i.ranks for i in infos.values())
         offsets = list(itertools.accumulate([1] + [infos[u].ranks for u in self.server_urls]))
         posts = [

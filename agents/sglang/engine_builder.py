@@ -1,4 +1,7 @@
-"""``build``: the SGLang entry of ``rlvr.agents.engines.ENGINES`` (attach by URL, or launch one).
+"""``build``: the SGLang entry of ``rlvr.agents.engine_registry.ENGINES`` (attach or launch).
+
+It composes the two halves: the servers (attached by URL, or launched as a fleet by
+``rlvr.agents.sglang.fleet.launch_fleet``) and the ``SGLangEngine`` that talks to them.
 
 With a LoRA policy (``request.lora``) a launched server is started with LoRA enabled and serves
 the adapter; an attached one serves it when its launch arguments allow
@@ -14,14 +17,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rlvr.agents.engines import BuiltEngine, EngineRequest, engine_options
+from rlvr.agents.engine_registry import BuiltEngine, EngineRequest, engine_options
 from rlvr.agents.errors import EngineConfigError
 from rlvr.agents.sglang.client import ServerClient
 from rlvr.agents.sglang.engine import SGLangEngine
-from rlvr.agents.sglang.launch import PYTHON_ENV, default_device
+from rlvr.agents.sglang.fleet import LaunchSpec, launch_fleet
 from rlvr.agents.sglang.lora import launch_flags, launchable
 from rlvr.agents.sglang.options import SGLangOptions
 from rlvr.agents.sglang.router import router_workers
+from rlvr.agents.sglang.server_process import PYTHON_ENV, default_device
 
 logger = logging.getLogger(__name__)
 
@@ -64,11 +68,15 @@ def build(request: EngineRequest) -> BuiltEngine:
         extra = list(opts.launch_args)
         if request.lora is not None and launchable(request.lora, default_device()) is None:
             extra = launch_flags(request.lora, default_device()) + extra
-        engine = SGLangEngine.launch(str(request.model_path), python=opts.python,
-                                     api_key=opts.api_key, extra_args=extra,
-                                     startup_timeout_s=opts.startup_timeout_s,
-                                     servers=opts.servers, router_args=opts.router_args,
-                                     **common)
+        fleet = launch_fleet(str(request.model_path), LaunchSpec(
+            python=opts.python, api_key=opts.api_key, extra_args=extra,
+            startup_timeout_s=opts.startup_timeout_s, servers=opts.servers,
+            router_args=opts.router_args))
+        try:
+            engine = SGLangEngine(fleet, api_key=opts.api_key, **common)
+        except BaseException:
+            fleet.close()
+            raise
     try:
         dtype = engine.dtype  # attaches: reads and checks every server
         if opts.url and request.serve_model and request.leader:

@@ -174,3 +174,22 @@ def choose_weight_sync(requested: str, facts: SyncFacts) -> str:
             )
         return "disk"
     return "distributed"
+
+
+def sync_mode(requested: str, infos: Mapping[str, ServerInfo], python: str | None) -> str:
+    """``choose_weight_sync`` for these servers, from the facts read here.
+
+    Args:
+        requested: ``auto``, ``distributed`` or ``disk``.
+        infos: each server's ``ServerInfo``.
+        python: the servers' interpreter when known (probed for its NCCL version).
+    """
+    all_cpu = all(i.device == "cpu" for i in infos.values())
+    colocated = () if all_cpu else colocated_servers(infos)
+    mine = None
+    theirs: dict[str, str | None] = {}
+    if not all_cpu and not colocated and requested != "disk":
+        mine = trainer_nccl()
+        if mine is not None:
+            theirs = {u: server_nccl(i, python) for u, i in infos.items()}
+    return choose_weight_sync(requested, SyncFacts(colocated, mine, theirs, all_cpu))

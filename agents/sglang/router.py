@@ -31,7 +31,7 @@ from typing import Any
 
 from rlvr.agents.errors import SGLangError
 from rlvr.agents.sglang.client import ServerClient, SGLangHTTPError
-from rlvr.agents.sglang.process import ServerProcess, free_port
+from rlvr.agents.sglang.server_process import ServerProcess, free_port
 
 ROUTER_MODULE = "sglang_router.launch_router"
 ROUTER_VERSION = "0.3.2"
@@ -97,12 +97,8 @@ def start_router(python: str, *, host: str, port: int, worker_urls: Sequence[str
     """Start the router in its own session (not ready yet: see ``wait_router_ready``)."""
     cmd = router_command(python, host=host, port=port, worker_urls=worker_urls, policy=policy,
                          api_key=api_key, metrics_port=free_port(host), extra_args=extra_args)
-    log = Path(log_path or Path(tempfile.mkdtemp(prefix="sglang-router-")) / "router.log")
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("wb") as sink:
-        popen = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
-    return ServerProcess(popen, log)
+    return ServerProcess.start(cmd, log_path=log_path or Path(
+        tempfile.mkdtemp(prefix="sglang-router-")) / "router.log")
 
 
 def wait_router_ready(client: ServerClient, worker_urls: Sequence[str], timeout_s: float,

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlvr.agents.engine import Completion
 from rlvr.agents.errors import SGLangError
 
 MIN_VERSION = (0, 5, 5)
@@ -197,3 +199,44 @@ def context_length_from(model_info: dict[str, Any]) -> int | None:
             if found:
                 return found
     return None
+
+
+def seed_refusal(seed: int | None, infos: Mapping[str, ServerInfo]) -> str | None:
+    """Why a request with ``seed`` cannot be honoured by these servers (None: it can).
+
+    Servers without ``--enable-deterministic-inference`` silently ignore ``sampling_seed``.
+    """
+    if seed is None:
+        return None
+    plain = [u for u, i in infos.items() if not i.deterministic]
+    if not plain:
+        return None
+    return (f"seeded sampling asked (seed={seed}) but {', '.join(plain)} runs "
+            "without --enable-deterministic-inference, where sglang silently ignores "
+            "sampling_seed: launch with that flag (SGLangEngine.launch(deterministic=True)), "
+            "or accept unseeded sampling (allow_unseeded=True; rollout.sglang.allow_unseeded)")
+
+
+def smallest_limit(infos: Mapping[str, ServerInfo], field: str) -> int | None:
+    """The smallest ``context_length`` or ``max_input_len`` of the servers (None: none says)."""
+    known = [getattr(i, field) for i in infos.values() if getattr(i, field)]
+    return min(known) if known else None
+
+
+def generation_room(prompt_len: int, max_new: int,
+                    infos: Mapping[str, ServerInfo]) -> int | Completion:
+    """``max_new`` clamped to the servers' context; a "length" completion when none is left.
+
+    sglang refuses a prompt at or over ``max_input_len``, and ``prompt + max_new_tokens`` over
+    the context length (an HTTP 400); rlvr answers both with a "length" finish instead.
+    """
+    ctx = smallest_limit(infos, "context_length")
+    max_input = smallest_limit(infos, "max_input_len")
+    if max_input is not None and prompt_len >= max_input:
+        return Completion([], [], "length", {"max_input_len": max_input})
+    if ctx is not None:
+        room = ctx - prompt_len
+        if room < 1:
+            return Completion([], [], "length", {"context_length": ctx})
+        max_new = min(max_new, room)
+    return max_new

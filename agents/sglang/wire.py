@@ -47,6 +47,28 @@ def sampling_payload(
     return out
 
 
+def generate_payload(prompt_ids: list[int], sampling: SamplingParams, max_new_tokens: int,
+                     lora_name: str | None = None) -> dict[str, Any]:
+    """The ``/generate`` request body: token ids in, token ids and their logprobs out.
+
+    Args:
+        prompt_ids: the prompt's token ids.
+        sampling: the sampling parameters (``sampling_payload``).
+        max_new_tokens: the clamped ``max_new_tokens``.
+        lora_name: the served adapter to generate with (None: the base weights).
+    """
+    payload: dict[str, Any] = {
+        "input_ids": list(prompt_ids),
+        "sampling_params": sampling_payload(sampling, max_new_tokens=max_new_tokens),
+        "return_logprob": True,
+        "logprob_start_len": -1,
+        "stream": False,
+    }
+    if lora_name is not None:
+        payload["lora_path"] = lora_name
+    return payload
+
+
 def parse_generate_response(body: dict[str, Any]) -> Completion:
     """A ``Completion`` from a ``/generate`` response.
 

@@ -68,7 +68,7 @@ def _registries() -> dict[str, Callable[[], list[str]]]:
         return list(KL_ESTIMATORS)
 
     def engines() -> list[str]:
-        from rlvr.agents.engines import ENGINES
+        from rlvr.agents.engine_registry import ENGINES
         return list(ENGINES)
 
     def syncs() -> list[str]:

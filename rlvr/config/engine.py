@@ -5,8 +5,8 @@ One section, two configs: ``rollout.engine`` / ``rollout.transformers`` / ``roll
 ``rlvr eval`` (``rlvr.eval.evaluator.SuiteEvalConfig`` does). Each engine's options are its own
 dataclass (``rlvr.agents.hf.options.TransformersOptions``,
 ``rlvr.agents.sglang.options.SGLangOptions``),
-one field here per name in ``rlvr.agents.engines.ENGINES``; the caller hands ``engine_options`` to
-``rlvr.agents.engines.EngineRequest``, whatever the engine.
+one field here per name in ``rlvr.agents.engine_registry.ENGINES``; the caller hands
+``engine_options`` to ``rlvr.agents.engine_registry.EngineRequest``, whatever the engine.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlvr.agents.engines import ENGINES
+from rlvr.agents.engine_registry import ENGINES
 from rlvr.agents.hf.options import TransformersOptions
 from rlvr.agents.sglang.options import SGLangOptions
 from rlvr.config_checks import check_choice, check_fields

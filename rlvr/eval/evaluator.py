@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.agents.engine import SamplingParams
-from rlvr.agents.engines import engine_names
+from rlvr.agents.engine_registry import engine_names
 from rlvr.agents.runner import EpisodeRunner, RunnerConfig
 from rlvr.config.engine import EngineSection
 from rlvr.config.loader import from_dict, merge, parse_overrides
@@ -57,7 +57,7 @@ __all__ = [
     "write_suite",
 ]
 
-#: Rollout engines ``evaluate`` can build from a checkpoint path (``rlvr.agents.engines``).
+#: Rollout engines ``evaluate`` can build from a checkpoint path (``rlvr.agents.engine_registry``).
 ENGINES = engine_names()
 
 
@@ -192,7 +192,7 @@ def write_suite(entries: Sequence[SuiteEntry], path: Path, name: str = "heldout"
 # ----------------------------------------------------------------------------------- running
 def _build_engine(path: Path, tokenizer: Any, config: SuiteEvalConfig) -> Any:
     """A rollout engine serving the checkpoint at ``path`` (``config.engine`` and its options)."""
-    from rlvr.agents.engines import EngineRequest, build_engine
+    from rlvr.agents.engine_registry import EngineRequest, build_engine
 
     return build_engine(EngineRequest(engine=config.engine, model_path=path, tokenizer=tokenizer,
                                       max_batch_size=32, serve_model=True, device=config.device,

@@ -4,9 +4,9 @@ With ``rollout.max_staleness: k >= 1`` the trainer does not play a step's episod
 producer thread plays step ``s`` as soon as the learner has published version ``s - 1 - k`` (the
 weights after update ``s - 1 - k``), so while the learner trains step ``s`` the engine already
 plays steps ``s + 1 ... s + k`` (``k = 1``: exactly one step ahead). The engine runs on its own
-copy of the weights (``rlvr.agents.engines``; a world-size-1 transformers engine otherwise shares
-the
-actor's module), on its own threads, and loads the newest published weights between batches,
+copy of the weights (``rlvr.agents.engine_registry``; a world-size-1 transformers engine
+otherwise shares the actor's module), on its own threads, and loads the newest published weights
+between batches,
 never while one is in flight. Every token is stamped with the version that generated it
 (``rlvr.training.versions``).
 

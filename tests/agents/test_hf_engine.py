@@ -12,7 +12,8 @@ from rlvr.agents.errors import (
     SamplingParamsError,
     WeightUpdateError,
 )
-from rlvr.agents.hf.engine import HOLD_STEPS, TransformersEngine
+from rlvr.agents.hf.engine import TransformersEngine
+from rlvr.agents.hf.scheduler import HOLD_STEPS
 
 PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13], [20, 21, 22, 23], [30] * 9, [40, 41, 42]]
 
@@ -145,7 +146,7 @@ def test_requests_of_later_loop_iterations_are_released_too(engine):
     outs = asyncio.run(go())  # one release per loop iteration: none is left staged
     assert [o.token_ids for o in outs] == [_gather(engine, [p], [params])[0].token_ids
                                            for p in PROMPTS]
-    assert not engine._staged and not engine._releasing
+    assert not engine._bridge.staged and not engine._bridge.releasing
 
 
 @pytest.mark.parametrize("longest", [HOLD_STEPS, HOLD_STEPS + 20])

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from rlvr.agents.engine import SamplingParams
-from rlvr.agents.engines import EngineRequest, build_engine
+from rlvr.agents.engine_registry import EngineRequest, build_engine
 from rlvr.agents.errors import EngineConfigError, RequestError
 from rlvr.agents.hf.engine import TransformersEngine
 from rlvr.agents.hf.intra_op import openmp_backend, use_intra_op_threads
@@ -68,13 +68,13 @@ def test_the_engine_forwards_on_its_threads_and_the_caller_keeps_two(
                                        options=TransformersOptions(threads=1)))
     engine = built.engine
     seen: list[int] = []
-    decode = engine._decode_step
+    decode = engine._scheduler.decode_step
 
     def counting(batch):
         seen.append(torch.get_num_threads())
         return decode(batch)
 
-    engine._decode_step = counting
+    engine._scheduler.decode_step = counting
     try:
         params = SamplingParams(max_new_tokens=4, seed=0)
 

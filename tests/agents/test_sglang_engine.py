@@ -23,7 +23,7 @@ from rlvr.agents.engine import SamplingParams
 from rlvr.agents.errors import MissingDependencyError, SGLangError
 from rlvr.agents.runner import EpisodeRunner, EpisodeSpec, RunnerConfig
 from rlvr.agents.sglang import SGLangEngine
-from rlvr.agents.sglang.launch import launch_command, launch_env
+from rlvr.agents.sglang.server_process import launch_command, launch_env
 from rlvr.agents.sglang.weights import bracket_host, buckets
 
 

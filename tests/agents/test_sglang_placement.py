@@ -17,7 +17,6 @@ from sglang_standin import FakeSGLang, json_body
 
 from rlvr.agents.errors import SGLangError
 from rlvr.agents.sglang import SGLangEngine
-from rlvr.agents.sglang.launch import launch_command
 from rlvr.agents.sglang.placement import (
     SyncFacts,
     choose_weight_sync,
@@ -26,6 +25,7 @@ from rlvr.agents.sglang.placement import (
     trainer_gpus,
 )
 from rlvr.agents.sglang.server_info import ServerInfo, resolved_dtype
+from rlvr.agents.sglang.server_process import launch_command
 
 
 @pytest.fixture()
@@ -128,7 +128,7 @@ def test_colocated_sync_frees_cache_resumes_weights_updates_then_kv_cache(
     update = steps.index("/update_weights_from_distributed")
     rest = steps.index("/resume_memory_occupation ['kv_cache', 'cuda_graph']")
     assert 1 < update < rest and steps[-1] == "/continue_generation"
-    assert not sg._weights_stale
+    assert not sg._memory.weights_stale
     sg.close()
 
 

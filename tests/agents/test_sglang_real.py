@@ -2,8 +2,8 @@
 
 The server runs in its own venv (``bash dev.sh setup-sglang``; ``bash dev.sh test`` builds it
 and exports ``RLVR_SGLANG_PYTHON``), launched by ``SGLangEngine.launch(device="cpu")`` with the
-flags of ``rlvr.agents.sglang.launch`` (float32, torch_native attention, small KV pool). Outside CI
-the module is skipped, with the reason printed, when that venv is absent; with
+flags of ``rlvr.agents.sglang.server_process`` (float32, torch_native attention, small KV
+pool). Outside CI the module is skipped, with the reason printed, when that venv is absent; with
 ``RLVR_REQUIRE_SGLANG=1`` (``.ci/run``) its absence is a failure. What CPU sglang cannot do
 (NCCL, the memory saver, deterministic seeds) is covered by the stand-in in
 test_sglang_engine.py.
@@ -217,7 +217,7 @@ def test_a_lora_policy_gets_merged_weights_equal_to_the_adapted_model(
     with its adapter applied (peft's layers), and differ from the base's (the adapter landed)."""
     from transformers import AutoModelForCausalLM
 
-    from rlvr.agents.engines import EngineRequest, build_engine
+    from rlvr.agents.engine_registry import EngineRequest, build_engine
     from rlvr.agents.sglang import SGLangOptions
     from rlvr.learner.lora import LoraConfig, apply_lora, merged_tensors
 

@@ -139,7 +139,7 @@ def test_the_router_is_found_and_refused_as_a_server(routed, tiny_model_path, tm
     """``launch(servers=2)`` puts the router in ``urls`` and the servers in ``server_urls``;
     attaching by the router's URL alone reads the servers from its ``/workers``; a router given
     as its own server is refused with what to do (its /get_server_info is not a server's)."""
-    from rlvr.agents.engines import EngineRequest, build_engine
+    from rlvr.agents.engine_registry import EngineRequest, build_engine
     from rlvr.agents.sglang import SGLangOptions
 
     assert len(routed.server_urls) == 2 and routed.urls[0] not in routed.server_urls

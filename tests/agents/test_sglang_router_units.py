@@ -18,6 +18,8 @@ import pytest
 from rlvr.agents.errors import EngineConfigError, MissingDependencyError, SGLangError
 from rlvr.agents.sglang import SGLangEngine, SGLangOptions
 from rlvr.agents.sglang.client import ServerClient
+from rlvr.agents.sglang.fleet import launch_logs as _launch_logs
+from rlvr.agents.sglang.fleet import server_args as _server_args
 from rlvr.agents.sglang.router import (
     ROUTER_VERSION,
     is_router_info,
@@ -25,8 +27,6 @@ from rlvr.agents.sglang.router import (
     router_refusal,
     router_workers,
 )
-from rlvr.agents.sglang.startup import launch_logs as _launch_logs
-from rlvr.agents.sglang.startup import server_args as _server_args
 
 WORKERS = ["http://127.0.0.1:31002", "http://127.0.0.1:31001"]
 
@@ -138,8 +138,8 @@ def test_two_launched_routers_share_a_host():
     import time
     from pathlib import Path
 
-    from rlvr.agents.sglang.process import free_port
     from rlvr.agents.sglang.router import start_router
+    from rlvr.agents.sglang.server_process import free_port
 
     python = os.environ.get("RLVR_SGLANG_PYTHON")
     if not python or not Path(python).exists():

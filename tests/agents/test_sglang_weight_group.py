@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import torch
 
-from rlvr.agents.sglang.process import free_port
+from rlvr.agents.sglang.server_process import free_port
 from rlvr.agents.sglang.weights import sglang_layout_group
 
 # the server's side, as sglang 0.5.23's init_custom_process_group does it: rendezvous as rank 1

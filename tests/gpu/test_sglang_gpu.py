@@ -68,7 +68,7 @@ def test_real_sglang_serves_the_lora_adapter_it_is_synced(tiny_model_path, tmp_p
     from transformers import AutoModelForCausalLM
 
     from rlvr.agents.engine import SamplingParams
-    from rlvr.agents.engines import EngineRequest, build_engine
+    from rlvr.agents.engine_registry import EngineRequest, build_engine
     from rlvr.agents.sglang import SGLangOptions
     from rlvr.learner.lora import LoraConfig, adapter_state, apply_lora
 

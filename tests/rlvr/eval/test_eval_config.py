@@ -106,7 +106,7 @@ def test_each_engine_registers_its_options_class_and_has_a_section() -> None:
     import dataclasses
     import typing
 
-    from rlvr.agents.engines import ENGINES, EngineRequest, engine_options, options_class
+    from rlvr.agents.engine_registry import ENGINES, EngineRequest, engine_options, options_class
     from rlvr.agents.errors import EngineConfigError
     from rlvr.config.engine import EngineSection
 

@@ -22,7 +22,7 @@ from learner_helpers import (  # noqa: E402
 from two_rank_worker import LORA_STEPS  # noqa: E402
 
 from rlvr.agents.engine import SamplingParams  # noqa: E402
-from rlvr.agents.engines import EngineRequest, build_engine  # noqa: E402
+from rlvr.agents.engine_registry import EngineRequest, build_engine  # noqa: E402
 from rlvr.batch import RolloutBatch  # noqa: E402
 from rlvr.errors import ConfigError, WeightSyncError  # noqa: E402
 from rlvr.learner import Actor, ActorConfig, LoraConfig, OptimConfig, reference_for  # noqa: E402

@@ -24,7 +24,7 @@ from rlvr.agents.engine import Engine
 from rlvr.agents.errors import EngineConfigError
 
 ENGINES: dict[str, str] = {
-    "transformers": "rlvr.agents.engines:build_transformers",
+    "transformers": "rlvr.agents.engine_registry:build_transformers",
     "sglang": "rlvr.agents.sglang.engine_builder:build",
 }
 """Engine name -> ``"module:function"`` of its builder."""
