@@ -23,7 +23,8 @@ from rlvr.envs.errors import EnvArgumentError
 from rlvr.envs.task_env import StepResult, TaskEnv
 from rlvr.envs.tasks import SourceSpec, Task
 from rlvr.envs.tasks.tool_tasks import FACTS_FILE
-from rlvr.envs.tools import Tool, build_toolset
+from rlvr.envs.tools import Tool
+from rlvr.envs.toolsets import build_toolset
 from rlvr.verifiers.math import verify
 from rlvr.verifiers.tools import ToolCallError, format_error, parse_tool_calls
 

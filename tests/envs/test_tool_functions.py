@@ -4,12 +4,12 @@ import pytest
 
 from rlvr.envs import Tool, ToolSchemaError, Toolset, function_schema
 from rlvr.envs.tools import (
-    build_toolset,
     calculator,
     make_search_tools,
     parse_docstring,
     run_python,
 )
+from rlvr.envs.toolsets import build_toolset
 from rlvr.verifiers.tools import ToolCall
 
 

@@ -78,7 +78,7 @@ MAX_RESPONSE_CHARS = 500_000
 """Responses (and answers) longer than this are refused unread ("parse_error")."""
 
 IN_WORKER = False
-"""True inside a worker process (``worker.serve``): decisions run here instead of in a worker."""
+"""True inside a worker process (``worker_main.serve``): decisions run here, not in a worker."""
 
 
 INTEGER = re.compile(r"-?[0-9]{1,30}")

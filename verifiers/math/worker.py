@@ -1,20 +1,19 @@
 """Persistent verifier worker processes with a hard wall-clock limit per request.
 
-Every math decision (extraction, parsing, comparison, sympy) runs in a worker, so that no
-response can stall the caller or hold its GIL. Why processes:
-sympy can run for minutes or eat gigabytes on hostile input, and a Python thread
-cannot be stopped; SIGALRM only works in the main thread. So sympy runs in child processes
-(``python -c`` running ``serve``; no multiprocessing, so the caller's ``__main__`` is never
-re-imported) that speak JSON lines over pipes. A request that is not answered by its deadline gets
-its worker killed (SIGKILL) and replaced at once, so the next request finds a fresh worker
-already importing sympy. Each worker caps its address space (``RLIMIT_AS``), exits when its parent
-dies (a watchdog thread notices the new parent id; stdin also closes), and is killed when its pool
-is shut down, garbage-collected, or at interpreter exit.
+Every math decision (extraction, parsing, comparison, sympy) runs in a worker, so that no response
+can stall the caller or hold its GIL. Why processes: sympy can run for minutes or eat gigabytes on
+hostile input, and a Python thread cannot be stopped; SIGALRM only works in the main thread. So
+sympy runs in child processes (``python -c`` running ``worker_main.serve``; no multiprocessing, so
+the caller's ``__main__`` is never re-imported) that speak JSON lines over pipes. A request that is
+not answered by its deadline gets its worker killed (SIGKILL) and replaced at once, so the next
+request finds a fresh worker already importing sympy. Each worker caps its address space
+(``RLIMIT_AS``), exits when its parent dies (a watchdog thread notices the new parent id; stdin
+also closes), and is killed when its pool is shut down, garbage-collected, or at interpreter exit.
 
 The pool is thread-safe: each request borrows one idle worker; up to ``max_workers`` are started
-lazily and reused. A forked child process starts its own workers (the parent's stay untouched).
-The deadline covers the whole request, including waiting for a free worker and for a cold worker
-to start (call ``warm_up`` ahead of time to keep a start-up out of the first deadline).
+lazily and reused. A forked child process starts its own workers (the parent's stay untouched). The
+deadline covers the whole request, including waiting for a free worker and for a cold worker to
+start (call ``warm_up`` ahead of time to keep a start-up out of the first deadline).
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ from rlvr.verifiers.process_wide import ProcessWide
 __all__ = ["WorkerPool", "default_pool", "shutdown_default_pool"]
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
-_BOOT = "import sys; from rlvr.verifiers.math.worker import serve; serve(int(sys.argv[1]))"
+_BOOT = "import sys; from rlvr.verifiers.math.worker_main import serve; serve(int(sys.argv[1]))"
 
 
 class _WorkerDied(Exception):
@@ -263,81 +262,3 @@ def shutdown_default_pool() -> None:
     pool = _default_pool.made()
     if pool is not None:
         pool.shutdown()
-
-
-# ---------------------------------------------------------------------------------------------
-# Child side.
-
-
-def serve(memory_mb: int) -> None:
-    """Worker main loop: read JSON requests on stdin, answer one JSON line each on stdout.
-
-    The worker is ready once the verifier is imported (no sympy yet: most decisions never need
-    it); sympy is imported by a background thread right after, so a request that needs it waits
-    for the import at most, and a cold worker answers the common cases at once.
-    """
-    _limit_memory(memory_mb)
-    _exit_with_parent()
-    protocol = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # stray prints must not corrupt the protocol
-    from rlvr.verifiers.math import grader
-
-    grader.IN_WORKER = True
-    _SYMPY_IMPORT.start()
-    protocol.write(b"ready\n")
-    protocol.flush()
-    for line in sys.stdin.buffer:
-        protocol.write(json.dumps(_handle(json.loads(line))).encode() + b"\n")
-        protocol.flush()
-
-
-def _import_sympy() -> None:
-    try:
-        import rlvr.verifiers.math.sympy_backend  # noqa: F401 - warms the import for later
-    except Exception:  # noqa: BLE001 - a request that needs it reports the failure
-        pass
-
-
-_SYMPY_IMPORT = threading.Thread(target=_import_sympy, daemon=True)
-
-
-def _handle(request: dict[str, Any]) -> dict[str, Any]:
-    from rlvr.verifiers.math import grader
-
-    try:
-        op = request.get("op")
-        if op == "ping":  # also waits for sympy: warm_up() leaves a worker fully ready
-            _SYMPY_IMPORT.join()
-            return {"ok": True}
-        if op == "clear_cache":
-            grader.clear_cache()
-            return {"ok": True}
-        if op in ("verify", "verify_answer", "grade"):
-            return {"ok": True, "result": grader.decide_here(op, request)}
-    except Exception as err:  # noqa: BLE001 - any failure is a verdict, not a crash
-        return grader.failure_response(err)
-    return grader.sympy_compare_here(request)  # the sympy stage's own request
-
-
-def _limit_memory(memory_mb: int) -> None:
-    try:
-        import resource
-
-        limit = memory_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    except (ImportError, ValueError, OSError):  # pragma: no cover - non-POSIX
-        pass
-
-
-def _exit_with_parent() -> None:
-    # Not PR_SET_PDEATHSIG: it fires when the *thread* that started us exits, and pools are
-    # used from short-lived threads. A reparented process sees its parent id change.
-    parent = os.getppid()
-
-    def watchdog() -> None:
-        while True:
-            time.sleep(1.0)
-            if os.getppid() != parent:
-                os._exit(0)
-
-    threading.Thread(target=watchdog, daemon=True).start()
