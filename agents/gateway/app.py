@@ -18,7 +18,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from rlvr.agents.errors import MissingDependencyError
 from rlvr.agents.gateway.anthropic_messages import (
@@ -77,57 +77,95 @@ async def unless_disconnected(request: Any, work: Awaitable[T]) -> T:
     return task.result()
 
 
-def create_app(gateway: Gateway) -> Any:
-    """The FastAPI application serving ``gateway``.
+class _Web(NamedTuple):
+    """The web framework's names (fastapi is optional: imported when an app is made)."""
 
-    Raises:
-        MissingDependencyError: fastapi is not installed (``pip install 'rlvr[gateway]'``).
-    """
+    FastAPI: Any
+    RequestValidationError: Any
+    HTTPException: Any
+    JSONResponse: Any
+    StreamingResponse: Any
+
+
+def _web() -> _Web:
     try:
-        from fastapi import FastAPI, Request
+        from fastapi import FastAPI
         from fastapi.exceptions import RequestValidationError
         from fastapi.responses import JSONResponse, StreamingResponse
         from starlette.exceptions import HTTPException
     except ImportError as exc:  # pragma: no cover - the gateway extra is missing
         raise MissingDependencyError(
             "the gateway needs fastapi and uvicorn: pip install 'rlvr[gateway]'") from exc
+    return _Web(FastAPI, RequestValidationError, HTTPException, JSONResponse,
+                StreamingResponse)
 
-    app = FastAPI(title="rlvr gateway", docs_url=None, redoc_url=None, openapi_url=None)
 
-    def error(exc: GatewayHTTPError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.status)
+def create_app(gateway: Gateway) -> Any:
+    """The FastAPI application serving ``gateway``.
+
+    Raises:
+        MissingDependencyError: fastapi is not installed (``pip install 'rlvr[gateway]'``).
+    """
+    web = _web()
+    app = web.FastAPI(title="rlvr gateway", docs_url=None, redoc_url=None, openapi_url=None)
+    _add_error_handlers(app, web)
+    _add_routes(app, _Api(gateway, web), web)
+    return app
+
+
+def _add_error_handlers(app: Any, web: _Web) -> None:
+    """Every error leaves as an OpenAI error object (Anthropic's route answers its own)."""
+    from fastapi import Request  # read by the annotations below, at definition time
+
+    def error(exc: GatewayHTTPError) -> Any:
+        return web.JSONResponse(exc.body(), status_code=exc.status)
 
     @app.exception_handler(GatewayHTTPError)
-    async def _gateway_error(_: Request, exc: GatewayHTTPError) -> JSONResponse:
+    async def _gateway_error(_: Request, exc: GatewayHTTPError) -> Any:
         return error(exc)
 
-    @app.exception_handler(HTTPException)
-    async def _http_error(_: Request, exc: HTTPException) -> JSONResponse:
+    @app.exception_handler(web.HTTPException)
+    async def _http_error(_: Request, exc: Any) -> Any:
         return error(GatewayHTTPError(exc.status_code, str(exc.detail),
                                       code="not_found" if exc.status_code == 404 else None))
 
-    @app.exception_handler(RequestValidationError)
-    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+    @app.exception_handler(web.RequestValidationError)
+    async def _validation_error(_: Request, exc: Any) -> Any:
         return error(GatewayHTTPError(400, f"malformed request: {exc.errors()}"))
 
     @app.exception_handler(Exception)
-    async def _server_error(_: Request, exc: Exception) -> JSONResponse:
+    async def _server_error(_: Request, exc: Exception) -> Any:
         logger.exception("gateway request failed")
         return error(GatewayHTTPError(500, f"internal error: {type(exc).__name__}: {exc}",
                                       kind="server_error"))
 
-    def authorize(request: Request) -> None:
-        if gateway.api_key is None:
+
+class _Api:
+    """What each route does.
+
+    ``key`` is None on the shared ``/v1/...`` routes and the episode's key on
+    ``/episodes/{key}/v1/...``, where the episode is looked up first (an unknown one is a 404).
+    """
+
+    def __init__(self, gateway: Gateway, web: _Web) -> None:
+        self.gateway = gateway
+        self.web = web
+
+    def episode(self, key: str | None) -> Any:
+        return None if key is None else self.gateway.episode(key)
+
+    def authorize(self, request: Any) -> None:
+        api_key = self.gateway.api_key
+        if api_key is None:
             return
         header = request.headers.get("authorization", "")
-        if header != f"Bearer {gateway.api_key}" and request.headers.get(
-                "x-api-key") != gateway.api_key:
+        if header != f"Bearer {api_key}" and request.headers.get("x-api-key") != api_key:
             raise GatewayHTTPError(401, "invalid API key (send 'Authorization: Bearer <key>' "
                                    "or 'x-api-key: <key>')",
                                    kind="authentication_error", code="invalid_api_key")
 
-    async def body_of(request: Request) -> Any:
-        limit = gateway.max_body_bytes
+    async def body_of(self, request: Any) -> Any:
+        limit = self.gateway.max_body_bytes
         too_big = GatewayHTTPError(413, f"the request body is over {limit} bytes",
                                    code="request_too_large")
         length = request.headers.get("content-length", "")
@@ -145,113 +183,98 @@ def create_app(gateway: Gateway) -> Any:
         except ValueError as exc:
             raise GatewayHTTPError(400, f"the request body is not valid JSON: {exc}") from exc
 
-    def respond(payload: Any, chunks: Any) -> Any:
+    def respond(self, payload: Any, chunks: Any) -> Any:
         if chunks is not None:
-            return StreamingResponse(chunks, media_type="text/event-stream")
-        return JSONResponse(payload)
+            return self.web.StreamingResponse(chunks, media_type="text/event-stream")
+        return self.web.JSONResponse(payload)
 
-    async def chat(request: Request, episode: Any) -> Any:
-        authorize(request)
-        req = parse_chat(await body_of(request))
-        out = await unless_disconnected(request, gateway.chat(req, episode))
+    async def chat(self, request: Any, key: str | None) -> Any:
+        episode = self.episode(key)
+        self.authorize(request)
+        req = parse_chat(await self.body_of(request))
+        out = await unless_disconnected(request, self.gateway.chat(req, episode))
+        templates = self.gateway.templates
         if req.sampling.stream:
-            return respond(None, chat_chunks(req, out, gateway.templates))
-        return respond(chat_response(req, out, gateway.templates), None)
+            return self.respond(None, chat_chunks(req, out, templates))
+        return self.respond(chat_response(req, out, templates), None)
 
-    async def complete(request: Request, episode: Any) -> Any:
-        authorize(request)
-        req = parse_completion(await body_of(request))
-        out = await unless_disconnected(request, gateway.complete(req, episode))
+    async def complete(self, request: Any, key: str | None) -> Any:
+        episode = self.episode(key)
+        self.authorize(request)
+        req = parse_completion(await self.body_of(request))
+        out = await unless_disconnected(request, self.gateway.complete(req, episode))
+        templates = self.gateway.templates
         if req.sampling.stream:
-            return respond(None, completion_chunks(req, out, gateway.templates))
-        return respond(completion_response(req, out, gateway.templates), None)
+            return self.respond(None, completion_chunks(req, out, templates))
+        return self.respond(completion_response(req, out, templates), None)
 
-    async def responses(request: Request, episode: Any) -> Any:
-        authorize(request)
-        req, echo = parse_responses(await body_of(request))
-        out = await unless_disconnected(request, gateway.chat(req, episode))
+    async def responses(self, request: Any, key: str | None) -> Any:
+        episode = self.episode(key)
+        self.authorize(request)
+        req, echo = parse_responses(await self.body_of(request))
+        out = await unless_disconnected(request, self.gateway.chat(req, episode))
+        templates = self.gateway.templates
         if req.sampling.stream:
-            return respond(None, response_events(req, echo, out, gateway.templates))
-        return respond(response_object(req, echo, out, gateway.templates), None)
+            return self.respond(None, response_events(req, echo, out, templates))
+        return self.respond(response_object(req, echo, out, templates), None)
 
-    async def messages(request: Request, episode: Any) -> Any:
-        try:
-            authorize(request)
-            req = parse_messages(await body_of(request))
-            out = await unless_disconnected(request, gateway.chat(req, episode))
-        except GatewayHTTPError as exc:  # Anthropic clients read Anthropic error objects
-            return JSONResponse(error_body(exc), status_code=exc.status)
+    async def messages(self, request: Any, key: str | None) -> Any:
+        try:  # Anthropic clients read Anthropic error objects, an unknown episode's included
+            episode = self.episode(key)
+            self.authorize(request)
+            req = parse_messages(await self.body_of(request))
+            out = await unless_disconnected(request, self.gateway.chat(req, episode))
+        except GatewayHTTPError as exc:
+            return self.web.JSONResponse(error_body(exc), status_code=exc.status)
+        templates = self.gateway.templates
         if req.sampling.stream:
-            return respond(None, message_events(req, out, gateway.templates))
-        return respond(message_object(req, out, gateway.templates), None)
+            return self.respond(None, message_events(req, out, templates))
+        return self.respond(message_object(req, out, templates), None)
 
-    def model_card() -> dict[str, Any]:
+    def model_card(self) -> dict[str, Any]:
+        gateway = self.gateway
         return {"id": gateway.model_name, "object": "model", "created": gateway.created,
                 "owned_by": "rlvr", "max_model_len": gateway.max_context}
 
-    def models(request: Request) -> Any:
-        authorize(request)
-        return JSONResponse({"object": "list", "data": [model_card()]})
+    async def models(self, request: Any, key: str | None) -> Any:
+        self.episode(key)
+        self.authorize(request)
+        return self.web.JSONResponse({"object": "list", "data": [self.model_card()]})
 
-    def model(request: Request, name: str) -> Any:
-        authorize(request)
-        if name != gateway.model_name:
+    def model(self, request: Any, name: str) -> Any:
+        self.authorize(request)
+        if name != self.gateway.model_name:
             raise GatewayHTTPError(404, f"the model {name!r} does not exist; this server serves "
-                                   f"{gateway.model_name!r}", param="model",
+                                   f"{self.gateway.model_name!r}", param="model",
                                    code="model_not_found")
-        return JSONResponse(model_card())
+        return self.web.JSONResponse(self.model_card())
 
-    @app.get("/health")
-    async def _health() -> Any:
-        return JSONResponse({"status": "ok"})
 
-    @app.get("/v1/models/{name:path}")
-    async def _model(name: str, request: Request) -> Any:
-        return model(request, name)
+def _add_routes(app: Any, api: _Api, web: _Web) -> None:
+    """Each ``/v1/...`` route, and the same under ``/episodes/{key}``."""
+    from fastapi import Request  # read by the annotations below, at definition time
 
-    @app.post("/v1/chat/completions")
-    async def _chat(request: Request) -> Any:
-        return await chat(request, None)
+    def shared(handler: Any) -> Any:
+        async def endpoint(request: Request) -> Any:
+            return await handler(request, None)
+        return endpoint
 
-    @app.post("/v1/completions")
-    async def _complete(request: Request) -> Any:
-        return await complete(request, None)
+    def of_episode(handler: Any) -> Any:
+        async def endpoint(key: str, request: Request) -> Any:
+            return await handler(request, key)
+        return endpoint
 
-    @app.post("/v1/responses")
-    async def _responses(request: Request) -> Any:
-        return await responses(request, None)
+    async def health() -> Any:
+        return web.JSONResponse({"status": "ok"})
 
-    @app.post("/v1/messages")
-    async def _messages(request: Request) -> Any:
-        return await messages(request, None)
+    async def model(name: str, request: Request) -> Any:
+        return api.model(request, name)
 
-    @app.get("/v1/models")
-    async def _models(request: Request) -> Any:
-        return models(request)
-
-    @app.post("/episodes/{key}/v1/chat/completions")
-    async def _episode_chat(key: str, request: Request) -> Any:
-        return await chat(request, gateway.episode(key))
-
-    @app.post("/episodes/{key}/v1/completions")
-    async def _episode_complete(key: str, request: Request) -> Any:
-        return await complete(request, gateway.episode(key))
-
-    @app.post("/episodes/{key}/v1/responses")
-    async def _episode_responses(key: str, request: Request) -> Any:
-        return await responses(request, gateway.episode(key))
-
-    @app.post("/episodes/{key}/v1/messages")
-    async def _episode_messages(key: str, request: Request) -> Any:
-        try:
-            episode = gateway.episode(key)
-        except GatewayHTTPError as exc:
-            return JSONResponse(error_body(exc), status_code=exc.status)
-        return await messages(request, episode)
-
-    @app.get("/episodes/{key}/v1/models")
-    async def _episode_models(key: str, request: Request) -> Any:
-        gateway.episode(key)
-        return models(request)
-
-    return app
+    app.add_api_route("/health", health, methods=["GET"])
+    app.add_api_route("/v1/models/{name:path}", model, methods=["GET"])
+    routes = (("chat/completions", "POST", api.chat), ("completions", "POST", api.complete),
+              ("responses", "POST", api.responses), ("messages", "POST", api.messages),
+              ("models", "GET", api.models))
+    for path, method, handler in routes:
+        app.add_api_route(f"/v1/{path}", shared(handler), methods=[method])
+        app.add_api_route(f"/episodes/{{key}}/v1/{path}", of_episode(handler), methods=[method])
