@@ -60,12 +60,14 @@ def test_a_config_error_found_after_loading_exits_2_in_one_line(tmp_path, capsys
     assert (out / "config.yaml").read_bytes() == before
 
 
-# Ctrl-C while the second checkpoint is written: SIGINT goes to the main thread (a terminal's
-# Ctrl-C goes to the process, whose kernel may hand it to any thread; Python then raises it in
-# the main thread at its next bytecode, which on a busy machine came after this save had ended),
-# and the write waits for it, so it lands inside the save every time.
+# Ctrl-C while the second checkpoint is written: SIGINT goes to the main thread, and the write
+# waits for it, so it lands inside the save every time. The script first gives SIGINT Python's
+# own handler, as in a terminal: a process started with SIGINT ignored keeps it ignored (the
+# disposition is inherited), and a pytest worker of the suite had it ignored, so the run went on
+# to exit 0.
 INTERRUPTED_SAVE = textwrap.dedent("""
     import signal, sys, threading, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from torch.distributed.checkpoint import FileSystemWriter
     from rlvr.cli import main
 
