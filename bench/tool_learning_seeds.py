@@ -11,6 +11,11 @@ run: the same RL from that warm-up, the calculator played by ``examples/calculat
 through the gateway); the JSON (default ``bench/results/agent_learning_from_warmup_seeds.json``)
 holds both.
 
+With ``--native`` each seed's run is also followed by ``run_agent_from`` on
+``examples/native_tools_agent.py`` (the calculator agent written with ``tools=`` /
+``message.tool_calls``); the JSON (default ``bench/results/native_agent_learning_seeds.json``)
+holds all.
+
 With ``--arms`` each seed is warmed up once and RL runs from that same warm-up once per arm (an
 arm is a space-separated list of overrides, ``""`` for none), so arms differ only in their RL:
 ``--arms "" "rollout.max_staleness=1 actor.tis_cap=2.0"`` compares the asynchronous mode with the
@@ -20,7 +25,7 @@ held-out tasks; ``--override trainer.steps=N`` shortens it) instead of the test'
 and arm, with the held-out accuracy at every mid-run evaluation (``eval.every``).
 
 Usage: .venv/bin/python bench/tool_learning_seeds.py [--seeds 0 1 2 3 4] [--override k=v ...]
-       [--agent] [--full] [--arms OVERRIDES ...]
+       [--agent] [--native] [--full] [--arms OVERRIDES ...]
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from tool_learning_budget import (  # noqa: E402
     AGENT,
     BUDGET,
     CURVES,
+    NATIVE_AGENT,
     TOOL_CONFIG,
     WINDOW,
     _summary,
@@ -50,6 +56,7 @@ from trainer_helpers import QUIET  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "tool_learning_seeds.json"
 AGENT_RESULTS = REPO / "bench" / "results" / "agent_learning_from_warmup_seeds.json"
+NATIVE_RESULTS = REPO / "bench" / "results" / "native_agent_learning_seeds.json"
 ARMS_RESULTS = REPO / "bench" / "results" / "tool_learning_arms.json"
 #: ``--full``: the shipped tool quickstart without mid-run evaluations or checkpoints.
 FULL = ["eval.every=0", "eval.show_episodes=0", "trainer.checkpoint_every=0"]
@@ -101,6 +108,8 @@ def main() -> None:
     parser.add_argument("--override", nargs="*", default=[], help="extra config overrides")
     parser.add_argument("--agent", action="store_true",
                         help="also run the gateway learning test's agent run from each warm-up")
+    parser.add_argument("--native", action="store_true",
+                        help="also run the native-tools agent from each warm-up")
     parser.add_argument("--full", action="store_true",
                         help="the shipped tool quickstart instead of the learning test's budget")
     parser.add_argument("--arms", nargs="+", default=None, metavar="OVERRIDES",
@@ -111,8 +120,9 @@ def main() -> None:
     if args.arms is not None:
         main_arms(args, base)
         return
-    out = args.out or (AGENT_RESULTS if args.agent else RESULTS)
-    rows, agent_rows = [], []
+    out = args.out or (NATIVE_RESULTS if args.native else AGENT_RESULTS if args.agent
+                       else RESULTS)
+    rows, agent_rows, native_rows = [], [], []
     for seed in args.seeds:
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.process_time()
@@ -128,6 +138,13 @@ def main() -> None:
                 agent["cpu_seconds"] = time.process_time() - t0
                 agent_rows.append(agent)
                 _print(f"seed {seed} agent", agent)
+            if args.native:
+                t0 = time.process_time()
+                native = run_agent_from(Path(tmp) / "sft_model", Path(tmp) / "native", seed,
+                                        args.override, agent=NATIVE_AGENT)
+                native["cpu_seconds"] = time.process_time() - t0
+                native_rows.append(native)
+                _print(f"seed {seed} native", native)
     smallest = {k: min(r[k][1] - r[k][0] for r in rows) for k in CURVES}
     print("smallest rise (last - first window):",
           "  ".join(f"{k}: {v:+.3f}" for k, v in smallest.items()))
@@ -139,6 +156,12 @@ def main() -> None:
         print("agent: smallest rise (last - first window):",
               "  ".join(f"{k}: {v:+.3f}" for k, v in agent_smallest.items()))
         report.update(agent=AGENT, agent_seeds=agent_rows, agent_smallest_rise=agent_smallest)
+    if args.native:
+        native_smallest = {k: min(r[k][1] - r[k][0] for r in native_rows) for k in CURVES}
+        print("native: smallest rise (last - first window):",
+              "  ".join(f"{k}: {v:+.3f}" for k, v in native_smallest.items()))
+        report.update(native=NATIVE_AGENT, native_seeds=native_rows,
+                      native_smallest_rise=native_smallest)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {out}")

@@ -50,7 +50,8 @@ class AgentTask:
     Attributes:
         task_id: the task's id.
         messages: the opening chat messages the env renders for the task (system and user).
-        tools: the tools the env offers (OpenAI function schemas), or None.
+        tools: the tools the env executes (OpenAI function schemas: pass them as ``tools=``),
+            from ``reset``'s info or else the env's ``tool_schemas()``; None when it has none.
         fields: the task's own fields (e.g. ``question``; the gold ``answer`` too, which an
             honest agent does not read: the verifier grades the returned answer).
     """
@@ -129,10 +130,15 @@ class AgentEnv(TextEnv):
         self._task = AgentTask(
             task_id=str(info.get("task_id", "")),
             messages=copy.deepcopy(list(messages)),
-            tools=copy.deepcopy(info.get("tools")) or None,
+            tools=copy.deepcopy(info.get("tools") or self.tool_schemas()) or None,
             fields=dict(fields) if isinstance(fields, Mapping) else {},
         )
         return messages, info
+
+    def tool_schemas(self) -> list[dict[str, Any]] | None:
+        """The wrapped env's tools (OpenAI function schemas), or None."""
+        schemas = getattr(self.base.unwrapped, "tool_schemas", None)
+        return schemas() if callable(schemas) else None  # type: ignore[no-any-return]
 
     def step(self, action: str) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
         """Grade ``action`` (the agent's answer as text) with the wrapped env's ``step``."""

@@ -56,3 +56,12 @@ class TextEnv(gymnasium.Env[list[Message], str]):
             it and then answers with its result.
         """
         return None
+
+    def tool_schemas(self) -> list[dict[str, Any]] | None:
+        """The tools this env executes, as OpenAI function schemas, or None (this default).
+
+        Agents that call tools natively (``tools=`` in a chat request) take them from here
+        (``rlvr.envs.AgentTask.tools``), also when ``reset``'s info carries none because the
+        env announces its tools in a message (rlvr/CompactToolUse-v0).
+        """
+        return None

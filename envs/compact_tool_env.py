@@ -11,6 +11,11 @@ and no schemas in ``reset``'s info (so the chat template renders no tool section
 does not stop generation at ``</tool_call>``: the model ends its tool turn itself). With no tools
 there is no system message at all: the model must answer from its weights.
 
+With ``announce="template"`` the env writes no tool line and gives the schemas in ``reset``'s
+info instead, for the chat template to render: what an agent that passes ``tools=`` to the
+gateway sends. The tiny quickstart model's template with ``model.tiny.tool_prompt: line``
+renders them as the same ``Tools: calculator(expression)`` line, token for token.
+
 Its ``calculator`` reports a bad expression as a failed call (counted in ``info["tool_errors"]``),
 where ToolUse-v0's answers with an error text that counts as a successful call.
 """
@@ -21,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rlvr.envs.calculator import evaluate, format_number
+from rlvr.envs.errors import EnvArgumentError
 from rlvr.envs.tool_env import ToolUseEnv
 from rlvr.envs.tools import Tool
 
@@ -41,6 +47,9 @@ def calculator(expression: str) -> str:
 STRICT_CALCULATOR = Tool.from_function(calculator)
 """The calculator whose failures count as tool errors."""
 
+#: The values of ``CompactToolUseEnv(announce=...)``.
+ANNOUNCE = ("line", "template")
+
 
 class CompactToolUseEnv(ToolUseEnv):
     """Tool use announced in one line; defaults to the tool quickstart's multiplication task.
@@ -52,7 +61,11 @@ class CompactToolUseEnv(ToolUseEnv):
         tools: as for ToolUse-v0; the name ``calculator`` means :data:`STRICT_CALCULATOR`.
             ``[]`` disables tools (the model answers directly).
         system_prompt: the system message; None (the default) writes ``Tools: name(param, ...)``
-            from the tools' schemas, or no system message when there are no tools.
+            from the tools' schemas (with ``announce="line"``), or no system message when there
+            are no tools.
+        announce: how the tools are announced: ``"line"`` (a system message, no schemas in
+            ``reset``'s info) or ``"template"`` (no tool line; the schemas in ``reset``'s info,
+            for the chat template to render).
         **kwargs: the other :class:`~rlvr.envs.tool_env.ToolUseEnv` arguments (``prompt_template``,
             ``max_tool_calls``, ``max_turns``, ...).
     """
@@ -65,8 +78,11 @@ class CompactToolUseEnv(ToolUseEnv):
         source_kwargs: Mapping[str, Any] | None = None,
         tools: Sequence[str | Callable[..., Any] | Tool | Mapping[str, Any]] = ("calculator",),
         system_prompt: str | None = None,
+        announce: str = "line",
         **kwargs: Any,
     ) -> None:
+        if announce not in ANNOUNCE:
+            raise EnvArgumentError(f"announce must be one of {list(ANNOUNCE)}, got {announce!r}")
         if not isinstance(tools, str):
             tools = [STRICT_CALCULATOR if t == "calculator" else t for t in tools]
         kwargs.setdefault("max_tool_calls", 2)
@@ -79,11 +95,12 @@ class CompactToolUseEnv(ToolUseEnv):
             system_prompt=system_prompt,
             **kwargs,
         )
-        if system_prompt is None:
+        self.announce = announce
+        if system_prompt is None and announce == "line":
             self.system_prompt = tool_line(self.toolset.schemas())
 
     def _reset_info(self) -> dict[str, Any]:
-        return {}
+        return {} if self.announce == "line" else super()._reset_info()
 
 
 def tool_line(schemas: Sequence[Mapping[str, Any]]) -> str | None:

@@ -116,7 +116,7 @@ class ToolUseEnv(TaskEnv):
         self._tool_errors = 0
 
     def tool_schemas(self) -> list[dict[str, Any]]:
-        """The tools' schemas (OpenAI function format), as also given in ``reset``'s info."""
+        """The tools' schemas (OpenAI function format), whatever ``reset``'s info carries."""
         return self.toolset.schemas()
 
     def demonstration(self, tool_results: Sequence[Message], *,

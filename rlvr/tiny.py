@@ -32,14 +32,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from rlvr.config_checks import bounded, check_fields
+from rlvr.config_checks import bounded, check_choice, check_fields
 from rlvr.errors import ConfigError
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 ADDED_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
 
-CHAT_TEMPLATE = (
-    "{% if tools %}"
+_HERMES_TOOLS = (
     "<|im_start|>system\n"
     "{% if messages[0].role == 'system' %}{{ messages[0].content }}\n\n{% endif %}"
     "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
@@ -48,6 +47,20 @@ CHAT_TEMPLATE = (
     "For each function call, return a json object with function name and arguments within "
     "<tool_call></tool_call> XML tags:\n<tool_call>\n"
     '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n'
+)
+#: ``tool_prompt: line``: the tools as one system line, ``Tools: calculator(expression)``, as
+#: ``rlvr.envs.compact_tool_env.tool_line`` writes it (after the system message, if any).
+_LINE_TOOLS = (
+    "<|im_start|>system\n"
+    "{% if messages[0].role == 'system' %}{{ messages[0].content }}\n{% endif %}"
+    "Tools: {% for tool in tools %}"
+    "{% set f = tool.function if tool.function is defined else tool %}"
+    "{{ f.name }}({{ ((f.parameters or {}).properties or {}) | join(', ') }})"
+    "{% if not loop.last %}, {% endif %}{% endfor %}<|im_end|>\n"
+)
+_CHAT_TEMPLATE = (
+    "{% if tools %}"
+    "@TOOLS@"
     "{% elif messages[0].role == 'system' %}"
     "<|im_start|>system\n{{ messages[0].content }}<|im_end|>\n"
     "{% endif %}"
@@ -63,6 +76,15 @@ CHAT_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+#: How ``tools`` are rendered, by ``TinyModelSpec.tool_prompt``.
+TOOL_PROMPTS = {"hermes": _HERMES_TOOLS, "line": _LINE_TOOLS}
+#: The default (``tool_prompt: hermes``) chat template.
+CHAT_TEMPLATE = _CHAT_TEMPLATE.replace("@TOOLS@", _HERMES_TOOLS)
+
+
+def chat_template(tool_prompt: str = "hermes") -> str:
+    """The tiny model's chat template with ``tools`` rendered as ``tool_prompt`` says."""
+    return _CHAT_TEMPLATE.replace("@TOOLS@", TOOL_PROMPTS[tool_prompt])
 
 _WORDS = (
     "the answer is what compute calculate find sum product difference of and a an to in for with "
@@ -89,6 +111,11 @@ class TinyModelSpec:
         vocab_size: BPE vocabulary size target (special and added tokens come on top).
         max_position_embeddings: longest sequence the rotary embedding is configured for.
         seed: seeds the tokenizer corpus and the weight initialisation.
+        tool_prompt: how the chat template renders a request's ``tools``: ``hermes``
+            (Qwen2.5's tool section with each JSON schema, ~150 tokens for the calculator
+            alone) or ``line`` (one system line, ``Tools: calculator(expression)``: the tokens
+            rlvr/CompactToolUse-v0 writes, so an agent that passes ``tools=`` sees what the
+            warm-up taught).
     """
 
     #: Caveats the configuration reference prints (``rlvr.config.docs``).
@@ -102,9 +129,11 @@ class TinyModelSpec:
     vocab_size: int = bounded(400, ge=300)  # 256 bytes + merges
     max_position_embeddings: int = bounded(1024, gt=0)
     seed: int = 0
+    tool_prompt: str = "hermes"
 
     def __post_init__(self) -> None:
         check_fields(self)
+        check_choice("tool_prompt", self.tool_prompt, TOOL_PROMPTS)
         for name, heads in (("hidden_size", "num_attention_heads"),
                             ("num_attention_heads", "num_key_value_heads")):
             if getattr(self, name) % getattr(self, heads):
@@ -113,7 +142,10 @@ class TinyModelSpec:
 
     def key(self) -> str:
         """A short content hash naming this spec's cache directory."""
-        blob = json.dumps(asdict(self), sort_keys=True) + "|v1|" + CHAT_TEMPLATE
+        fields = asdict(self)
+        if self.tool_prompt == "hermes":  # the key of the directories built before the field
+            del fields["tool_prompt"]
+        blob = json.dumps(fields, sort_keys=True) + "|v1|" + chat_template(self.tool_prompt)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -178,7 +210,7 @@ def build_tokenizer(spec: TinyModelSpec):
         unk_token=None,
         clean_up_tokenization_spaces=False,
     )
-    fast.chat_template = CHAT_TEMPLATE
+    fast.chat_template = chat_template(spec.tool_prompt)
     return fast
 
 
@@ -187,7 +219,8 @@ def build_model(spec: TinyModelSpec, vocab_size: int, pad_token_id: int, eos_tok
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    shape = {k: v for k, v in asdict(spec).items() if k not in ("vocab_size", "seed")}
+    shape = {k: v for k, v in asdict(spec).items()
+             if k not in ("vocab_size", "seed", "tool_prompt")}
     config = Qwen2Config(vocab_size=vocab_size, **shape, tie_word_embeddings=True,
                          pad_token_id=pad_token_id, eos_token_id=eos_token_id, bos_token_id=None)
     with torch.random.fork_rng(devices=[]):

@@ -15,6 +15,7 @@ from gymnasium import spaces
 
 from rlvr.envs.base import TextEnv
 from rlvr.envs.check.report import FAIL, PASS, CheckResult
+from rlvr.envs.check.tool_schemas import schema_problems
 from rlvr.verifiers import Verdict
 
 __all__ = ["RULES", "Violations", "check_after_end", "check_spaces", "contract_results",
@@ -56,6 +57,12 @@ RULES: dict[str, tuple[str, str]] = {
         "reward spans inside the action",
         "info['reward_spans'] holds (char_start, char_end, value) with "
         "0 <= start < end <= len(action) and a finite value",
+    ),
+    "tools": (
+        "tool schemas well-formed",
+        "give tools (info['tools'] and tool_schemas()) as {'type': 'function', 'function': "
+        "{'name', 'description', 'parameters': {'type': 'object', 'properties': {...}}}}, "
+        "names unique (rlvr.envs.function_schema writes one from a typed function)",
     ),
     "fresh": (
         "fresh objects on every call",
@@ -106,6 +113,7 @@ def validate_reset(env: gymnasium.Env, result: Any, violations: Violations) -> b
         return False
     _check_messages(env, messages, "reset", violations)
     _check_info(info, "reset", violations)
+    _check_env_tools(env, violations)
     return isinstance(messages, list)
 
 
@@ -201,13 +209,24 @@ def _check_info(info: dict[str, Any], where: str, violations: Violations) -> Non
                                     f"{type(info['verdict']).__name__}, not a Verdict")
     if "task_id" in info and not isinstance(info["task_id"], str):
         _add(violations, "reset", f"{where}: info['task_id'] is not a str")
-    for schema in info.get("tools") or []:
-        function = schema.get("function", {}) if isinstance(schema, dict) else {}
-        if not isinstance(schema, dict) or schema.get("type") != "function" or not isinstance(
-            function.get("name"), str
-        ):
-            _add(violations, "reset", f"{where}: info['tools'] entry {_short(schema)} is not "
-                                      '{"type": "function", "function": {"name", ...}}')
+    if info.get("tools") is not None:
+        for problem in schema_problems(info["tools"]):
+            _add(violations, "tools", f"{where}: info['tools']: {problem}")
+
+
+def _check_env_tools(env: gymnasium.Env, violations: Violations) -> None:
+    """The env's ``tool_schemas()`` (what an agent's ``tools=`` gets) are well formed."""
+    tool_schemas = getattr(env.unwrapped, "tool_schemas", None)
+    if not callable(tool_schemas):
+        return
+    try:
+        schemas = tool_schemas()
+    except Exception as exc:  # a broken method is the env's bug
+        _add(violations, "tools", f"tool_schemas() raised {type(exc).__name__}: {exc}")
+        return
+    if schemas is not None:
+        for problem in schema_problems(schemas):
+            _add(violations, "tools", f"tool_schemas(): {problem}")
 
 
 def _check_reward(reward: Any, reward_range: Any, where: str, violations: Violations) -> None:

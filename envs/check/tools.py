@@ -1,4 +1,4 @@
-"""Tool envs (``reset`` gives ``info["tools"]``): malformed calls and the tool-call limit.
+"""Tool envs (``info["tools"]`` or ``tool_schemas()``): malformed calls and the tool-call limit.
 
 - A malformed call (bad JSON, unknown tool, arguments that break the schema, no closing tag)
   must come back as a message that says "error", never raise, and never end the episode with a
@@ -25,12 +25,22 @@ _SAMPLES = {"string": "1+1", "integer": 1, "number": 1, "boolean": True, "array"
 def check_tools(session: Session) -> list[CheckResult]:
     """Run the tool checks; no rows when the env offers no tools."""
     opening = session.play([], max_steps=0)
-    schemas = [s for s in opening.reset_info.get("tools") or [] if isinstance(s, dict)]
+    offered = opening.reset_info.get("tools") or _env_tools(session)
+    schemas = [s for s in offered or [] if isinstance(s, dict)]
     if not schemas:
         return []
     function = schemas[0].get("function", {})
     name = str(function.get("name", "tool"))
     return [_malformed(session, name), _limit(session, name, function.get("parameters") or {})]
+
+
+def _env_tools(session: Session) -> Any:
+    """The env's ``tool_schemas()`` (an env that announces its tools in a message), or None."""
+    tool_schemas = getattr(session.env.unwrapped, "tool_schemas", None)
+    try:
+        return tool_schemas() if callable(tool_schemas) else None
+    except Exception:  # the contract's "tool schemas well-formed" row reports it
+        return None
 
 
 def _call(name: str, arguments: Any) -> str:

@@ -4,7 +4,8 @@
 seeds to choose the test's thresholds (BENCHMARKS.md, "The tool quickstart").
 ``run_agent_from`` is the gateway learning test's run: the same RL from that run's warm-up
 (``output_dir/sft_model``) on ``examples/calculator_agent.py``, the task as a plain
-``openai``-client agent played through the gateway (``bench/tool_learning_seeds.py --agent``).
+``openai``-client agent played through the gateway (``bench/tool_learning_seeds.py --agent``),
+or on ``examples/native_tools_agent.py``, the same agent written with ``tools=`` (``--native``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ BUDGET = [
 #: The agent env: ``examples/calculator_agent.py`` registers it (tasks and grading from the
 #: built-in rlvr/CompactToolUse-v0, the episode played by the agent's own tool loop).
 AGENT = ["env.id=examples/Calculator-v0", "env.imports=[examples.calculator_agent]"]
+#: The native-tools agent env: ``examples/native_tools_agent.py`` (``tools=`` in the request,
+#: ``message.tool_calls`` back, results as ``tool`` messages with their ``tool_call_id``).
+NATIVE_AGENT = ["env.id=examples/NativeCalculator-v0", "env.imports=[examples.native_tools_agent]"]
 #: Steps averaged at the start and at the end of RL.
 WINDOW = 5
 #: The per-step metrics compared between the first and the last ``WINDOW`` steps.
@@ -54,12 +58,16 @@ def run_budget(output_dir: Path, seed: int, overrides: list[str] | None = None) 
 
 
 def run_agent_from(warm_model: Path, output_dir: Path, seed: int,
-                   overrides: list[str] | None = None) -> dict[str, Any]:
-    """The budget's RL on the ``AGENT`` env from ``warm_model`` (a ``run_budget``'s sft_model)."""
+                   overrides: list[str] | None = None, agent: list[str] = AGENT
+                   ) -> dict[str, Any]:
+    """The budget's RL on the ``agent`` env (``AGENT`` or ``NATIVE_AGENT``) from ``warm_model``.
+
+    ``warm_model`` is a ``run_budget``'s sft_model.
+    """
     from rlvr.config import load_config
     from rlvr.trainer import train
 
-    config = load_config(TOOL_CONFIG, QUIET + BUDGET + AGENT + list(overrides or []) + [
+    config = load_config(TOOL_CONFIG, QUIET + BUDGET + agent + list(overrides or []) + [
         f"model.path={warm_model}", "sft.enabled=false", f"trainer.output_dir={output_dir}",
         f"trainer.seed={seed}"])
     return _summary(train(config, log=lambda *_: None), seed)
