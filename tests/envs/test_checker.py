@@ -351,9 +351,23 @@ class UnlimitedTools(ToolBase):
         super().__init__(max_tool_calls=10_000, max_turns=10_000)
 
 
+class BadSchemas(ToolBase):
+    def tool_schemas(self):
+        return [{"type": "function", "function": {"name": "calc ulator",
+                                                  "parameters": {"type": "object"}}}]
+
+
+class BadInfoTools(ToolBase):
+    def _reset_info(self):
+        return {"tools": [{"type": "function", "function": {
+            "name": "calculator", "parameters": {"type": "object", "required": ["x"]}}}]}
+
+
 @pytest.mark.parametrize(
     ("env", "row", "needle"),
     [
+        (BadSchemas(), "tool schemas well-formed", r"tool_schemas\(\): .*'calc ulator' is not"),
+        (BadInfoTools(), "tool schemas well-formed", r"info\['tools'\]: .*required \['x'\]"),
         (CrashingTools(), "malformed tool call gets an error message", "ValueError"),
         (UnlimitedTools(), "max-tool-calls limit truncates", "did not end the episode"),
     ],

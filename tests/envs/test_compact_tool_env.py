@@ -64,3 +64,13 @@ def test_tool_line_lists_signatures():
     schemas = CompactToolUseEnv("train", tools=["calculator", "lookup"]).tool_schemas()
     assert tool_line(schemas) == "Tools: calculator(expression), lookup(title)"
     assert tool_line([]) is None
+
+
+def test_announce_template_gives_the_schemas_to_the_template_and_writes_no_line():
+    env = envs.make("rlvr/CompactToolUse-v0", split="test", announce="template")
+    messages, info = env.reset(seed=0)
+    assert [m["role"] for m in messages] == ["user"]
+    assert info["tools"] == env.unwrapped.tool_schemas()
+    assert [t["function"]["name"] for t in info["tools"]] == ["calculator"]
+    with pytest.raises(ValueError, match=r"announce must be one of \['line', 'template'\]"):
+        CompactToolUseEnv(announce="schema")

@@ -136,3 +136,38 @@ def test_one_cache_serves_two_transformers_versions(tmp_path):
     theirs = other_builds_and_loads()  # 4.x over a 5.x build: "TokenizersBackend" unless keyed
     assert ours != theirs, f"transformers {transformers.__version__} and {other} share {ours}"
     assert we_build_and_load() == ours  # each finds its own build again
+
+
+def test_tool_prompt_line_renders_tools_as_the_compact_envs_tool_line(tmp_path):
+    """``tool_prompt: line``: a ``tools=`` request is token for token the env's tool line."""
+    from rlvr.envs.compact_tool_env import CompactToolUseEnv
+
+    small = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+             "num_key_value_heads": 1, "intermediate_size": 64, "vocab_size": 320, "seed": 3}
+    hermes = tiny_model_dir(TinyModelSpec(**small), cache_dir=tmp_path)
+    line = tiny_model_dir(TinyModelSpec(**small, tool_prompt="line"), cache_dir=tmp_path)
+    assert hermes != line
+    assert (hermes / "model.safetensors").read_bytes() == (line / "model.safetensors").read_bytes()
+    tok = AutoTokenizer.from_pretrained(line)
+    env = CompactToolUseEnv()
+    messages, info = env.reset(seed=0)
+    assert "tools" not in info and messages[0]["content"] == "Tools: calculator(expression)"
+    native = CompactToolUseEnv(announce="template")
+    question, info = native.reset(seed=0)
+    assert question == messages[1:]
+    as_line = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    as_tools = tok.apply_chat_template(question, tools=info["tools"], add_generation_prompt=True,
+                                       tokenize=False)
+    assert as_tools == as_line
+    with_system = tok.apply_chat_template(
+        [{"role": "system", "content": "S"}, *question],
+        tools=info["tools"] + [{"type": "function", "function": {"name": "now"}}], tokenize=False)
+    assert with_system.startswith("<|im_start|>system\nS\nTools: calculator(expression), now()"
+                                  "<|im_end|>\n")
+    plain = AutoTokenizer.from_pretrained(hermes)
+    assert "# Tools" in plain.apply_chat_template(question, tools=info["tools"], tokenize=False)
+
+
+def test_an_unknown_tool_prompt_names_the_field():
+    with pytest.raises(ValueError, match="tool_prompt: unknown value 'json'; allowed: hermes, line"):
+        TinyModelSpec(tool_prompt="json")
