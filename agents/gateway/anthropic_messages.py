@@ -82,6 +82,13 @@ def parse_messages(body: Any) -> ChatRequest:
     for name in ("temperature", "top_p", "top_k"):
         if name in body:
             chat[name] = body[name]
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and "disable_parallel_tool_use" in choice:
+        disable = choice["disable_parallel_tool_use"]
+        if not isinstance(disable, bool):
+            raise bad_request("'tool_choice.disable_parallel_tool_use' must be a boolean",
+                              "tool_choice.disable_parallel_tool_use")
+        chat["parallel_tool_calls"] = not disable
     try:
         return parse_chat(chat)
     except GatewayHTTPError as exc:

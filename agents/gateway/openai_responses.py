@@ -80,7 +80,7 @@ def parse_responses(body: Any) -> tuple[ChatRequest, dict[str, Any]]:
                 tools=_tools(body.get("tools")), tool_choice=_tool_choice(body.get("tool_choice")),
                 logprobs=LOGPROBS in include, max_tokens=body.get("max_output_tokens"),
                 stream=body.get("stream", False))
-    for name in ("temperature", "top_p", "top_k", "seed", "stop"):
+    for name in ("temperature", "top_p", "top_k", "seed", "stop", "parallel_tool_calls"):
         if name in body:
             chat[name] = body[name]
     try:

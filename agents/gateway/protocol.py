@@ -7,8 +7,8 @@ names the offending field). Fields that change the tokens but that the gateway c
 ``min_tokens``, ``ignore_eos``, ``best_of`` > 1, legacy ``functions``, non-text
 ``modalities``, a forced ``tool_choice``; ``NEUTRAL`` lists them) are refused with a 400 rather
 than silently ignored; fields that do not change the generated tokens (``user``, ``metadata``,
-``store``, ``parallel_tool_calls``, ...) are accepted and ignored, so clients and frameworks that
-send them work unchanged.
+``store``, ...) are accepted and ignored, so clients and frameworks that send them work
+unchanged. ``parallel_tool_calls: false`` is honoured: a choice stops at its first call's end.
 """
 
 from __future__ import annotations
@@ -98,6 +98,8 @@ class ChatRequest:
             named tool are refused: the engine cannot force a call).
         logprobs: return each generated token's logprob.
         sampling: n, temperature, top_p, max tokens, stop, seed, stream.
+        parallel_tool_calls: False: at most one tool call per choice (generation stops at the
+            first call's ``</tool_call>``).
     """
 
     model: str
@@ -106,6 +108,7 @@ class ChatRequest:
     tool_choice: str
     logprobs: bool
     sampling: Sampling
+    parallel_tool_calls: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,6 +146,9 @@ def parse_chat(body: Any) -> ChatRequest:
     logprobs = body.get("logprobs", False)
     if not isinstance(logprobs, bool) and logprobs is not None:
         raise bad_request("'logprobs' must be a boolean", "logprobs")
+    parallel = body.get("parallel_tool_calls")
+    if parallel is not None and not isinstance(parallel, bool):
+        raise bad_request("'parallel_tool_calls' must be a boolean", "parallel_tool_calls")
     max_tokens = body.get("max_completion_tokens")
     key = "max_completion_tokens"
     if max_tokens is None:
@@ -154,6 +160,7 @@ def parse_chat(body: Any) -> ChatRequest:
         tool_choice=tool_choice,
         logprobs=bool(logprobs),
         sampling=_sampling(body, max_tokens, key),
+        parallel_tool_calls=parallel is not False,
     )
 
 

@@ -191,7 +191,9 @@ class Gateway:
                 parent = capture.longest_prefix(prompt)
         parse_tools = req.tools is not None and req.tool_choice != "none"
         node = CallNode(prompt, parent, messages=req.messages, tools=req.tools)
-        out = await self._generate(prompt, req.sampling, parse_tools, episode, node)
+        one_call = parse_tools and not req.parallel_tool_calls
+        out = await self._generate(prompt, req.sampling, parse_tools, episode, node,
+                                   one_call=one_call)
         replies = [assistant_message(text, parse_tools) for text, _, _ in out.texts]
         for choice, reply in zip(node.choices, replies):
             choice.message = reply.message()
@@ -214,11 +216,13 @@ class Gateway:
                               "messages") from exc
 
     async def _generate(self, prompt: list[int], sampling: Sampling, tools: bool,
-                        episode: Episode | None, node: CallNode) -> Generated:
+                        episode: Episode | None, node: CallNode, *,
+                        one_call: bool = False) -> Generated:
         limits = episode.limits if episode is not None else None
         capture = episode.capture if episode is not None else None
         index = len(capture.calls) if capture is not None else 0
-        params = self._params(sampling, tools, limits, capture, node.parent, len(prompt))
+        params = self._params(sampling, tools, limits, capture, node.parent, len(prompt),
+                              one_call=one_call)
         seeds = self._seeds(sampling, limits, index)
         if capture is not None:
             capture.add_call(node)
@@ -237,8 +241,17 @@ class Gateway:
 
     def _params(self, sampling: Sampling, tools: bool, limits: EpisodeLimits | None,
                 capture: EpisodeCapture | None, parent: tuple[int, int] | None,
-                prompt_len: int) -> SamplingParams:
+                prompt_len: int, *, one_call: bool = False) -> SamplingParams:
+        """The engine's sampling parameters for a call.
+
+        ``one_call`` (``parallel_tool_calls: false``) stops each choice at its first
+        ``</tool_call>``, so it holds at most one call; refused (400) when ``</tool_call>`` is
+        not one token of this tokenizer, as the stop could not be exact.
+        """
         t = self.templates
+        if one_call and t.tool_stop_id is None:
+            raise bad_request("'parallel_tool_calls': false is not supported with this "
+                              "tokenizer ('</tool_call>' is not one token)", "parallel_tool_calls")
         stop_ids = set(t.end_ids)
         if limits is not None:
             base = limits.sampling
@@ -268,7 +281,7 @@ class Gateway:
             temperature = d.temperature if sampling.temperature is None else sampling.temperature
             top_p = d.top_p if sampling.top_p is None else sampling.top_p
             top_k = d.top_k if sampling.top_k is None else sampling.top_k
-        if tools and stop_tools and t.tool_stop_id is not None:
+        if tools and (stop_tools or one_call) and t.tool_stop_id is not None:
             stop_ids.add(t.tool_stop_id)
         return SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k,
                               max_new_tokens=cap, stop_token_ids=tuple(sorted(stop_ids)),

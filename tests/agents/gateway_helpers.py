@@ -43,10 +43,13 @@ def tool_model(tokenizer):
     return model
 
 
-def teach_tool_use(model, tokenizer, steps: int = 80) -> None:
-    """Fit ``model`` (in place) to answer the two conversations greedily, with ADD_TOOL offered."""
+def teach_tool_use(model, tokenizer, steps: int = 80, conversations=None) -> None:
+    """Fit ``model`` (in place) to answer the conversations greedily, with ADD_TOOL offered.
+
+    ``conversations``: (prompt messages, assistant text) pairs; default ``tool_conversations()``.
+    """
     rows = []
-    for messages, reply in tool_conversations():
+    for messages, reply in conversations or tool_conversations():
         prompt = tokenizer.apply_chat_template(messages, tools=[ADD_TOOL],
                                                add_generation_prompt=True, tokenize=True)
         prompt = list(prompt["input_ids"] if not isinstance(prompt, list) else prompt)
