@@ -35,7 +35,7 @@ def server(tiny_tokenizer):
                          num_key_value_heads=1, intermediate_size=128)
     model = build_model(spec, len(tiny_tokenizer), tiny_tokenizer.pad_token_id,
                         tiny_tokenizer.eos_token_id)
-    teach_tool_use(model, tiny_tokenizer, steps=100, conversations=[(USER, TWO_CALLS)])
+    teach_tool_use(model, tiny_tokenizer, steps=80, conversations=[(USER, TWO_CALLS)])
     engine = TransformersEngine(model, tiny_tokenizer, max_batch_size=4)
     try:
         with GatewayServer(Gateway(engine, tiny_tokenizer, model_name="tiny")) as srv:

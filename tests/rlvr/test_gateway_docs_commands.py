@@ -10,8 +10,9 @@ found only because ``--import`` looks in the current directory).
 What runs, and how it differs from the documents (nothing else is changed):
 
 * ``rlvr check-env ...``: as written.
-* ``rlvr train ...``: the documented smoke form (docs/gateway.md: the command plus step
-  overrides); the full command is the same with the overrides left out. Its numbers are in
+* ``rlvr train ...``: the documented smoke forms (docs/gateway.md: the command plus step
+  overrides), of the content-parsing agent and of the native ``tools=`` agent; the full
+  commands are the same with the overrides left out. Its numbers are in
   BENCHMARKS.md ("Agent functions through the gateway").
 * ``rlvr eval ...``: as written, on the smoke run's export.
 * ``rlvr serve --model runs/tool_quickstart/export``: as written plus ``--port 0`` (port 8000 may
@@ -89,6 +90,11 @@ def test_the_documents_list_the_commands_this_test_runs():
     assert any(line.startswith("rlvr check-env ") for line in lines)
     assert any(line.startswith("rlvr eval ") for line in lines)
     assert any(line.startswith("rlvr serve --model runs/") for line in lines)
+    native = "rlvr train configs/tool_quickstart.yaml env.id=examples/NativeCalculator-v0 " \
+             "--import examples.native_tools_agent trainer.output_dir=runs/native_tools"
+    assert lines.count(native) == 1 and any(line.startswith(native + " ") for line in lines)
+    assert "rlvr check-env examples/NativeCalculator-v0 --import examples.native_tools_agent" \
+        in lines
 
 
 @pytest.mark.slow
@@ -118,7 +124,14 @@ def test_documented_gateway_commands_run_as_written_from_the_checkout_root(check
     assert len(serve) == 1, lines
     _serve_and_ask(serve[0], root, env)
     ran.append(serve[0])
-    assert len(ran) == 4, ran
+    native = "rlvr train configs/tool_quickstart.yaml env.id=examples/NativeCalculator-v0 " \
+             "--import examples.native_tools_agent trainer.output_dir=runs/native_tools"
+    (native_smoke,) = [line for line in lines if line.startswith(native + " ")]
+    out = _run(native_smoke, root, env)
+    assert "rlvr train finished" in out, out
+    assert (root / "runs" / "native_tools" / "export" / "config.json").is_file()
+    ran.append(native_smoke)
+    assert len(ran) == 6, ran  # two check-env, two smoke trainings, eval, serve
 
 
 def _serve_and_ask(line: str, root: Path, env: dict[str, str]) -> None:

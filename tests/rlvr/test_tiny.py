@@ -169,5 +169,6 @@ def test_tool_prompt_line_renders_tools_as_the_compact_envs_tool_line(tmp_path):
 
 
 def test_an_unknown_tool_prompt_names_the_field():
-    with pytest.raises(ValueError, match="tool_prompt: unknown value 'json'; allowed: hermes, line"):
+    with pytest.raises(ValueError,
+                       match="tool_prompt: unknown value 'json'; allowed: hermes, line"):
         TinyModelSpec(tool_prompt="json")

@@ -85,4 +85,6 @@ def _summary(result: Any, seed: int) -> dict[str, Any]:
         "total_seconds": result.total_seconds,
         **{key: window_means(history, key) for key in CURVES},
         "prefix_breaks": sum(m.get("gateway/prefix_breaks", 0) or 0 for m in history),
+        "max_logprob_diff": max((m["rollout/logprob_diff"] for m in history
+                                 if m.get("rollout/logprob_diff") is not None), default=None),
     }
