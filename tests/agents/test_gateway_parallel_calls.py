@@ -10,6 +10,8 @@ is dropped after generation, so the agent's next request continues them token-ex
 
 from __future__ import annotations
 
+import copy
+
 import anthropic
 import openai
 import pytest
@@ -28,17 +30,19 @@ def server(tiny_tokenizer):
     import torch
 
     from rlvr.agents.hf.engine import TransformersEngine
-    from rlvr.tiny import TinyModelSpec, build_model
+    from rlvr.tiny import TinyModelSpec, build_model, chat_template
 
+    # tools as one line ("Tools: add(a, b)"): a short prompt, so teaching is cheap
+    tokenizer = copy.deepcopy(tiny_tokenizer)
+    tokenizer.chat_template = chat_template("line")
     torch.manual_seed(0)
     spec = TinyModelSpec(hidden_size=64, num_hidden_layers=1, num_attention_heads=2,
                          num_key_value_heads=1, intermediate_size=128)
-    model = build_model(spec, len(tiny_tokenizer), tiny_tokenizer.pad_token_id,
-                        tiny_tokenizer.eos_token_id)
-    teach_tool_use(model, tiny_tokenizer, steps=80, conversations=[(USER, TWO_CALLS)])
-    engine = TransformersEngine(model, tiny_tokenizer, max_batch_size=4)
+    model = build_model(spec, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
+    teach_tool_use(model, tokenizer, steps=80, conversations=[(USER, TWO_CALLS)])
+    engine = TransformersEngine(model, tokenizer, max_batch_size=4)
     try:
-        with GatewayServer(Gateway(engine, tiny_tokenizer, model_name="tiny")) as srv:
+        with GatewayServer(Gateway(engine, tokenizer, model_name="tiny")) as srv:
             yield srv
     finally:
         engine.close()
