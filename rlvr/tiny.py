@@ -17,7 +17,10 @@ are spelled digit by digit, which makes arithmetic learnable for a tiny model), 
 seeded synthetic corpus. The chat template follows Qwen2.5's ChatML layout, with tool schemas in
 the system turn, ``<tool_call>`` blocks from the assistant and ``<tool_response>`` blocks for tool
 results. Deviations from Qwen2.5: no default system prompt, and past assistant turns are rendered
-verbatim (prefix-stable), which is what token-exact multi-turn rollouts need.
+verbatim (prefix-stable), which is what token-exact multi-turn rollouts need. With
+``tool_prompt="line"`` the tools are one system line, ``Tools: calculator(expression)`` (19
+tokens where Qwen2.5's schema section costs ~380 for that one tool), the line
+rlvr/CompactToolUse-v0 writes, so a ``tools=`` request reads what that env's warm-up taught.
 """
 
 from __future__ import annotations
