@@ -143,6 +143,29 @@ setup_coexist() {
   echo "[dev.sh] coexistence venv ready in $((SECONDS - t0)) s"
 }
 
+# --- a venv with openenv-core, where the real OpenEnv environment servers run -----------------
+# rlvr speaks OpenEnv's WebSocket protocol itself (rlvr/OpenEnv-v0 needs no openenv-core); the
+# servers its tests and docs start run here. Cached under ~/.cache/rlvr/, keyed by what goes in.
+openenv_venv_path() {
+  local key; key="$(sha256sum tools/openenv/requirements.txt | cut -c1-12)"
+  echo "${RLVR_OPENENV_VENV:-$HOME/.cache/rlvr/openenv-$key}"
+}
+
+setup_openenv() {
+  local venv; venv="$(openenv_venv_path)"
+  if [[ -f "$venv/.complete" ]]; then echo "[dev.sh] openenv venv: $venv (cached)"; return 0; fi
+  echo "[dev.sh] building the openenv venv in $venv (~1 min)"
+  local t0=$SECONDS log="$venv.log"
+  rm -rf "$venv"; mkdir -p "$(dirname "$venv")"
+  "$PYTHON" -m venv "$venv"
+  if ! "$venv/bin/python" -m pip install -q -r tools/openenv/requirements.txt >"$log" 2>&1 \
+       || ! "$venv/bin/python" -c "import openenv.core.env_server.http_server" >>"$log" 2>&1; then
+    tail -40 "$log" >&2; echo "[dev.sh] openenv venv install failed (log: $log)" >&2; return 1
+  fi
+  touch "$venv/.complete"
+  echo "[dev.sh] openenv venv ready in $((SECONDS - t0)) s"
+}
+
 sglang_setup_start() {
   # Build the sglang venv in the background while the main one is set up (each takes minutes).
   # RLVR_SKIP_SGLANG=1 skips it (the real-server tests then skip, saying why).
