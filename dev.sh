@@ -8,6 +8,9 @@
 #   bash dev.sh setup-sglang             only build the real sglang server's venv (tests use it)
 #   bash dev.sh setup-coexist            only build the venv with PyPI's verifiers, openai-agents
 #                                        and envs that tests/test_coexistence.py installs rlvr into
+#   bash dev.sh setup-openenv            only build the venv with openenv-core, where the OpenEnv
+#                                        servers of the tests and docs run (rlvr/OpenEnv-v0)
+#   bash dev.sh openenv-python           the same, then print that venv's python
 #   bash dev.sh setup-trackers           only build the mlflow/wandb overlay; prints its path
 #                                        (PYTHONPATH=<it> for the tracker tests)
 #   bash dev.sh mutate [FILE ...]        mutation check of the reward/gradient modules against their
@@ -431,6 +434,9 @@ case "$cmd" in
   setup) setup ;;
   setup-sglang) setup_sglang ;;
   setup-coexist) setup_coexist ;;
+  setup-openenv) setup_openenv ;;
+  # the python of openenv-core's venv (built first if needed), for rlvr/OpenEnv-v0's commands
+  openenv-python) setup_openenv >&2 && echo "$(openenv_venv_path)/bin/python" ;;
   setup-trackers) setup; setup_trackers ;;
   # the sglang and coexistence venvs build while the main one is set up and the checks run
   test) sglang_setup_start; setup; trackers_start; smollm2_start; lint_start; smollm2_wait
@@ -442,5 +448,5 @@ case "$cmd" in
     if [[ "${1:-}" == tool ]]; then shift; exec "$VENV/bin/rlvr" train configs/tool_quickstart.yaml "$@"; fi
     if [[ "${1:-}" == smollm2 ]]; then shift; quickstart_smollm2 "$@"; fi
     exec "$VENV/bin/rlvr" train configs/quickstart.yaml "$@" ;;
-  *) echo "usage: bash dev.sh {quickstart [tool|smollm2]|test|mutate|compat|gpu-check|setup|setup-sglang|setup-coexist|setup-trackers} [args]" >&2; exit 2 ;;
+  *) echo "usage: bash dev.sh {quickstart [tool|smollm2]|test|mutate|compat|gpu-check|setup|setup-sglang|setup-coexist|setup-openenv|openenv-python|setup-trackers} [args]" >&2; exit 2 ;;
 esac

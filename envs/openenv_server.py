@@ -2,7 +2,9 @@
 
 A command line with ``{port}`` in it (``python server.py --port {port}``) is started as a child
 process (no Docker) on a free port of 127.0.0.1, in a process group of its own; rlvr waits until
-its ``GET /health`` answers, and stops the group when the last env using it closes, or at exit.
+its ``GET /health`` answers, and stops the group ``LINGER_S`` seconds after the last env using it
+closed (an env built again in that time takes it back: a run builds and closes envs of one
+command several times before training, and a server can take seconds to start), or at exit.
 One server per command line and process is shared by all the envs built with it: each env
 opens its own WebSocket session on it. The server's output goes to a temporary file, named in
 the error when it fails to start.
@@ -23,6 +25,8 @@ import time
 from rlvr.envs.errors import EnvArgumentError
 from rlvr.envs.openenv_client import OpenEnvError, get_json
 
+#: Seconds a server with no env left keeps running before it is stopped.
+LINGER_S = 30.0
 _LOCK = threading.Lock()
 _SERVERS: dict[str, LocalServer] = {}
 
@@ -50,6 +54,7 @@ class LocalServer:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.users = 0
+        self._stopper: threading.Timer | None = None
         self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115 - kept open for the process
             prefix="rlvr-openenv-", suffix=".log", delete=False)
         argv = shlex.split(command.replace("{port}", str(self.port)))
@@ -104,13 +109,25 @@ def acquire(command: str, start_timeout_s: float) -> LocalServer:
             server = LocalServer(command, start_timeout_s)
             _SERVERS[command] = server
         server.users += 1
+        if server._stopper is not None:
+            server._stopper.cancel()
+            server._stopper = None
         return server
 
 
-def release(server: LocalServer) -> None:
-    """One user fewer; the last one stops the server."""
+def release(server: LocalServer, linger_s: float = LINGER_S) -> None:
+    """One user fewer; ``linger_s`` seconds after the last one, the server stops."""
     with _LOCK:
         server.users -= 1
+        if server.users > 0:
+            return
+        server._stopper = threading.Timer(linger_s, _stop_unused, args=(server,))
+        server._stopper.daemon = True
+        server._stopper.start()
+
+
+def _stop_unused(server: LocalServer) -> None:
+    with _LOCK:
         if server.users > 0:
             return
         if _SERVERS.get(server.command) is server:
