@@ -172,7 +172,13 @@ setup_openenv() {
 sglang_setup_start() {
   # Build the sglang venv in the background while the main one is set up (each takes minutes).
   # RLVR_SKIP_SGLANG=1 skips it (the real-server tests then skip, saying why).
-  # The coexistence venv is built beside it (RLVR_SKIP_COEXIST=1 skips it).
+  # The coexistence venv is built beside it (RLVR_SKIP_COEXIST=1 skips it), and so is the
+  # openenv venv (RLVR_SKIP_OPENENV=1 skips it).
+  if [[ "${RLVR_SKIP_OPENENV:-0}" != 1 ]]; then
+    OPENENV_SETUP_LOG="$(mktemp -t rlvr-openenv-setup.XXXXXX)"
+    setup_openenv >"$OPENENV_SETUP_LOG" 2>&1 &
+    OPENENV_SETUP_PID=$!
+  fi
   if [[ "${RLVR_SKIP_COEXIST:-0}" != 1 ]]; then
     COEXIST_SETUP_LOG="$(mktemp -t rlvr-coexist-setup.XXXXXX)"
     setup_coexist >"$COEXIST_SETUP_LOG" 2>&1 &
@@ -186,7 +192,17 @@ sglang_setup_start() {
 
 sglang_setup_wait() {
   # Wait for sglang_setup_start; export RLVR_SGLANG_PYTHON for the real-server tests (and
-  # RLVR_COEXIST_PYTHON for the coexistence test).
+  # RLVR_COEXIST_PYTHON for the coexistence test, RLVR_OPENENV_PYTHON for the OpenEnv tests).
+  if [[ -n "${OPENENV_SETUP_PID:-}" ]]; then
+    if wait "$OPENENV_SETUP_PID"; then
+      cat "$OPENENV_SETUP_LOG"
+      export RLVR_OPENENV_PYTHON; RLVR_OPENENV_PYTHON="$(openenv_venv_path)/bin/python"
+    else
+      cat "$OPENENV_SETUP_LOG" >&2
+      if [[ "${RLVR_REQUIRE_SGLANG:-0}" == 1 ]]; then exit 1; fi
+      echo "[dev.sh] WARNING: no openenv venv; tests/envs/test_openenv_env.py will be skipped" >&2
+    fi
+  fi
   if [[ -n "${COEXIST_SETUP_PID:-}" ]]; then
     if wait "$COEXIST_SETUP_PID"; then
       cat "$COEXIST_SETUP_LOG"

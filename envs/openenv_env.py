@@ -141,7 +141,7 @@ class OpenEnvEnv(TextEnv):
 
     @property
     def task(self) -> dict[str, Any] | None:
-        """The current task's reference as ``{"answer": ...}`` (None without ``reference_field``)."""
+        """The current task's reference as ``{"answer": ...}`` (None without a reference)."""
         return None if self._reference is None else {"answer": self._reference}
 
     def reset(self, *, seed: int | None = None,

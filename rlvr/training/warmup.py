@@ -160,8 +160,11 @@ def exact_match_check(config: TrainConfig, tokenizer: Any, model: Any,
 
 
 def _task_count(env: Any, default: int) -> int:
-    """The env's ``num_tasks``; ``default`` for an env without a count (it draws tasks by seed,
-    as ``rlvr/OpenEnv-v0`` does: ``task_index`` ``i`` is then the task of seed ``i``)."""
+    """The env's ``num_tasks``; ``default`` for an env without a count.
+
+    Such an env draws its tasks by seed, as ``rlvr/OpenEnv-v0`` does: ``task_index`` ``i`` is
+    then the task of seed ``i``.
+    """
     try:
         return int(env.get_wrapper_attr("num_tasks"))
     except AttributeError:

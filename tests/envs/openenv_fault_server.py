@@ -1,4 +1,4 @@
-"""An OpenEnv server (openenv-core) whose sessions misbehave on request, for rlvr/OpenEnv-v0's tests.
+"""An OpenEnv server whose sessions misbehave on request (rlvr/OpenEnv-v0's tests).
 
 ``reset(fault=...)`` picks what ``step`` does: ``"none"`` (reward 1 for ``"ok"``), ``"raises"``
 (the environment raises: the server sends an error reply), ``"bad_observation"`` (the text field
