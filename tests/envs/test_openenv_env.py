@@ -157,3 +157,27 @@ def test_a_server_that_dies_at_start_is_named_and_the_last_close_stops_one(serve
     second.close()
     release(server, linger_s=0)
     assert server.process.wait(timeout=10) is not None
+
+
+def test_training_plays_the_server_with_a_warm_up_on_its_references(servers, tmp_path):
+    """Two GRPO steps after a short warm-up whose exact-match check reads the server's tasks by
+    seed (the env has no task count); every episode is played and scored, none errs."""
+    import json
+
+    from rlvr.cli import main
+
+    kwargs = json.dumps({"command": servers["arith"], "reference_field": "answer"})
+    runs = tmp_path / "runs"
+    assert main(["train", str(ROOT / "configs" / "quickstart.yaml"), "env.id=rlvr/OpenEnv-v0",
+                 f"env.kwargs={kwargs}", "env.eval_kwargs={}", "sft.max_steps=40",
+                 "sft.eval_every=20", "sft.check_gate=0", "sft.eval_tasks=16",
+                 "trainer.steps=2", "eval.tasks=8", "eval.every=0", "trainer.progress=false",
+                 "trainer.tensorboard=false", "trainer.plot=false",
+                 "trainer.export_at_end=false", "trainer.checkpoint_every=0",
+                 "rollout.prompts_per_step=4", "rollout.group_size=4",
+                 f"trainer.output_dir={runs}"]) == 0
+    steps = [json.loads(line) for line in (runs / "metrics.jsonl").read_text().splitlines()]
+    steps = [m for m in steps if "rollout/logprob_diff" in m]
+    assert len(steps) == 2
+    for m in steps:
+        assert m["response/error_ratio"] == 0.0 and m["response/timeout_ratio"] == 0.0, m
