@@ -36,7 +36,7 @@ probes (``task["answer"]``) use it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rlvr.envs.base import Message, TextEnv
@@ -197,12 +197,12 @@ class OpenEnvEnv(TextEnv):
             return [], reward, False, True, info
         return [{"role": "user", "content": self._text(result)}], reward, False, False, info
 
-    def _exchange(self, call: Any) -> OpenEnvResult:
+    def _exchange(self, call: Callable[[OpenEnvSession], OpenEnvResult]) -> OpenEnvResult:
         """One request on the session (opened if needed); a failure drops the session."""
         try:
             if self._session is None:
                 self._session = OpenEnvSession(self.url, self.timeout_s)
-            return call(self._session)  # type: ignore[no-any-return]
+            return call(self._session)
         except BaseException:
             self._ended = True
             self._drop_session()
