@@ -2,7 +2,7 @@
 
 ``reset(fault=...)`` picks what ``step`` does: ``"none"`` (reward 1 for ``"ok"``), ``"raises"``
 (the environment raises: the server sends an error reply), ``"bad_observation"`` (the text field
-is a number), ``"big_reward"`` (reward 5), ``"slow"`` (sleeps 3 s), ``"exit"`` (the process dies),
+is a number), ``"big_reward"`` (reward 5), ``"slow"`` (sleeps 8 s), ``"exit"`` (the process dies),
 ``"done_at_reset"`` (``reset`` already ends the episode).
 
     python tests/envs/openenv_fault_server.py --port 8000
@@ -65,7 +65,7 @@ class FaultEnvironment(Environment):
         if self.fault == "exit":
             os._exit(1)
         if self.fault == "slow":
-            time.sleep(3)
+            time.sleep(8)
         if self.fault == "bad_observation":
             return BadObservation()
         reward = 5.0 if self.fault == "big_reward" else float(action.text.strip() == "ok")

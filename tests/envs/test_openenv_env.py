@@ -95,12 +95,12 @@ def test_the_split_reaches_the_server(servers):
     ("raises", OpenEnvError, "reported an error: the environment broke"),
     ("bad_observation", OpenEnvError, "observation's 'text' is not a string"),
     ("big_reward", OpenEnvError, r"reward 5\.0, outside \[0, 1\]"),
-    ("slow", TimeoutError, "did not answer a step within 1.0 s"),
+    ("slow", TimeoutError, "did not answer a step within 3.0 s"),
 ])
 def test_server_failures_raise_typed_errors_and_the_next_episode_plays(servers, fault, error,
                                                                        match):
     env = envs.make("rlvr/OpenEnv-v0", url=servers["fault_url"], observation_field="text",
-                    reset_kwargs={"fault": fault}, timeout_s=1.0)
+                    reset_kwargs={"fault": fault}, timeout_s=3.0)
     env.reset(seed=0)
     with pytest.raises(error, match=match):
         env.step("ok")
@@ -143,20 +143,34 @@ def test_bad_arguments_name_the_kwarg(servers):
         envs.make("rlvr/OpenEnv-v0", url="http://127.0.0.1:1", timeout_s=2)
 
 
-def test_a_server_that_dies_at_start_is_named_and_the_last_close_stops_one(servers):
+HEALTH_SERVER = """
+import http.server, sys
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"{}")
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health).serve_forever()
+"""
+
+
+def test_a_command_server_is_shared_lingers_and_stops_and_one_that_dies_is_named(tmp_path):
+    """The process side of ``command``, on a plain HTTP server that only answers /health."""
     with pytest.raises(OpenEnvError, match=r"exited with code 3 before it was up; its output"):
-        envs.make("rlvr/OpenEnv-v0", command=f"{sys.executable} -c 'raise SystemExit(3)' {{port}}")
-    command = _command("examples/openenv_arith_server.py") + " --max-envs 8"
-    first = envs.make("rlvr/OpenEnv-v0", command=command, observation_field="prompt")
-    second = envs.make("rlvr/OpenEnv-v0", command=command, observation_field="prompt")
-    server = first.unwrapped._server
-    assert second.unwrapped._server is server  # one server per command line
-    first.close()
-    assert server.process.poll() is None  # the second env still uses it
-    second.unwrapped._server = None  # close it as its last user, without the linger
-    second.close()
-    release(server, linger_s=0)
-    assert server.process.wait(timeout=10) is not None
+        acquire(f"{sys.executable} -c 'raise SystemExit(3)' {{port}}", 30)
+    script = tmp_path / "health.py"
+    script.write_text(HEALTH_SERVER)
+    command = f"{sys.executable} {script} {{port}}"
+    first, second = acquire(command, 30), acquire(command, 30)
+    assert first is second and first.users == 2  # one server per command line
+    release(first, linger_s=0)
+    assert first.process.poll() is None  # its other user keeps it
+    release(second, linger_s=60)
+    again = acquire(command, 30)  # taken back within the linger: the same process
+    assert again is first and again.process.poll() is None
+    release(again, linger_s=0.2)
+    assert again.process.wait(timeout=10) is not None  # the last user gone: stopped
+    fresh = acquire(command, 30)
+    assert fresh is not again and fresh.process.poll() is None  # a new one for the next user
+    release(fresh, linger_s=0)
 
 
 def test_training_plays_the_server_with_a_warm_up_on_its_references(servers, tmp_path):
