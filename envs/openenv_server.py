@@ -4,7 +4,8 @@ A command line with ``{port}`` in it (``python server.py --port {port}``) is sta
 process (no Docker) on a free port of 127.0.0.1, in a process group of its own; rlvr waits until
 its ``GET /health`` answers, and stops the group ``LINGER_S`` seconds after the last env using it
 closed (an env built again in that time takes it back: a run builds and closes envs of one
-command several times before training, and a server can take seconds to start), or at exit.
+command several times before training, and a server can take seconds to start), or when Python
+exits (a process killed by a signal skips that and leaves the server running).
 One server per command line and process is shared by all the envs built with it: each env
 opens its own WebSocket session on it. The server's output goes to a temporary file, named in
 the error when it fails to start.
