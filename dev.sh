@@ -8,6 +8,9 @@
 #   bash dev.sh setup-sglang             only build the real sglang server's venv (tests use it)
 #   bash dev.sh setup-coexist            only build the venv with PyPI's verifiers, openai-agents
 #                                        and envs that tests/test_coexistence.py installs rlvr into
+#   bash dev.sh setup-openenv            only build the venv with openenv-core, where the OpenEnv
+#                                        servers of the tests and docs run (rlvr/OpenEnv-v0)
+#   bash dev.sh openenv-python           the same, then print that venv's python
 #   bash dev.sh setup-trackers           only build the mlflow/wandb overlay; prints its path
 #                                        (PYTHONPATH=<it> for the tracker tests)
 #   bash dev.sh mutate [FILE ...]        mutation check of the reward/gradient modules against their
@@ -143,10 +146,39 @@ setup_coexist() {
   echo "[dev.sh] coexistence venv ready in $((SECONDS - t0)) s"
 }
 
+# --- a venv with openenv-core, where the real OpenEnv environment servers run -----------------
+# rlvr speaks OpenEnv's WebSocket protocol itself (rlvr/OpenEnv-v0 needs no openenv-core); the
+# servers its tests and docs start run here. Cached under ~/.cache/rlvr/, keyed by what goes in.
+openenv_venv_path() {
+  local key; key="$(sha256sum tools/openenv/requirements.txt | cut -c1-12)"
+  echo "${RLVR_OPENENV_VENV:-$HOME/.cache/rlvr/openenv-$key}"
+}
+
+setup_openenv() {
+  local venv; venv="$(openenv_venv_path)"
+  if [[ -f "$venv/.complete" ]]; then echo "[dev.sh] openenv venv: $venv (cached)"; return 0; fi
+  echo "[dev.sh] building the openenv venv in $venv (~1 min)"
+  local t0=$SECONDS log="$venv.log"
+  rm -rf "$venv"; mkdir -p "$(dirname "$venv")"
+  "$PYTHON" -m venv "$venv"
+  if ! "$venv/bin/python" -m pip install -q -r tools/openenv/requirements.txt >"$log" 2>&1 \
+       || ! "$venv/bin/python" -c "import openenv.core.env_server.http_server" >>"$log" 2>&1; then
+    tail -40 "$log" >&2; echo "[dev.sh] openenv venv install failed (log: $log)" >&2; return 1
+  fi
+  touch "$venv/.complete"
+  echo "[dev.sh] openenv venv ready in $((SECONDS - t0)) s"
+}
+
 sglang_setup_start() {
   # Build the sglang venv in the background while the main one is set up (each takes minutes).
   # RLVR_SKIP_SGLANG=1 skips it (the real-server tests then skip, saying why).
-  # The coexistence venv is built beside it (RLVR_SKIP_COEXIST=1 skips it).
+  # The coexistence venv is built beside it (RLVR_SKIP_COEXIST=1 skips it), and so is the
+  # openenv venv (RLVR_SKIP_OPENENV=1 skips it).
+  if [[ "${RLVR_SKIP_OPENENV:-0}" != 1 ]]; then
+    OPENENV_SETUP_LOG="$(mktemp -t rlvr-openenv-setup.XXXXXX)"
+    setup_openenv >"$OPENENV_SETUP_LOG" 2>&1 &
+    OPENENV_SETUP_PID=$!
+  fi
   if [[ "${RLVR_SKIP_COEXIST:-0}" != 1 ]]; then
     COEXIST_SETUP_LOG="$(mktemp -t rlvr-coexist-setup.XXXXXX)"
     setup_coexist >"$COEXIST_SETUP_LOG" 2>&1 &
@@ -160,7 +192,17 @@ sglang_setup_start() {
 
 sglang_setup_wait() {
   # Wait for sglang_setup_start; export RLVR_SGLANG_PYTHON for the real-server tests (and
-  # RLVR_COEXIST_PYTHON for the coexistence test).
+  # RLVR_COEXIST_PYTHON for the coexistence test, RLVR_OPENENV_PYTHON for the OpenEnv tests).
+  if [[ -n "${OPENENV_SETUP_PID:-}" ]]; then
+    if wait "$OPENENV_SETUP_PID"; then
+      cat "$OPENENV_SETUP_LOG"
+      export RLVR_OPENENV_PYTHON; RLVR_OPENENV_PYTHON="$(openenv_venv_path)/bin/python"
+    else
+      cat "$OPENENV_SETUP_LOG" >&2
+      if [[ "${RLVR_REQUIRE_SGLANG:-0}" == 1 ]]; then exit 1; fi
+      echo "[dev.sh] WARNING: no openenv venv; tests/envs/test_openenv_env.py will be skipped" >&2
+    fi
+  fi
   if [[ -n "${COEXIST_SETUP_PID:-}" ]]; then
     if wait "$COEXIST_SETUP_PID"; then
       cat "$COEXIST_SETUP_LOG"
@@ -408,6 +450,9 @@ case "$cmd" in
   setup) setup ;;
   setup-sglang) setup_sglang ;;
   setup-coexist) setup_coexist ;;
+  setup-openenv) setup_openenv ;;
+  # the python of openenv-core's venv (built first if needed), for rlvr/OpenEnv-v0's commands
+  openenv-python) setup_openenv >&2 && echo "$(openenv_venv_path)/bin/python" ;;
   setup-trackers) setup; setup_trackers ;;
   # the sglang and coexistence venvs build while the main one is set up and the checks run
   test) sglang_setup_start; setup; trackers_start; smollm2_start; lint_start; smollm2_wait
@@ -419,5 +464,5 @@ case "$cmd" in
     if [[ "${1:-}" == tool ]]; then shift; exec "$VENV/bin/rlvr" train configs/tool_quickstart.yaml "$@"; fi
     if [[ "${1:-}" == smollm2 ]]; then shift; quickstart_smollm2 "$@"; fi
     exec "$VENV/bin/rlvr" train configs/quickstart.yaml "$@" ;;
-  *) echo "usage: bash dev.sh {quickstart [tool|smollm2]|test|mutate|compat|gpu-check|setup|setup-sglang|setup-coexist|setup-trackers} [args]" >&2; exit 2 ;;
+  *) echo "usage: bash dev.sh {quickstart [tool|smollm2]|test|mutate|compat|gpu-check|setup|setup-sglang|setup-coexist|setup-openenv|openenv-python|setup-trackers} [args]" >&2; exit 2 ;;
 esac

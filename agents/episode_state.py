@@ -10,8 +10,9 @@ tells an episode's own failure from one that stops the run.
 from __future__ import annotations
 
 import logging
+import math
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,20 @@ from rlvr.envs.base import Message
 from rlvr.trajectory import EpisodeOutcome, Trajectory
 
 logger = logging.getLogger("rlvr.agents.runner")
+
+
+def finite_metrics(metrics: Mapping[Any, Any]) -> dict[str, float]:
+    """An env's ``info["metrics"]`` as ``{name: float}``.
+
+    Entries that are not finite numbers (or are booleans) are left out, so a broken measurement
+    never reaches the logs as a number.
+    """
+    kept: dict[str, float] = {}
+    for name, value in metrics.items():
+        if isinstance(value, int | float) and not isinstance(value, bool) \
+                and math.isfinite(value):
+            kept[str(name)] = float(value)
+    return kept
 
 
 def close_quietly(env: Any) -> None:
@@ -69,6 +84,7 @@ class EpisodeState:
     verdict: Any = None
     answer: Any = None
     gold: Any = None
+    env_metrics: dict[str, float] = field(default_factory=dict)
     error: str | None = None
     exc: BaseException | None = None
     closed: bool = False
@@ -99,6 +115,8 @@ class EpisodeState:
             self.answer = jsonable(info["answer"])
         if "gold" in info:
             self.gold = jsonable(info["gold"])
+        if isinstance(info.get("metrics"), Mapping):
+            self.env_metrics = finite_metrics(info["metrics"])
         self.messages.extend(dict(m) for m in obs)
 
     def fail(self, exc: BaseException) -> None:
@@ -131,6 +149,7 @@ class EpisodeState:
             tool_errors=self.tool_errors,
             error=self.error,
             gold=self.gold,
+            metrics=dict(self.env_metrics),
         )
         metadata = {
             "n_model_tokens": record.n_model_tokens,

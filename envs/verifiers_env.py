@@ -22,7 +22,8 @@ Fails closed: a taskset whose tasks need a container or tool servers, or a harne
 is refused at construction (only one-turn chat tasks scored offline are played here); a scoring
 hook that raises, a reward that is not finite or lies outside [0, 1], or a reward left unscored
 gives 0 with reason ``scorer_error`` and the error in ``details``. A reward of at least
-``pass_threshold`` (default 1) passes.
+``pass_threshold`` (default 1) passes. Each scored step also gives ``info["metrics"]``: every
+reward's score and every metric by name, which training logs as ``env/<name>`` means.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlvr.envs.errors import EnvArgumentError, MissingDependencyError
+from rlvr.envs.task_env import StepResult
 from rlvr.envs.tasks import Task, check_index, stable_fraction
 from rlvr.envs.tasks.base import check_split
 from rlvr.envs.verifier_env import VerifierEnv
@@ -258,5 +260,29 @@ class VerifiersEnv(VerifierEnv):
                          split=split, system_prompt=None, prompt_template="{prompt}",
                          required_fields=("prompt", "index"))
 
+    def _step(self, action: str, task: Task) -> StepResult:
+        """Score the reply; ``info["metrics"]`` holds the task's rewards and metrics by name."""
+        result = super()._step(action, task)
+        verdict = result.info.get("verdict")
+        if verdict is not None:
+            result.info["metrics"] = rubric_metrics(verdict.details)
+        return result
 
-__all__ = ["VerifiersEnv", "VerifiersSource", "score_with"]
+
+def rubric_metrics(details: Mapping[str, Any]) -> dict[str, Any]:
+    """The rewards' scores and the metrics of a verdict's details, by name (for ``env/<name>``).
+
+    A reward left unscored or a metric that is not a number is left out; a scorer that raised
+    gave neither, so its episode reports none.
+    """
+    metrics: dict[str, Any] = {}
+    for name, reward in (details.get("rewards") or {}).items():
+        if isinstance(reward, Mapping) and isinstance(reward.get("score"), int | float):
+            metrics[str(name)] = reward["score"]
+    for name, value in (details.get("metrics") or {}).items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            metrics[str(name)] = value
+    return metrics
+
+
+__all__ = ["VerifiersEnv", "VerifiersSource", "rubric_metrics", "score_with"]

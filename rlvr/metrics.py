@@ -21,12 +21,13 @@ from typing import Any
 
 import torch
 
-from rlvr.distributed import all_reduce_sums
+from rlvr.distributed import all_reduce_sums, gather_objects
 from rlvr.tracking import LoggerSet, RunInfo, Table, build_logger
 from rlvr.tracking.jsonl import read_jsonl
 from rlvr.trajectory import Trajectory
 
-__all__ = ["MetricsLogger", "plot_curves", "plotted_panels", "read_jsonl", "rollout_metrics"]
+__all__ = ["MetricsLogger", "env_metrics", "plot_curves", "plotted_panels", "read_jsonl",
+           "rollout_metrics"]
 
 #: Metrics shown in the progress bar's postfix, with their short labels.
 PROGRESS_KEYS = {
@@ -264,6 +265,10 @@ def rollout_metrics(trajs: Sequence[Trajectory], device: torch.device) -> dict[s
     gateway agents whose prompt did not extend an earlier call (``rlvr.agents.gateway.capture``).
 
     ``reward/accuracy`` is the share of ``Trajectory.passed`` episodes (what eval's pass@1 counts).
+
+    ``env/<name>`` is the mean of the env's own measurement ``name`` (``EpisodeOutcome.metrics``,
+    e.g. a verifiers taskset's rubric rewards and metrics) over the episodes that reported it,
+    leaving out those that ended in an error or a timeout.
     """
     rewards = [t.reward for t in trajs]
     lengths = [float(sum(t.response_mask)) for t in trajs]
@@ -279,6 +284,7 @@ def rollout_metrics(trajs: Sequence[Trajectory], device: torch.device) -> dict[s
     mean = sums[1] / n
     var = max(sums[2] / n - mean * mean, 0.0) * (n / (n - 1) if n > 1 else 1.0)
     return {
+        **env_metrics(trajs, device),
         "reward/mean": mean, "reward/std": var**0.5, "reward/accuracy": sums[3] / n,
         "response/length_mean": sums[4] / n, "response/turns_mean": sums[5] / n,
         "response/clip_ratio": sums[6] / n, "response/error_ratio": sums[7] / n,
@@ -286,3 +292,20 @@ def rollout_metrics(trajs: Sequence[Trajectory], device: torch.device) -> dict[s
         "perf/rollout_tokens": sums[4],
         "gateway/prefix_breaks": sums[9],
     }
+
+
+def env_metrics(trajs: Sequence[Trajectory], device: torch.device) -> dict[str, float]:
+    """``env/<name>``: the mean of each env measurement over the episodes (all ranks) that gave it.
+
+    Every rank reduces the same names (the union of all ranks' names, sorted), so ranks whose
+    episodes measured different things still meet in one reduce.
+    """
+    played = [t for t in trajs if t.finish_reason not in ("error", "timeout")]
+    local = sorted({name for t in played for name in t.outcome.metrics})
+    names = sorted(set(gather_objects(local)))
+    if not names:
+        return {}
+    sums = all_reduce_sums([sum(t.outcome.metrics.get(k, 0.0) for t in played) for k in names]
+                           + [sum(k in t.outcome.metrics for t in played) for k in names], device)
+    return {f"env/{k}": sums[i] / sums[len(names) + i]
+            for i, k in enumerate(names) if sums[len(names) + i] > 0}

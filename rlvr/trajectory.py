@@ -71,6 +71,9 @@ class EpisodeOutcome:
         gold: the task's reference answer as the env gave it on the step that ended the episode
             (``info["gold"]``; never earlier, so it cannot reach the model), for reports; None
             when the env gives none.
+        metrics: the env's own measurements of the episode by name (``info["metrics"]``, the
+            last step's that gave one: finite numbers only), logged as ``env/<name>`` means by
+            ``rlvr.metrics.rollout_metrics``; empty when the env gives none.
     """
 
     verdict: VerdictLike | None = None
@@ -80,6 +83,7 @@ class EpisodeOutcome:
     tool_errors: int | None = None
     error: str | None = None
     gold: Any = None
+    metrics: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

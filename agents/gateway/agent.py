@@ -145,7 +145,7 @@ class AgentPlayer:
         outcome = EpisodeOutcome(verdict=state.verdict, answer=state.answer, gold=state.gold,
                                  turns=state.turns,
                                  tool_calls=state.tool_calls_seen, tool_errors=None,
-                                 error=state.error)
+                                 error=state.error, metrics=dict(state.env_metrics))
         trajectories = []
         for k, record in enumerate(rows_records):
             metadata = {

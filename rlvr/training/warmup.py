@@ -151,12 +151,24 @@ def exact_match_check(config: TrainConfig, tokenizer: Any, model: Any,
     kwargs.setdefault("split", "test")  # as suite_for_env's entry
     held_out = TaskExamples(config.env.id, kwargs)
     try:
-        n = min(config.sft.eval_tasks, held_out.env.get_wrapper_attr("num_tasks"))
+        n = min(config.sft.eval_tasks, _task_count(held_out.env, config.sft.eval_tasks))
         encode = MemoEncoder(tokenizer)
         batch = collate([encode(*held_out.at(i)) for i in range(n)], pad_id(tokenizer))
     finally:
         held_out.env.close()
     return lambda: exact_match_rate(model, batch)
+
+
+def _task_count(env: Any, default: int) -> int:
+    """The env's ``num_tasks``; ``default`` for an env without a count.
+
+    Such an env draws its tasks by seed, as ``rlvr/OpenEnv-v0`` does: ``task_index`` ``i`` is
+    then the task of seed ``i``.
+    """
+    try:
+        return int(env.get_wrapper_attr("num_tasks"))
+    except AttributeError:
+        return default
 
 
 def tool_path_check(config: TrainConfig, tokenizer: Any, model: Any,

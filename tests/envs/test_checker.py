@@ -23,7 +23,9 @@ from rlvr.verifiers import Verdict
 
 #: Checked elsewhere: rlvr/Verifiers-v0 needs Prime's verifiers package and a taskset, which live in
 #: the coexistence venv (tests/envs/test_verifiers_env.py runs its deep check there).
-ELSEWHERE = {"rlvr/Verifiers-v0"}
+#: rlvr/OpenEnv-v0 needs an OpenEnv server, which runs in openenv-core's venv
+#: (tests/envs/test_openenv_env.py runs its deep check against one).
+ELSEWHERE = {"rlvr/OpenEnv-v0", "rlvr/Verifiers-v0"}
 
 
 @pytest.mark.parametrize("env_id", sorted(set(envs.list_envs(namespace="rlvr")) - ELSEWHERE))

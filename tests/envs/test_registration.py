@@ -11,7 +11,8 @@ from rlvr.envs import EnvArgumentError, PluginImportError, UnknownEnvError
 
 def test_builtins_are_registered_and_listed():
     assert envs.list_envs(namespace="rlvr") == [
-        "rlvr/Code-v0", "rlvr/CompactToolUse-v0", "rlvr/Math-v0", "rlvr/ReasoningGym-v0",
+        "rlvr/Code-v0", "rlvr/CompactToolUse-v0", "rlvr/Math-v0", "rlvr/OpenEnv-v0",
+        "rlvr/ReasoningGym-v0",
         "rlvr/ToolUse-v0", "rlvr/Verifiers-v0"]
     for env_id in envs.BUILTIN_ENVS:
         assert env_id in gymnasium.registry

@@ -67,6 +67,7 @@ PLAY = textwrap.dedent('''
     messages, info = train.reset(seed=0)
     task = train.unwrapped.task
     out["messages"] = messages
+    out["answer"] = str(task["answer"])
     out["right"] = train.step(task["answer"])[1:]
     train.reset(seed=0)
     out["hedge"] = train.step(task["answer"] + " or 3")[1:]
@@ -135,6 +136,8 @@ def test_splits_its_own_reward_and_check_env(venv):
     assert reward == 1.0 and terminated
     assert "rewards': {'correct': {'score': 1.0, 'weight': 1.0}}" in info["verdict"]
     assert "'metrics': {'reply_chars':" in info["verdict"]
+    # the rubric's rewards and metrics by name, for the training metrics env/<name>
+    assert info["metrics"] == {"correct": 1.0, "reply_chars": len(out["answer"])}, info
     assert out["hedge"][0] == 0.0 and "wrong_answer" in out["hedge"][3]["verdict"]
     for mode, error in (("raise", "grader crashed"), ("big", "not a number in [0, 1]")):
         reward, _, _, info = out[mode]
@@ -149,7 +152,8 @@ def test_training_plays_and_scores_every_episode(venv):
     runs = work / "runs"
     run(python, "-m", "rlvr.cli", "train", str(ROOT / "configs" / "quickstart.yaml"),
         "env.id=rlvr/Verifiers-v0", f"env.kwargs={kwargs}", "env.eval_kwargs={}",
-        "sft.enabled=false", "trainer.steps=2", "eval.tasks=8", "eval.every=0",
+        # a short warm-up: the untrained model never ends its turn, so no reply would be scored
+        "sft.max_steps=40", "sft.eval_every=0", "trainer.steps=2", "eval.tasks=8", "eval.every=0",
         "trainer.progress=false", "trainer.tensorboard=false", "trainer.plot=false",
         "trainer.export_at_end=false", "trainer.checkpoint_every=0",
         "rollout.prompts_per_step=4", "rollout.group_size=4", f"trainer.output_dir={runs}",
@@ -159,3 +163,5 @@ def test_training_plays_and_scores_every_episode(venv):
     assert len(steps) == 2
     for m in steps:
         assert m["response/error_ratio"] == 0.0, m  # every episode played and scored
+        # the taskset's own reward and metric, averaged over the step's scored episodes
+        assert 0.0 <= m["env/correct"] <= 1.0 and m["env/reply_chars"] > 0, m
