@@ -66,6 +66,11 @@ _CONTEXT_ERRORS = ("maximum context length", "max_model_len", "too long")
 """In vLLM's HTTP 400s for a prompt (+ max_tokens) over the context length."""
 
 
+_DEAD_ENGINE = ("EngineCore encountered", "EngineDeadError")
+"""In vLLM's HTTP 500s once its engine core died: every later request fails, so the engine
+raises instead of aborting the one request."""
+
+
 class VLLMEngine:
     """A rollout engine over one or more vLLM servers.
 
@@ -214,6 +219,9 @@ class VLLMEngine:
         except SGLangHTTPError as exc:
             if exc.status == 400 and any(e in exc.detail for e in _CONTEXT_ERRORS):
                 return Completion([], [], "length", {"error": exc.detail})
+            if exc.status >= 500 and any(e in exc.detail for e in _DEAD_ENGINE):
+                raise VLLMError(f"{client.url}: the vLLM engine died (see the server's log): "
+                                f"{exc.detail[:500]}") from None
             if exc.status >= 500:
                 return Completion([], [], "abort", {"abort": exc.detail})
             raise VLLMError(f"{client.url}/v1/completions -> HTTP {exc.status}: "

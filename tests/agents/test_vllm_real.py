@@ -163,6 +163,15 @@ def test_seeds_stops_and_limits(server):
         asyncio.run(server.generate(PROMPTS[0], SamplingParams(top_p=0.9)))
 
 
+def test_seeded_requests_with_long_prompts_keep_the_engine_alive(server):
+    """Many seeded requests whose prompts together exceed a step's token budget: with chunked
+    prefill (vLLM's default) one is split, its generator is rewound, and on CPU the engine core
+    dies ("CPU Generator does not use offset"); rlvr's servers run without it."""
+    prompts = [[5 + i % 50] * 900 for i in range(12)]
+    outs = asyncio.run(_many(server, prompts, SamplingParams(max_new_tokens=4, seed=1)))
+    assert all(len(o.token_ids) == 4 for o in outs)
+
+
 def test_weight_sync_is_proven_both_ways(server, tiny_model, tiny_model_path):
     """A broadcast (the auto choice on CPU) and a disk sync of perturbed weights each make the
     server's logprobs the perturbed model's (within TOL, far from the old ones); loading the

@@ -15,7 +15,3 @@ EXTENSION_CLS = "rlvr_vllm_worker.RlvrWorkerExtension"
 def extension_dir() -> Path:
     """The folder to put on a vLLM server's ``PYTHONPATH`` (it holds ``rlvr_vllm_worker.py``)."""
     return Path(__file__).resolve().parent
-
-
-if __name__ == "__main__":
-    print(extension_dir())
