@@ -11,8 +11,9 @@ Defaults that work (``docs/engines.md``, "vLLM", for the facts behind them):
 * CPU: ``--dtype float32`` (as the learner computes), ``--enforce-eager`` (no torch.compile
   warm-up: 52 s of a tiny model's start-up on 2 cores), ``--no-enable-chunked-prefill`` (a
   seeded request whose prefill is split rewinds its sampling generator, which a CPU generator
-  cannot: vLLM 0.32's engine core dies with "CPU Generator does not use offset"), ``VLLM_CPU_KVCACHE_SPACE=1`` (GiB of KV
-  cache), ``VLLM_CPU_OMP_THREADS_BIND=nobind`` (no core pinning on a shared machine).
+  cannot: vLLM 0.32's engine core dies with "CPU Generator does not use offset"),
+  ``VLLM_CPU_KVCACHE_SPACE=1`` (GiB of KV cache), ``VLLM_CPU_OMP_THREADS_BIND=nobind`` (no core
+  pinning on a shared machine).
 * The server is started as ``python -m vllm.entrypoints.openai.api_server``: vllm-cpu's ``vllm``
   console script looks up a distribution named ``vllm`` and fails.
 * With a LoRA policy: ``--enable-lora --max-lora-rank R`` and

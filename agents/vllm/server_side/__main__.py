@@ -1,5 +1,7 @@
-"""``python -m rlvr.agents.vllm.server_side`` prints the folder to put on a vLLM server's
-``PYTHONPATH`` (it holds rlvr's worker extension, ``rlvr_vllm_worker``)."""
+"""``python -m rlvr.agents.vllm.server_side``: print the extension's folder.
+
+That folder goes on a vLLM server's ``PYTHONPATH`` (it holds ``rlvr_vllm_worker``).
+"""
 
 from rlvr.agents.vllm.server_side import extension_dir
 
