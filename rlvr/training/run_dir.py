@@ -51,7 +51,7 @@ RESUMABLE = (
     "trainer.tensorboard", "trainer.loggers", "trainer.plot", "trainer.progress", "trainer.device",
     "trainer.threads", "trainer.max_failed_steps", "eval.", "env.imports",
     "rollout.runner.env_step_timeout_s", "rollout.runner.env_workers", "rollout.open_ahead",
-    "rollout.transformers.", "rollout.sglang.", "rollout.max_logprob_diff",
+    "rollout.transformers.", "rollout.sglang.", "rollout.vllm.", "rollout.max_logprob_diff",
 )
 #: Keys the checkpoint overrides (the restored schedule keeps its own); a change is reported.
 SCHEDULE_KEYS = ("actor.optim.total_steps", "critic.optim.total_steps")

@@ -49,7 +49,8 @@ def test_dotted_overrides_follow_the_flags() -> None:
     ("sglang.bucket_mb=0", "sglang.bucket_mb must be >= 1; got 0"),
     ("sglang.bogus=1", "unknown config key 'sglang.bogus'; allowed keys here: url,"),
     ("transformers.threads=0", "transformers.threads must be >= 1 or null; got 0"),
-    ("engine=vllm", "engine: unknown value 'vllm'; allowed: sglang, transformers"),
+    ("engine=tgi", "engine: unknown value 'tgi'; allowed: sglang, transformers, vllm"),
+    ("vllm.weight_sync=ipc", "vllm.weight_sync: unknown value 'ipc'"),
     ("samples=0", "samples must be >= 1; got 0"),
     ("top_p=2", "top_p must be in (0, 1]; got 2"),
 ])

@@ -241,9 +241,9 @@ def test_bad_model_path(suite_path: Path, tmp_path: Path) -> None:
 def test_bad_arguments_name_the_field(tiny_model_path: Path, suite_path: Path) -> None:
     with pytest.raises(ConfigError, match="samples must be >= 1; got 0"):
         evaluate(tiny_model_path, str(suite_path), samples=0)
-    with pytest.raises(ConfigError, match="engine: unknown value 'vllm'; allowed: sglang, "
-                                          "transformers"):
-        evaluate(tiny_model_path, str(suite_path), engine="vllm")
+    with pytest.raises(ConfigError, match="engine: unknown value 'tgi'; allowed: sglang, "
+                                          "transformers, vllm"):
+        evaluate(tiny_model_path, str(suite_path), engine="tgi")
 
 
 def test_copy_of_checkpoint_gets_unique_labels(tiny_model_path: Path, tmp_path: Path) -> None:
