@@ -198,7 +198,7 @@ def check_small(args: argparse.Namespace, info: Any, table: Table, tmp: Path) ->
     ckpt = tmp / "ckpt" / "step_1"
     Checkpointer({"actor": actor}).save(ckpt)
     second = actor.update(batch, 1.0)  # old logprobs of step 1: the ratio is not 1
-    resumed = Actor.from_pretrained(tmp / "model", cfg, info)
+    resumed = Actor.from_pretrained(model_dir, cfg, info)
     Checkpointer({"actor": resumed}).load(ckpt)
     again = resumed.update(batch, 1.0)
     with torch.no_grad():
