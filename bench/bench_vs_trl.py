@@ -44,14 +44,15 @@ REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "configs" / "quickstart.yaml"
 
 
-def quickstart(overrides: list[str]) -> Any:
+def quickstart(overrides: list[str], config: Path = CONFIG) -> Any:
     from rlvr.config import load_config
 
-    return load_config(CONFIG, overrides)
+    return load_config(config, overrides)
 
 
 # ---------------------------------------------------------------------------- rlvr arm
-def run_rlvr(sft: Path, out: Path, seed: int, steps: int, extra: list[str]) -> dict[str, Any]:
+def run_rlvr(sft: Path, out: Path, seed: int, steps: int, extra: list[str],
+             recipe: Path = CONFIG) -> dict[str, Any]:
     from rlvr.trainer import train
 
     config = quickstart([
@@ -59,7 +60,7 @@ def run_rlvr(sft: Path, out: Path, seed: int, steps: int, extra: list[str]) -> d
         f"trainer.seed={seed}", f"trainer.steps={steps}", "eval.every=0",
         "trainer.checkpoint_every=0", "trainer.progress=false", "trainer.tensorboard=false",
         "trainer.plot=false", "trainer.export_at_end=true", *extra,
-    ])
+    ], recipe)
     result = train(config, log=lambda *_: None)
     hist = result.history
 
@@ -73,6 +74,7 @@ def run_rlvr(sft: Path, out: Path, seed: int, steps: int, extra: list[str]) -> d
         "clipped_step_frac": sum(m.get("actor/grad_norm", 0.0) > config.actor.optim.grad_clip
                                  for m in hist) / max(len(hist), 1),
         "pg_clipfrac": per_step("actor/pg_clipfrac"),
+        "completion_tokens_mean": per_step("response/length_mean"),
         **learning_curve([m.get("reward/mean", 0.0) for m in hist],
                          [m.get("response/clip_ratio", 0.0) for m in hist]),
         "model": str(result.export_dir),
@@ -129,16 +131,18 @@ def train_dataset(env_id: str, kwargs: dict[str, Any], n: int) -> Any:
 
 
 def trl_recipe(cfg: Any, out: Path, seed: int, steps: int) -> Any:
-    """The quickstart's recipe (``cfg``) as TRL's ``GRPOConfig``: the TRL arm's settings."""
+    """The recipe (``cfg``) as TRL's ``GRPOConfig``: the TRL arm's settings."""
     from trl import GRPOConfig
 
     group = cfg.rollout.group_size
+    schedule = {"linear": "linear", "constant": "constant"}[cfg.actor.optim.schedule]
     return GRPOConfig(
         output_dir=str(out), seed=seed, max_steps=steps, use_cpu=True, bf16=False,
         per_device_train_batch_size=cfg.rollout.prompts_per_step * group, num_generations=group,
         gradient_accumulation_steps=1, num_iterations=1,
-        max_completion_length=cfg.rollout.runner.max_response_tokens, temperature=1.0,
-        top_p=1.0, top_k=0, learning_rate=cfg.actor.optim.lr, lr_scheduler_type="linear",
+        max_completion_length=cfg.rollout.runner.max_response_tokens,
+        temperature=cfg.rollout.runner.sampling.temperature,
+        top_p=1.0, top_k=0, learning_rate=cfg.actor.optim.lr, lr_scheduler_type=schedule,
         warmup_steps=0, weight_decay=0.0, adam_beta1=0.9, adam_beta2=0.999,
         adam_epsilon=1e-8, max_grad_norm=cfg.actor.optim.grad_clip, beta=0.0,
         epsilon=cfg.actor.clip_low, epsilon_high=cfg.actor.clip_high, loss_type="dr_grpo",
@@ -147,11 +151,12 @@ def trl_recipe(cfg: Any, out: Path, seed: int, steps: int) -> Any:
     )
 
 
-def run_trl(sft: Path, out: Path, seed: int, steps: int, threads: int) -> dict[str, Any]:
+def run_trl(sft: Path, out: Path, seed: int, steps: int, threads: int,
+            recipe: Path = CONFIG) -> dict[str, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
     from trl import GRPOTrainer
 
-    cfg = quickstart([])
+    cfg = quickstart([], recipe)
     env_kwargs = dict(cfg.env.kwargs)
     n_tasks = int(env_kwargs["source_kwargs"]["n_tasks"])
     before = torch.get_num_threads()
@@ -195,20 +200,25 @@ def run_trl(sft: Path, out: Path, seed: int, steps: int, threads: int) -> dict[s
         "update_s_per_step": (seconds - gen_seconds[0]) / steps,
         "clipped_step_frac": sum(clipped) / max(len(clipped), 1),
         **curve,
+        "completion_tokens_mean": sum(r.get("completions/mean_length", 0.0) for r in logs)
+        / max(len(logs), 1),
         "model": str(export),
     }
 
 
 # ---------------------------------------------------------------------------- scoring
-def held_out_accuracy(models: list[str], out: Path, tasks: int) -> list[float]:
-    """Greedy pass@1 of each model on the quickstart's held-out tasks (``rlvr eval``)."""
+def held_out_accuracy(models: list[str], out: Path, tasks: int,
+                      recipe: Path = CONFIG) -> list[float]:
+    """Greedy pass@1 of each model on the recipe's held-out tasks (``rlvr eval``)."""
     from rlvr.eval.evaluator import evaluate, write_suite
     from rlvr.training.heldout import heldout_entries
 
     out.mkdir(parents=True, exist_ok=True)
-    entries = heldout_entries(quickstart([]), None, tasks)
+    cfg = quickstart([], recipe)
+    entries = heldout_entries(cfg, None, tasks)
     suite = write_suite(entries, out / "eval_suite.yaml")
-    results = evaluate(models, suite, samples=1, progress=False, max_new_tokens=6)
+    results = evaluate(models, suite, samples=1, progress=False,
+                       max_new_tokens=cfg.eval.max_new_tokens)
     return [float(m["metrics"]["overall"]["pass@1"]) for m in results["models"]]
 
 
@@ -226,6 +236,11 @@ def main() -> None:
     parser.add_argument("--rlvr", nargs="*", default=[], metavar="KEY=VALUE",
                         help="extra overrides of the rlvr arm's config")
     parser.add_argument("--arms", nargs="+", default=["rlvr", "trl"], choices=["rlvr", "trl"])
+    parser.add_argument("--config", type=Path, default=CONFIG,
+                        help="the recipe both arms run (default the CPU quickstart's); e.g. "
+                        "configs/smollm2_quickstart.yaml with --sft <imported SmolLM2 folder>")
+    parser.add_argument("--peak-gflops", type=float, default=None,
+                        help="the cores' peak FP32 GFLOP/s (default: CPUs x MHz x 32, AVX2 FMA)")
     ns = parser.parse_args()
     for sft in ns.sft:
         if not (sft / "config.json").is_file():
@@ -235,16 +250,19 @@ def main() -> None:
     starts: dict[str, float] = {}
     for m, sft in enumerate(ns.sft):
         base_dir = ns.out / f"start{m}"
-        base_acc = starts[str(sft)] = held_out_accuracy([str(sft)], base_dir, ns.tasks)[0]
+        base_acc = starts[str(sft)] = held_out_accuracy([str(sft)], base_dir, ns.tasks,
+                                                        ns.config)[0]
         for seed in ns.seeds:
             order = ns.arms if seed % 2 == 0 else ns.arms[::-1]
             for arm in order:
                 out = base_dir / f"{arm}_seed{seed}"
                 load = os.getloadavg()[0]
-                row = run_rlvr(sft, out, seed, ns.steps, ns.rlvr) if arm == "rlvr" \
-                    else run_trl(sft, out, seed, ns.steps, ns.trl_threads)
+                row = run_rlvr(sft, out, seed, ns.steps, ns.rlvr, ns.config) if arm == "rlvr" \
+                    else run_trl(sft, out, seed, ns.steps, ns.trl_threads, ns.config)
+                row.update(throughput(row, sft, ns))
                 row["start"], row["seed"], row["load_before"] = str(sft), seed, load
-                row["final_accuracy"] = held_out_accuracy([row["model"]], out, ns.tasks)[0]
+                row["final_accuracy"] = held_out_accuracy([row["model"]], out, ns.tasks,
+                                                          ns.config)[0]
                 row["gain_points"] = 100 * (row["final_accuracy"] - base_acc)
                 rows[arm].append(row)
                 print(f"[bench] start {m}, {arm} seed {seed}: {row['rl_seconds']:.1f} s, gain "
@@ -253,6 +271,43 @@ def main() -> None:
                       f"{100 * row['cut_first']:.0f}% -> {100 * row['cut_mean']:.0f}% (first 15 "
                       f"steps, all) (load {load:.1f})", flush=True)
     report(rows, starts, ns)
+
+
+def peak_gflops(ns: Any) -> float:
+    """The cores' FP32 peak: CPUs x clock x 32 FLOP/cycle (two 256-bit FMA units), unless given."""
+    if ns.peak_gflops:
+        return float(ns.peak_gflops)
+    mhz = [float(line.split(":")[1]) for line in Path("/proc/cpuinfo").read_text().splitlines()
+           if line.startswith("cpu MHz")]
+    return len(mhz) * statistics.mean(mhz) / 1000 * 32
+
+
+def throughput(row: dict[str, Any], sft: Path, ns: Any) -> dict[str, float]:
+    """Tokens/s and achieved FLOP/s of one arm's run, counted the same way for both arms.
+
+    FLOPs per sampled sequence of P prompt + C completion tokens: 2N(P+C) to generate it (prefill
+    and decode forwards) and 6N(P+C) to train on it (forward + backward), N the parameters;
+    attention's own FLOPs (small at these lengths) are left out.
+    """
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    cfg = quickstart([], ns.config)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(sft))
+    n_params = sum(p.numel() for p in model.parameters())
+    tokenizer = AutoTokenizer.from_pretrained(sft)
+    data = train_dataset(cfg.env.id, dict(cfg.env.kwargs), 64)
+    prompt = statistics.mean(len(tokenizer.apply_chat_template(r["prompt"], tokenize=True,
+                                                               add_generation_prompt=True,
+                                                               return_dict=False))
+                             for r in data)
+    samples = row["steps"] * cfg.rollout.prompts_per_step * cfg.rollout.group_size
+    tokens = samples * (prompt + row["completion_tokens_mean"])
+    flops = 8 * n_params * tokens
+    return {"params": n_params, "prompt_tokens_mean": prompt,
+            "tokens_per_s": tokens / row["rl_seconds"],
+            "gflops_per_s": flops / row["rl_seconds"] / 1e9,
+            "peak_fraction": flops / row["rl_seconds"] / 1e9 / peak_gflops(ns)}
 
 
 def mean_and_se(xs: list[float]) -> tuple[float, float]:
@@ -265,12 +320,14 @@ def report(rows: dict[str, list[dict[str, Any]]], starts: dict[str, float], ns: 
     def mean(arm: str, key: str) -> float:
         return statistics.mean(r[key] for r in rows[arm])
 
-    print(f"\n{ns.steps} steps of 16 prompts x 8 samples; seeds {ns.seeds}; start models "
+    cfg = quickstart([], ns.config)
+    print(f"\n{ns.config.name}: {ns.steps} steps of {cfg.rollout.prompts_per_step} prompts x "
+          f"{cfg.rollout.group_size} samples; seeds {ns.seeds}; start models "
           f"(held-out accuracy on {ns.tasks} tasks): " + ", ".join(
               f"{i}: {100 * acc:.1f}%" for i, acc in enumerate(starts.values())))
     print("| arm | RL time | s/step | rollout s/step | update s/step | clipped steps | "
-          "held-out gain (points) by start model | mean gain |")
-    print("|---|---|---|---|---|---|---|---|")
+          "held-out gain (points) by start model | mean gain | tokens/s | GFLOP/s (of peak) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for arm, rs in rows.items():
         times = [r["rl_seconds"] for r in rs]
         by_start = "; ".join(" / ".join(f"{r['gain_points']:+.1f}" for r in rs
@@ -280,7 +337,9 @@ def report(rows: dict[str, list[dict[str, Any]]], starts: dict[str, float], ns: 
               f"{mean(arm, 'rl_seconds') / ns.steps:.3f} | "
               f"{mean(arm, 'rollout_s_per_step'):.3f} | {mean(arm, 'update_s_per_step'):.3f} | "
               f"{100 * mean(arm, 'clipped_step_frac'):.0f}% | {by_start} | "
-              f"{gain:+.1f} ± {se:.1f} |")
+              f"{gain:+.1f} ± {se:.1f} | {mean(arm, 'tokens_per_s'):.0f} | "
+              f"{mean(arm, 'gflops_per_s'):.1f} ({100 * mean(arm, 'peak_fraction'):.0f}% of "
+              f"{peak_gflops(ns):.0f}) |")
     ratios = {}
     if "rlvr" in rows and "trl" in rows:
         (g_rlvr, se_rlvr), (g_trl, se_trl) = (
@@ -300,10 +359,12 @@ def report(rows: dict[str, list[dict[str, Any]]], starts: dict[str, float], ns: 
 
     payload = {"rows": rows, "start_accuracy": starts, "ratios_rlvr_over_trl": ratios,
                "steps": ns.steps, "seeds": ns.seeds, "tasks": ns.tasks, "rlvr_overrides": ns.rlvr,
+               "config": str(ns.config), "peak_gflops": peak_gflops(ns),
                "trl_threads": ns.trl_threads, "trl": trl.__version__, "torch": torch.__version__,
                "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
                "load_after": os.getloadavg()}
-    path = REPO / "bench" / "results" / "vs_trl.json"
+    name = "vs_trl.json" if ns.config.resolve() == CONFIG else f"vs_trl_{ns.config.stem}.json"
+    path = REPO / "bench" / "results" / name
     path.write_text(json.dumps(payload, indent=2))
     print(f"wrote {path}")
 

@@ -97,6 +97,20 @@ def save_random_model(path: Path, layers: int, vocab: int, shape: dict[str, Any]
     return n
 
 
+def real_model(path: str) -> tuple[Path, int, int]:
+    """A model folder (or a .gguf file, imported once: needs the ``gguf`` package), its parameter
+    count and vocabulary size."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from rlvr.gguf_import import resolve_model_path
+
+    folder = Path(resolve_model_path(path))
+    config = AutoConfig.from_pretrained(folder)
+    with torch.device("meta"):
+        n = sum(p.numel() for p in AutoModelForCausalLM.from_config(config).parameters())
+    return folder, n, int(config.vocab_size)
+
+
 def batch_from(prompts: list[list[int]], completions: list[Any], device: torch.device) -> Any:
     """A RolloutBatch of the sampled responses (rewards alternate 0/1 within a group)."""
     from rlvr.batch import RolloutBatch
@@ -120,12 +134,18 @@ def check_small(args: argparse.Namespace, info: Any, table: Table, tmp: Path) ->
     from rlvr.training.sync_guard import default_limit
 
     cuda = info.device.type == "cuda"
-    n_params = save_random_model(tmp / "model", args.layers, args.vocab, QWEN25_05B)
-    table.add("model", f"Qwen2.5-0.5B-shaped, {args.layers} layers, vocab {args.vocab}, "
-                       f"{n_params / 1e6:.0f} M params, random weights")
+    if args.model:  # a real model: its own weights, vocabulary and shape
+        model_dir, n_params, args.vocab = real_model(args.model)
+        table.add("model", f"{model_dir.name}, vocab {args.vocab}, {n_params / 1e6:.0f} M "
+                           "params, its own weights")
+    else:
+        model_dir = tmp / "model"
+        n_params = save_random_model(model_dir, args.layers, args.vocab, QWEN25_05B)
+        table.add("model", f"Qwen2.5-0.5B-shaped, {args.layers} layers, vocab {args.vocab}, "
+                           f"{n_params / 1e6:.0f} M params, random weights")
     cfg = ActorConfig(optim=OptimConfig(lr=1e-5), micro_batch_size=args.rows,
                       max_tokens_per_micro_batch=8192, mixed_precision="bf16")
-    actor = Actor.from_pretrained(tmp / "model", cfg, info)
+    actor = Actor.from_pretrained(model_dir, cfg, info)
     rng = random.Random(0)
     prompts = [[rng.randint(1, args.vocab - 1) for _ in range(64)]
                for _ in range(max(1, args.rows // 4))]
@@ -178,7 +198,7 @@ def check_small(args: argparse.Namespace, info: Any, table: Table, tmp: Path) ->
     ckpt = tmp / "ckpt" / "step_1"
     Checkpointer({"actor": actor}).save(ckpt)
     second = actor.update(batch, 1.0)  # old logprobs of step 1: the ratio is not 1
-    resumed = Actor.from_pretrained(tmp / "model", cfg, info)
+    resumed = Actor.from_pretrained(model_dir, cfg, info)
     Checkpointer({"actor": resumed}).load(ckpt)
     again = resumed.update(batch, 1.0)
     with torch.no_grad():
@@ -272,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokens-7b", type=int, default=8192,
                     help="token budget of the 7B-shaped step (default 8192)")
     ap.add_argument("--skip-7b", action="store_true", help="skip the 7B-shaped memory check")
+    ap.add_argument("--model", help="check a real model (a folder, or a .gguf file such as "
+                    "SmolLM2-135M-Instruct's) instead of the random 0.5B-shaped one")
     args = ap.parse_args(argv)
     cpu = args.device == "cpu"
     args.layers = args.layers or (1 if cpu else 24)

@@ -120,3 +120,105 @@ def test_the_real_model_plays_token_exact_retry_episodes(smollm2_path, smol_toke
         assert traj.finish_reason in ("stop", "length", "max_turns", "truncated")
         mine, theirs = recompute_logprobs(model, traj)
         assert (mine - theirs).abs().max().item() < 1e-4
+
+
+@pytest.fixture(scope="module")
+def smol_engine(smollm2_path, smol_tokenizer):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from rlvr.agents.hf.engine import TransformersEngine
+
+    model = AutoModelForCausalLM.from_pretrained(smollm2_path, dtype=torch.float32).eval()
+    engine = TransformersEngine(model, smol_tokenizer, max_batch_size=8)
+    yield engine
+    engine.close()
+
+
+QUESTION = "What is 17 + 25?"
+
+
+async def two_call_agent(client, task):
+    """Asks, then asks again with the model's own reply in its history (as an agent loop does):
+    the second prompt must extend the first call's tokens, whatever BPE makes of the text."""
+    messages = list(task.messages)
+    first = await client.chat.completions.create(model="policy", messages=messages,
+                                                 max_tokens=12, stop=["."])
+    messages += [{"role": "assistant", "content": first.choices[0].message.content},
+                 {"role": "user", "content": " Only the number, please.\n"}]
+    second = await client.chat.completions.create(model="policy", messages=messages,
+                                                  max_tokens=8, stop=["\n"])
+    return second.choices[0].message.content
+
+
+async def editing_agent(client, task):
+    """Puts back an edited copy of the model's reply (a trailing space BPE merges differently):
+    the gateway detects the prefix break and splits the episode into rows."""
+    messages = list(task.messages)
+    first = await client.chat.completions.create(model="policy", messages=messages,
+                                                 max_tokens=8, stop=["."])
+    messages += [{"role": "assistant", "content": first.choices[0].message.content + " "},
+                 {"role": "user", "content": "Again?"}]
+    second = await client.chat.completions.create(model="policy", messages=messages,
+                                                  max_tokens=8, stop=["."])
+    return second.choices[0].message.content
+
+
+def _agent_spec(agent, seed=0):
+    from rlvr.envs.agent_env import AgentEnv
+    from rlvr.verifiers.math import verify
+
+    tasks = [{"id": "t0", "question": QUESTION, "answer": "42"}]
+    return EpisodeSpec(env_factory=lambda: AgentEnv(
+        agent, source=tasks, verifier=lambda answer, task: verify(answer, task["answer"])),
+        seed=seed)
+
+
+def _check_rows_are_the_engines(model, traj):
+    for row in [traj, *traj.extra_rows]:
+        mine, theirs = recompute_logprobs(model, row)
+        assert (mine - theirs).abs().max().item() < 1e-4
+
+
+@pytest.mark.slow
+def test_a_gateway_agent_on_the_real_tokenizer_is_token_exact(smol_engine, smol_tokenizer):
+    from rlvr.agents.runner import EpisodeRunner
+
+    cfg = RunnerConfig(max_turns=4, max_tokens_per_turn=12, max_response_tokens=200,
+                       check_token_exact=True, seed=0,
+                       sampling=SamplingParams(temperature=1.0))
+    runner = EpisodeRunner(smol_engine, smol_tokenizer, cfg)
+    try:
+        trajs = runner.run([_agent_spec(two_call_agent, seed=s) for s in range(3)])
+        [edited] = runner.run([_agent_spec(editing_agent)])
+    finally:
+        runner.close()
+    for traj in trajs:
+        assert traj.outcome.error is None and traj.outcome.turns == 2, traj.outcome
+        # one row: the second call's prompt extended the first call's tokens, no retokenising
+        assert traj.metadata["gateway_prefix_breaks"] == 0 and traj.extra_rows == []
+        env_text = smol_tokenizer.decode(
+            [t for t, m in zip(traj.response_ids, traj.response_mask) if not m])
+        assert "<|im_start|>user\n Only the number, please.\n<|im_end|>" in env_text  # mask 0
+        _check_rows_are_the_engines(smol_engine.model, traj)
+    # the edited history is caught: two rows, each exactly one call's prompt and completion
+    assert edited.metadata["gateway_prefix_breaks"] == 1 and len(edited.extra_rows) == 1
+    _check_rows_are_the_engines(smol_engine.model, edited)
+
+
+@pytest.mark.slow
+def test_the_tool_env_on_the_real_tokenizer_is_token_exact(smol_engine, smol_tokenizer):
+    """rlvr/ToolUse-v0's calculator with SmolLM2 sampling: tool results are env tokens, every
+    model token's logprob is the learner's."""
+    cfg = RunnerConfig(max_turns=3, max_tokens_per_turn=24, max_response_tokens=160,
+                       check_token_exact=True, seed=0,
+                       sampling=SamplingParams(temperature=1.0, stop=("</tool_call>",)))
+    specs = [EpisodeSpec(env_id="rlvr/ToolUse-v0", seed=s,
+                         env_kwargs={"source": "arithmetic", "tools": ["calculator"]})
+             for s in range(2)]
+    trajs = run_episodes(smol_engine, smol_tokenizer, specs, cfg, group_size=2)
+    assert len(trajs) == 4
+    for traj in trajs:
+        assert traj.outcome.error is None, traj.outcome
+        assert traj.finish_reason in ("stop", "length", "max_turns", "truncated")
+        _check_rows_are_the_engines(smol_engine.model, traj)

@@ -90,3 +90,30 @@ def test_real_sglang_serves_the_imported_folder_with_transformers_logprobs(smoll
                     assert logits.argmax(-1).tolist() == out.token_ids
     finally:
         engine.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("weight_sync", ["distributed", "disk"])
+def test_smollm2_trains_on_a_real_sglang_server_with_every_sync_proven(smollm2_full,
+                                                                       smollm2_gguf, tmp_path,
+                                                                       weight_sync):
+    """Two GRPO steps of the SmolLM2 recipe with a real CPU sglang server as the engine: after
+    step 1's update the server samples step 2 with the new weights (the sync guard's gap,
+    measured on the server's own logprobs, stays at float32 noise)."""
+    from rlvr.config import load_config
+    from rlvr.trainer import train
+
+    python = require_venv("test_smollm2_servers")
+    config = load_config(ROOT / "configs" / "smollm2_quickstart.yaml", [
+        f"model.path={smollm2_gguf}", f"trainer.output_dir={tmp_path / 'run'}",
+        "trainer.steps=2", "trainer.threads=1", "eval.every=0", "eval.tasks=2",
+        "eval.max_new_tokens=4", "rollout.prompts_per_step=4", "rollout.group_size=2",
+        "actor.optim.lr=1e-5", "actor.micro_batch_size=8", "rollout.engine=sglang",
+        "actor.entropy_coef=0.01",  # a gradient even when every reward of step 1 is equal
+        f"rollout.sglang.python={python}", "rollout.sglang.allow_unseeded=true",
+        f"rollout.sglang.weight_sync={weight_sync}", "rollout.sglang.startup_timeout_s=540",
+        "trainer.progress=false"])
+    result = train(config, log=lambda *_: None)
+    first, second = result.history
+    assert first["actor/grad_norm"] > 0  # a real update, synced before step 2's rollout
+    assert second["rollout/logprob_diff"] < TOL, second["rollout/logprob_diff"]
