@@ -187,7 +187,7 @@ class Trainer:
         try:
             self._build(plan or preflight(config))
         except BaseException:
-            self._release_lock()
+            self.close()  # what was built before the failure: a launched server, the lock
             raise
 
     def _build(self, plan: RunPlan) -> None:
@@ -571,15 +571,20 @@ class Trainer:
         if self.closed:
             return
         self.closed = True
+        built = vars(self)  # a construction that failed half-way closes what it had built
         with contextlib.ExitStack() as stack:  # callbacks run last-in first-out
             stack.callback(self._release_lock)
             stack.callback(torch.set_num_threads, self.threads_before)
-            stack.callback(self.engine.close)
-            stack.callback(self.runner.close)
-            stack.callback(self.logger.close, failed=True)  # a no-op after finish()
-            if self.heldout is not None:
+            if "engine" in built:
+                stack.callback(self.engine.close)
+            if "runner" in built:
+                stack.callback(self.runner.close)
+            if "logger" in built:
+                stack.callback(self.logger.close, failed=True)  # a no-op after finish()
+            if built.get("heldout") is not None:
                 stack.callback(self.heldout.close)
-            stack.callback(self.rollout.close)  # first: its current step ends on a live engine
+            if "rollout" in built:  # first: its current step ends on a live engine
+                stack.callback(self.rollout.close)
 
     def _release_lock(self) -> None:
         if self.lock is not None:

@@ -60,3 +60,41 @@ def test_a_run_that_raises_in_a_step_is_still_closed(tmp_path, error):
     events.Reload()  # only what the closed writer flushed to disk
     assert [e.step for e in events.Scalars("reward/mean")] == [1]
     trainer.close()  # idempotent
+
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])
+def test_a_run_that_fails_while_being_built_closes_its_engine(tmp_path, monkeypatch, error):
+    """A failure after the engine is built (a tracker that cannot start, a held-out suite that
+    cannot load, a checkpoint that cannot resume) closes the engine and what else was built, so
+    a launched server or an engine thread never outlives the failed construction, and releases
+    the run folder's lock."""
+    import rlvr.trainer as trainer_module
+
+    config_overrides = SMALL_MODEL + [
+        "sft.enabled=false", f"trainer.output_dir={tmp_path}", "trainer.steps=2",
+        "trainer.progress=false", "trainer.plot=false", "trainer.threads=1",
+        "rollout.prompts_per_step=2", "rollout.group_size=2", "eval.tasks=2", "eval.every=0",
+    ]
+    config = load_config(CONFIGS / "quickstart.yaml", config_overrides)
+    threads_before = torch.get_num_threads()
+    engines: list = []
+    build_engine = trainer_module.Trainer._build_engine
+
+    def recorded(self, own_weights):
+        built = build_engine(self, own_weights)
+        engines.append(built.engine)
+        return built
+
+    def failing_logger(*args, **kwargs):
+        raise error("injected: the trackers cannot start")
+
+    monkeypatch.setattr(trainer_module.Trainer, "_build_engine", recorded)
+    monkeypatch.setattr(trainer_module, "MetricsLogger", failing_logger)
+    with pytest.raises(error, match="injected"):
+        Trainer(config, log=lambda *_: None)
+    assert len(engines) == 1 and engines[0]._closed, "the engine was left open"
+    assert torch.get_num_threads() == threads_before
+    monkeypatch.undo()
+    again = load_config(CONFIGS / "quickstart.yaml", [*config_overrides, "trainer.overwrite=true"])
+    Trainer(again, log=lambda *_: None).close()  # the run folder's lock was released
