@@ -69,7 +69,8 @@ def test_long_answers_are_checked_quickly():
 @pytest.mark.parametrize("text", [r"|12 + 7 = 19|", r"\sqrt{(3 + 4 = 7)}", r"f(2 + 3 = 5)"])
 def test_every_walk_goes_into_a_relation_nested_in_an_expression(text: str) -> None:
     from rlvr.verifiers.math.numeric import free_symbols
-    from rlvr.verifiers.math.parse import children, parse_answer
+    from rlvr.verifiers.math.parse import parse_answer
+    from rlvr.verifiers.math.tree import children
     from rlvr.verifiers.math.unevaluated import operation_count, restates_arithmetic
 
     answer = parse_answer(text)

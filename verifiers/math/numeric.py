@@ -31,8 +31,8 @@ from collections.abc import Callable
 from fractions import Fraction
 
 from rlvr.verifiers.errors import AnswerParseError
-from rlvr.verifiers.math.parse import Node, children
 from rlvr.verifiers.math.precise import precise_equal
+from rlvr.verifiers.math.tree import Node, children
 
 __all__ = [
     "MAX_SYMBOLIC_BITS",

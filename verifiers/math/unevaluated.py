@@ -29,7 +29,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from rlvr.verifiers.math.numeric import exact_value, free_symbols, has_approx
-from rlvr.verifiers.math.parse import Answer, Expr, Node, Relation, SetOf, UnionOf, children
+from rlvr.verifiers.math.tree import Answer, Expr, Node, Relation, SetOf, UnionOf, children
 
 __all__ = ["is_plain_number", "operation_count", "restates_arithmetic", "restates_question"]
 
