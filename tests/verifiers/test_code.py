@@ -355,6 +355,18 @@ def test_module_level_run_tests():
     assert run_tests(SQUARE, CallTests("sq", [((5,), 25)])).passed
 
 
+def test_the_sandbox_is_sent_every_module_of_the_harness():
+    # Inside, only what the bootstrap installs can be imported: one left out fails the start.
+    import pkgutil
+
+    from rlvr.verifiers.code import harness, sandbox
+
+    sent = [module.__name__ for module in sandbox._SANDBOX_MODULES]
+    wanted = {f"{harness.__name__}.{m.name}" for m in pkgutil.iter_modules(harness.__path__)}
+    assert set(sent) == wanted | {harness.__name__, protocol.__name__}
+    assert sent.index(harness.__name__) < min(sent.index(name) for name in wanted)
+
+
 def test_broken_test_module_is_a_sandbox_error(pool):
     spec = AssertTests("import no_such_module\ndef check(c):\n    assert c(1)\n", "sq")
     verdict = pool.run_tests(SQUARE, spec)

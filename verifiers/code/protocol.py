@@ -1,9 +1,8 @@
 """What the host and the sandbox say to each other: a plain-data codec, framing, check splitting.
 
 Stdlib only. The host imports it as ``rlvr.verifiers.code.protocol``; inside the sandbox the
-bootstrap
-of :mod:`rlvr.verifiers.code.sandbox` installs the same source as the module ``rlvr_protocol`` for
-:mod:`rlvr.verifiers.code.harness`.
+bootstrap of :mod:`rlvr.verifiers.code.sandbox` installs the same source under the same name,
+for :mod:`rlvr.verifiers.code.harness`.
 """
 
 from __future__ import annotations
