@@ -12,11 +12,12 @@ Answer structures (frozen dataclasses) hold expression trees (plain tuples):
 - ``("rel", ops, sides)``: a relation nested in an expression (``|12 + 7 = 19|``).
 
 :mod:`rlvr.verifiers.math.parse` builds these trees; the comparison modules read them, and every
-walk over an expression goes through :func:`children`.
+walk over an expression goes through :func:`children` (:func:`walk` visits every node).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -34,6 +35,7 @@ __all__ = [
     "SetOf",
     "UnionOf",
     "children",
+    "walk",
 ]
 
 Node = tuple[Any, ...]
@@ -120,3 +122,12 @@ def children(node: Node) -> tuple[Node, ...]:
     if kind in ("fn", "rel"):
         return tuple(node[2])
     return ()
+
+
+def walk(node: Node) -> Iterator[Node]:
+    """Every node of the tree under ``node``, ``node`` first, depth first and without recursion."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        yield item
+        stack.extend(children(item))
