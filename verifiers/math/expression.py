@@ -227,10 +227,14 @@ class _ExpressionParser:
         token = self._next()
         if token[1] != "{":
             return token[1]
+        return self._braced_text("subscript")
+
+    def _braced_text(self, what: str) -> str:
+        """The tokens' texts up to the ``}`` that closes the ``{`` just read, joined."""
         parts = []
         while (value := self._peek_value()) != "}":
             if value is None:
-                raise AnswerParseError("unclosed subscript")
+                raise AnswerParseError(f"unclosed {what}")
             parts.append(self._next()[1])
         self._next()
         return "".join(parts)
@@ -272,13 +276,7 @@ class _ExpressionParser:
 
     def _word_argument(self) -> str:
         self._expect("{")
-        parts = []
-        while (value := self._peek_value()) != "}":
-            if value is None:
-                raise AnswerParseError("unclosed command argument")
-            parts.append(self._next()[1])
-        self._next()
-        return "".join(parts)
+        return self._braced_text("command argument")
 
     def _macro_argument(self) -> Node:
         """A LaTeX macro argument: ``{...}``, one digit of a number, a letter, or a command."""
