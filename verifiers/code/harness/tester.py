@@ -89,6 +89,14 @@ def _classify(exc: BaseException) -> tuple[str, str]:
     return "wrong_answer", f"{type(exc).__name__}: {exc}"[:300]
 
 
+def _fail_every_test(host: socket.socket, n_tests: int, status: str, msg: str) -> int:
+    """Reports each of the ``n_tests`` tests as ``status`` with ``msg``, then the end of the run."""
+    for i in range(n_tests):
+        send_msg(host, {"i": i, "status": status, "msg": msg})
+    send_msg(host, {"done": True})
+    return 0
+
+
 def run_tester(mode: str, limits: dict[str, Any]) -> int:
     """T: run the trusted test code against proxies of the program's functions; report results."""
     import builtins
@@ -114,10 +122,7 @@ def run_tester(mode: str, limits: dict[str, Any]) -> int:
         if ready:
             why = f"the program raised {ready.get('exc')}: {ready.get('msg')}"[:300]
             status = "memory_limit" if ready.get("exc") == "MemoryError" else "runtime_error"
-        for i in range(n_tests):
-            send_msg(host, {"i": i, "status": status, "msg": why})
-        send_msg(host, {"done": True})
-        return 0
+        return _fail_every_test(host, n_tests, status, why)
     bdict = dict(vars(builtins))
     ns: dict[str, Any] = {"__builtins__": bdict, "__name__": "__test__"}
     # The program provides the entry point and nothing else: every helper the tests use comes
@@ -129,11 +134,8 @@ def run_tester(mode: str, limits: dict[str, Any]) -> int:
         ns[entry_point] = candidate
         exec(compile(test_code, "<tests>", "exec"), ns)
     except Exception as exc:  # noqa: BLE001 - a broken test module fails every test
-        for i in range(n_tests):
-            send_msg(host, {"i": i, "status": "sandbox_error",
-                            "msg": f"the test code failed to load: {type(exc).__name__}: {exc}"})
-        send_msg(host, {"done": True})
-        return 0
+        why = f"the test code failed to load: {type(exc).__name__}: {exc}"
+        return _fail_every_test(host, n_tests, "sandbox_error", why)
     if plan is None:
         try:
             ns["check"](candidate)
