@@ -127,6 +127,14 @@ def test_codec_refuses_anything_but_exact_builtin_types():
         protocol.encode(deep)
 
 
+def test_a_programs_exception_is_reported_alike_by_host_and_tester():
+    assert protocol.program_raised("MemoryError", "") == (
+        "memory_limit", "the program raised MemoryError: ")
+    status, msg = protocol.program_raised("ValueError", "x" * 1000)
+    assert status == "runtime_error" and msg.startswith("the program raised ValueError: xx")
+    assert len(msg) == 300
+
+
 def test_split_check_marks_statements_that_use_the_candidate():
     code = (
         "def check(c):\n    import math\n    x = 3\n    assert c(x) == 9\n"

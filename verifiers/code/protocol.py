@@ -326,6 +326,19 @@ def test_labels(test_code: str) -> list[str]:
     return [src.splitlines()[0][:120] for is_test, src in plan[1] if is_test]
 
 
+# ---------------------------------------------------------------------------- outcomes
+
+
+def program_raised(exc_name: str, msg: object) -> tuple[str, str]:
+    """The status and message of a test in which the program raised ``exc_name`` with ``msg``.
+
+    The status is "memory_limit" for ``MemoryError`` and "runtime_error" for anything else; the
+    host (call tests) and the tester (assert tests) report a program's exception alike.
+    """
+    status = "memory_limit" if exc_name == "MemoryError" else "runtime_error"
+    return status, f"the program raised {exc_name}: {msg}"[:300]
+
+
 # ---------------------------------------------------------------------------- text from the sandbox
 
 # C0 controls (but tab, newline, carriage return) and DEL become U+FFFD.

@@ -17,6 +17,7 @@ from rlvr.verifiers.code.protocol import (
     EncodeError,
     decode,
     encode,
+    program_raised,
     recv_msg,
     send_msg,
     split_check,
@@ -76,8 +77,7 @@ class _Remote:
 def _classify(exc: BaseException) -> tuple[str, str]:
     remote = getattr(exc, "_rlvr_remote", None)
     if remote is not None:
-        status = "memory_limit" if remote == "MemoryError" else "runtime_error"
-        return status, f"the program raised {remote}: {exc}"[:300]
+        return program_raised(remote, exc)
     if isinstance(exc, _RemoteDied):
         return "runtime_error", str(exc)
     if isinstance(exc, _NotPlainData):
@@ -120,8 +120,7 @@ def run_tester(mode: str, limits: dict[str, Any]) -> int:
         why = "the program exited before its functions could be called"
         status = "runtime_error"
         if ready:
-            why = f"the program raised {ready.get('exc')}: {ready.get('msg')}"[:300]
-            status = "memory_limit" if ready.get("exc") == "MemoryError" else "runtime_error"
+            status, why = program_raised(str(ready.get("exc")), ready.get("msg"))
         return _fail_every_test(host, n_tests, status, why)
     bdict = dict(vars(builtins))
     ns: dict[str, Any] = {"__builtins__": bdict, "__name__": "__test__"}
