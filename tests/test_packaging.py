@@ -50,7 +50,7 @@ def test_the_wheel_adds_one_top_level_name(wheel):
     assert tops == {"rlvr"}
     # the symlinked folders travel as files, every package with its __init__.py
     for package in ("envs", "agents", "agents/hf", "agents/gateway", "verifiers",
-                    "verifiers/math", "verifiers/code"):
+                    "verifiers/math", "verifiers/code", "verifiers/code/harness"):
         assert f"rlvr/{package}/__init__.py" in names, package
     assert "rlvr/verifiers/math/worker.py" in names
     top_level = [n for n in names if n.endswith(".dist-info/top_level.txt")]

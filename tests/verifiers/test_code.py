@@ -127,6 +127,14 @@ def test_codec_refuses_anything_but_exact_builtin_types():
         protocol.encode(deep)
 
 
+def test_a_programs_exception_is_reported_alike_by_host_and_tester():
+    assert protocol.program_raised("MemoryError", "") == (
+        "memory_limit", "the program raised MemoryError: ")
+    status, msg = protocol.program_raised("ValueError", "x" * 1000)
+    assert status == "runtime_error" and msg.startswith("the program raised ValueError: xx")
+    assert len(msg) == 300
+
+
 def test_split_check_marks_statements_that_use_the_candidate():
     code = (
         "def check(c):\n    import math\n    x = 3\n    assert c(x) == 9\n"
@@ -353,6 +361,18 @@ def test_sandbox_survives_the_thread_that_started_it():
 
 def test_module_level_run_tests():
     assert run_tests(SQUARE, CallTests("sq", [((5,), 25)])).passed
+
+
+def test_the_sandbox_is_sent_every_module_of_the_harness():
+    # Inside, only what the bootstrap installs can be imported: one left out fails the start.
+    import pkgutil
+
+    from rlvr.verifiers.code import harness, sandbox
+
+    sent = [module.__name__ for module in sandbox._SANDBOX_MODULES]
+    wanted = {f"{harness.__name__}.{m.name}" for m in pkgutil.iter_modules(harness.__path__)}
+    assert set(sent) == wanted | {harness.__name__, protocol.__name__}
+    assert sent.index(harness.__name__) < min(sent.index(name) for name in wanted)
 
 
 def test_broken_test_module_is_a_sandbox_error(pool):

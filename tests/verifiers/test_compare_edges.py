@@ -15,7 +15,8 @@ import pytest
 from rlvr.verifiers.math import is_equivalent
 from rlvr.verifiers.math.compare import MAX_UNORDERED_ITEMS, answers_equal
 from rlvr.verifiers.math.numeric import scalar_equal
-from rlvr.verifiers.math.parse import Expr, Node, SetOf, parse_answer
+from rlvr.verifiers.math.parse import parse_answer
+from rlvr.verifiers.math.tree import Expr, Node, SetOf
 
 
 def equal(pred: str, gold: str, **percent: bool) -> bool | None:

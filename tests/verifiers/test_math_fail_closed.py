@@ -14,8 +14,8 @@ import pytest
 
 from rlvr.envs.math_env import score_response
 from rlvr.verifiers.math import extract_answer, find_boxed, find_numbers, verify, warm_up
+from rlvr.verifiers.math.choice import choice_letter
 from rlvr.verifiers.math.extract import extract
-from rlvr.verifiers.math.parse import choice_letter
 
 SLACK_S = 2.0  # process start, kill and scheduling on a shared 2-core machine
 

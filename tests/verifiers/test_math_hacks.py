@@ -16,7 +16,8 @@ import pytest
 
 from rlvr.envs.math_env import score_response
 from rlvr.verifiers.math import grade, verify, verify_answer, word_answer
-from rlvr.verifiers.math.parse import choice_letter, parse_answer
+from rlvr.verifiers.math.choice import choice_letter
+from rlvr.verifiers.math.parse import parse_answer
 from rlvr.verifiers.math.precise import precise_equal
 
 DATA = Path(__file__).parent / "data" / "math_hacks.jsonl"

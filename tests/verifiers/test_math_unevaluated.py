@@ -69,7 +69,8 @@ def test_long_answers_are_checked_quickly():
 @pytest.mark.parametrize("text", [r"|12 + 7 = 19|", r"\sqrt{(3 + 4 = 7)}", r"f(2 + 3 = 5)"])
 def test_every_walk_goes_into_a_relation_nested_in_an_expression(text: str) -> None:
     from rlvr.verifiers.math.numeric import free_symbols
-    from rlvr.verifiers.math.parse import children, parse_answer
+    from rlvr.verifiers.math.parse import parse_answer
+    from rlvr.verifiers.math.tree import children
     from rlvr.verifiers.math.unevaluated import operation_count, restates_arithmetic
 
     answer = parse_answer(text)
@@ -79,3 +80,15 @@ def test_every_walk_goes_into_a_relation_nested_in_an_expression(text: str) -> N
     assert operation_count(answer.node) == 3  # the function or product, the relation, the sum
     assert not free_symbols(relation)
     assert free_symbols(parse_answer(r"|x = 3|").node) == {"x"}
+
+
+def test_walk_visits_every_node_once_without_recursion() -> None:
+    from rlvr.verifiers.math.parse import parse_answer
+    from rlvr.verifiers.math.tree import walk
+
+    node = parse_answer(r"|x + 2 = 19| \cdot \sqrt{y}").node
+    kinds = sorted(item[0] for item in walk(node))
+    assert kinds == ["add", "fn", "fn", "mul", "num", "num", "rel", "sym", "sym"]
+    assert next(walk(node)) is node
+    deep = parse_answer("-" * 45 + "x").node  # a chain of 45 signs
+    assert sum(1 for _ in walk(deep)) == 46

@@ -16,6 +16,7 @@ import pytest
 
 from rlvr.verifiers.errors import AnswerParseError
 from rlvr.verifiers.math import numeric
+from rlvr.verifiers.math.expression import parse_expression
 from rlvr.verifiers.math.numeric import (
     MAX_SYMBOLS,
     SAMPLE_POINTS,
@@ -30,7 +31,7 @@ from rlvr.verifiers.math.numeric import (
     proportionality,
     scalar_equal,
 )
-from rlvr.verifiers.math.parse import Node, parse_expression
+from rlvr.verifiers.math.tree import Node
 
 P = parse_expression
 

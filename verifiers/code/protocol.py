@@ -1,9 +1,8 @@
 """What the host and the sandbox say to each other: a plain-data codec, framing, check splitting.
 
 Stdlib only. The host imports it as ``rlvr.verifiers.code.protocol``; inside the sandbox the
-bootstrap
-of :mod:`rlvr.verifiers.code.sandbox` installs the same source as the module ``rlvr_protocol`` for
-:mod:`rlvr.verifiers.code.harness`.
+bootstrap of :mod:`rlvr.verifiers.code.sandbox` installs the same source under the same name,
+for :mod:`rlvr.verifiers.code.harness`.
 """
 
 from __future__ import annotations
@@ -325,6 +324,19 @@ def test_labels(test_code: str) -> list[str]:
     if plan is None:
         return ["check"]
     return [src.splitlines()[0][:120] for is_test, src in plan[1] if is_test]
+
+
+# ---------------------------------------------------------------------------- outcomes
+
+
+def program_raised(exc_name: str, msg: object) -> tuple[str, str]:
+    """The status and message of a test in which the program raised ``exc_name`` with ``msg``.
+
+    The status is "memory_limit" for ``MemoryError`` and "runtime_error" for anything else; the
+    host (call tests) and the tester (assert tests) report a program's exception alike.
+    """
+    status = "memory_limit" if exc_name == "MemoryError" else "runtime_error"
+    return status, f"the program raised {exc_name}: {msg}"[:300]
 
 
 # ---------------------------------------------------------------------------- text from the sandbox

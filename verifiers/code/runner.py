@@ -336,9 +336,7 @@ def run_call(worker: Worker, program: str, spec: CallTests, deadline: float,
     if not isinstance(ready, dict) or not ready.get("ready"):
         status, msg = _unfinished(ch)
         if isinstance(ready, dict):
-            exc_name = str(ready.get("exc"))
-            status = "memory_limit" if exc_name == "MemoryError" else "runtime_error"
-            msg = f"the program raised {exc_name}: {ready.get('msg')}"[:300]
+            status, msg = protocol.program_raised(str(ready.get("exc")), ready.get("msg"))
         elif status == "runtime_error":
             msg = "the program exited before its function could be called"
         return [TestOutcome(i, n, status, msg) for i, n in enumerate(names)]
@@ -383,9 +381,7 @@ def _judge(reply: Any, expected: Any) -> tuple[str, str]:
         return "wrong_answer", f"expected {expected!r}, got {got!r}"[:300]
     if "bad" in reply:
         return "wrong_answer", f"the result is not plain data: {reply['bad']}"[:300]
-    exc_name = str(reply.get("exc"))
-    status = "memory_limit" if exc_name == "MemoryError" else "runtime_error"
-    return status, f"the program raised {exc_name}: {reply.get('msg')}"[:300]
+    return protocol.program_raised(str(reply.get("exc")), reply.get("msg"))
 
 
 def run_stdio(worker: Worker, program: str, spec: StdioTests, deadline: float,

@@ -11,10 +11,10 @@ A :class:`SandboxPool` keeps up to ``size`` workers. Each worker is one sandbox,
   environment (bwrap itself is started with an empty environment too, since ``/proc/1/environ``
   is readable inside);
 * inside it, the zygote of :mod:`rlvr.verifiers.code.harness` (root, but with only
-CAP_SETUID/SETGID/
-  KILL left, NO_NEW_PRIVS, non-dumpable, a child subreaper) forks a fresh process per program and
-  runs it as the sandbox's *program uid*, and the tests as its *tester uid*, both under a seccomp
-  filter (see :func:`~rlvr.verifiers.code.harness.seccomp_filter`).
+  CAP_SETUID/SETGID/KILL left, NO_NEW_PRIVS, non-dumpable, a child subreaper) forks a fresh
+  process per program and runs it as the sandbox's *program uid*, and the tests as its *tester
+  uid*, both under a seccomp filter (see
+  :func:`~rlvr.verifiers.code.harness.seccomp.seccomp_filter`).
 
 Every sandbox on the host holds its own pair of uids (a :class:`UidLease`, from
 ``UID_BASE``), so ``RLIMIT_NPROC`` is a per-sandbox process limit, and no sandbox can signal,
@@ -54,6 +54,7 @@ from typing import Any
 
 from rlvr.config_checks import bounded, check_choice, check_fields
 from rlvr.verifiers.code import harness, protocol
+from rlvr.verifiers.code.harness import namespace, privileges, program, seccomp, tester, zygote
 from rlvr.verifiers.errors import InvalidArgumentError, SandboxUnavailableError
 
 logger = logging.getLogger(__name__)
@@ -63,15 +64,27 @@ BACKENDS = ("auto", "bwrap", "unshare")
 UID_BASE = 1_700_000_000
 UID_SLOTS = 32768
 UID_LOCK_DIR = "/run/rlvr-sandbox-uids"
-_HARNESS_SOURCE = Path(harness.__file__).read_text()
-_PROTOCOL_SOURCE = Path(protocol.__file__).read_text()
-# Runs inside the sandbox: installs protocol.py as module `rlvr_protocol`, then runs harness.py.
+# What runs inside the sandbox, each module after the ones it imports: the protocol and the
+# harness package, under their own names (their parent packages are empty placeholders there).
+_SANDBOX_PACKAGES = ("rlvr", "rlvr.verifiers", "rlvr.verifiers.code")
+_SANDBOX_MODULES = (protocol, harness, privileges, seccomp, namespace, program, tester, zygote)
+_SANDBOX_SOURCES = [arg for name in _SANDBOX_PACKAGES for arg in (name, "")] + [
+    arg for module in _SANDBOX_MODULES
+    for arg in (module.__name__, Path(str(module.__file__)).read_text())
+]
+# Runs inside the sandbox: argv holds (name, source) pairs up to ZYGOTE_MARKER; each becomes a
+# module in sys.modules (and an attribute of its parent package), then the zygote starts.
 BOOTSTRAP = (
     "import sys, types\n"
-    "m = types.ModuleType('rlvr_protocol')\n"
-    "exec(compile(sys.argv[1], 'rlvr_protocol', 'exec'), m.__dict__)\n"
-    "sys.modules['rlvr_protocol'] = m\n"
-    "exec(compile(sys.argv[2], 'rlvr_harness', 'exec'), {'__name__': '__main__'})\n"
+    f"end = sys.argv.index({zygote.ZYGOTE_MARKER!r})\n"
+    "for name, source in zip(sys.argv[1:end:2], sys.argv[2:end:2]):\n"
+    "    module = sys.modules[name] = types.ModuleType(name)\n"
+    "    parent, _, leaf = name.rpartition('.')\n"
+    "    if parent:\n"
+    "        sys.modules[parent].__path__ = []\n"
+    "        setattr(sys.modules[parent], leaf, module)\n"
+    "    exec(compile(source, name, 'exec'), module.__dict__)\n"
+    f"sys.modules[{zygote.__name__!r}].main(sys.argv[end + 1:])\n"
 )
 # bwrap's --die-with-parent (PR_SET_PDEATHSIG) fires when the *thread* that forked it exits, so
 # every sandbox is started from this one long-lived thread, whatever thread asks for it.
@@ -169,8 +182,7 @@ def _bwrap_argv(config: SandboxConfig, ctl_fd: int, uids: tuple[int, int]) -> li
 def _python_argv(config: SandboxConfig, ctl_fd: int, backend: str,
                  uids: tuple[int, int]) -> list[str]:
     return [
-        config.python, "-I", "-B", "-c", BOOTSTRAP, _PROTOCOL_SOURCE, _HARNESS_SOURCE,
-        harness.ZYGOTE_MARKER,
+        config.python, "-I", "-B", "-c", BOOTSTRAP, *_SANDBOX_SOURCES, zygote.ZYGOTE_MARKER,
         "--ctl-fd", str(ctl_fd), "--backend", backend, "--tmp-bytes", str(config.tmp_mb << 20),
         "--uids", f"{uids[0]},{uids[1]}",
     ]
@@ -236,7 +248,7 @@ class MemoryCgroup:
     The kernel charges it every page the sandbox's processes use, mapped or not (memfd,
     tmpfs, pipe and socket buffers included); ``memory.max`` (v2) or ``memory.limit_in_bytes``
     (v1) caps the sum; past it the kernel reclaims, then OOM-kills inside the sandbox (the
-    program first: see ``harness._in_child``).
+    program first: see ``harness.zygote._in_child``).
 
     :meth:`create` returns None where no memory controller can be used (not mounted, or not
     writable); the sandbox is then bounded by rlimits only (see docs/sandbox.md).
@@ -347,8 +359,8 @@ def _own_v1_memory_cgroup() -> str | None:
 
 def sandbox_memory_bytes(memory_mb: int, mode: str, config: SandboxConfig) -> int:
     """The cgroup limit of a sandbox while it runs one program under ``memory_mb``."""
-    tester = max(memory_mb << 20, harness.TESTER_MIN_MEMORY) if mode == "assert" else 0
-    return (memory_mb << 20) + tester + 2 * (config.tmp_mb << 20) + SANDBOX_OVERHEAD_BYTES
+    tester_bytes = max(memory_mb << 20, tester.TESTER_MIN_MEMORY) if mode == "assert" else 0
+    return (memory_mb << 20) + tester_bytes + 2 * (config.tmp_mb << 20) + SANDBOX_OVERHEAD_BYTES
 
 
 class WorkerDied(Exception):
@@ -470,7 +482,7 @@ class Worker:
             self.events.append(got[0])
 
     def spawn(self, mode: str, limits: dict[str, Any], timeout: float) -> Spawned:
-        """Forks the processes of one program run (see :mod:`~rlvr.verifiers.code.harness`)."""
+        """Forks the processes of one program run (see ``harness.zygote``)."""
         if self.cgroup is not None:
             try:
                 self.cgroup.set_limit(sandbox_memory_bytes(

@@ -34,7 +34,7 @@ from rlvr.verifiers.math.numeric import (
     infinity_sign,
     proportionality,
 )
-from rlvr.verifiers.math.parse import (
+from rlvr.verifiers.math.tree import (
     Answer,
     Bracketed,
     Expr,

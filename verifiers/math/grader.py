@@ -38,20 +38,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlvr.verifiers.errors import AnswerParseError, InvalidArgumentError, VerifierTimeout
+from rlvr.verifiers.math.choice import choice_hedge, choice_letter
 from rlvr.verifiers.math.compare import answers_equal
 from rlvr.verifiers.math.extract import ANSWER_FORMATS, extract, extract_answer, find_boxed
 from rlvr.verifiers.math.normalize import MAX_ANSWER_CHARS, NormalizedAnswer, normalize_answer
 from rlvr.verifiers.math.numeric import check_size, scalar_equal
-from rlvr.verifiers.math.parse import (
-    Answer,
-    Bracketed,
-    Matrix,
-    SetOf,
-    UnionOf,
-    choice_hedge,
-    choice_letter,
-    parse_answer,
-)
+from rlvr.verifiers.math.parse import parse_answer
+from rlvr.verifiers.math.tree import Answer, Bracketed, Matrix, SetOf, UnionOf
 from rlvr.verifiers.math.unevaluated import (
     is_plain_number,
     restates_arithmetic,

@@ -31,8 +31,8 @@ from collections.abc import Callable
 from fractions import Fraction
 
 from rlvr.verifiers.errors import AnswerParseError
-from rlvr.verifiers.math.parse import Node, children
 from rlvr.verifiers.math.precise import precise_equal
+from rlvr.verifiers.math.tree import Node, children, walk
 
 __all__ = [
     "MAX_SYMBOLIC_BITS",
@@ -349,25 +349,12 @@ def _numeric_function(name: str, args: list[complex]) -> complex:
 
 def free_symbols(node: Node) -> set[str]:
     """Names of the variables in ``node``."""
-    found: set[str] = set()
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if item[0] == "sym":
-            found.add(item[1])
-        stack.extend(children(item))
-    return found
+    return {item[1] for item in walk(node) if item[0] == "sym"}
 
 
 def has_approx(node: Node) -> bool:
     """Whether ``node`` contains a literal written with a decimal point."""
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if item[0] == "num" and item[2]:
-            return True
-        stack.extend(children(item))
-    return False
+    return any(item[0] == "num" and item[2] for item in walk(node))
 
 
 def infinity_sign(node: Node) -> int:
@@ -388,9 +375,7 @@ def check_size(node: Node) -> None:
     Raises:
         AnswerParseError: naming what is too large.
     """
-    stack = [node]
-    while stack:
-        item = stack.pop()
+    for item in walk(node):
         if item[0] == "pow":
             _check_power(item[1], item[2])
         elif item[0] == "fact" or item[:2] == ("fn", "factorial2"):
@@ -400,7 +385,6 @@ def check_size(node: Node) -> None:
                 raise AnswerParseError("factorial of a number too large to evaluate")
             if value is not None and abs(value) > MAX_SYMBOLIC_FACTORIAL:
                 raise AnswerParseError(f"factorial of {value} is too large to evaluate")
-        stack.extend(children(item))
 
 
 def _check_power(base: Node, exponent: Node) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 import mpmath
 
-from rlvr.verifiers.math.parse import Node
+from rlvr.verifiers.math.tree import Node
 
 __all__ = ["BASE_DPS", "STEP_DPS", "precise_equal"]
 

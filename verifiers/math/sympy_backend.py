@@ -26,7 +26,8 @@ from rlvr.verifiers.math.numeric import (
     has_approx,
     scalar_equal,
 )
-from rlvr.verifiers.math.parse import Node, parse_answer
+from rlvr.verifiers.math.parse import parse_answer
+from rlvr.verifiers.math.tree import Node
 
 __all__ = ["compare_texts", "sympy_scalar_equal", "to_sympy"]
 

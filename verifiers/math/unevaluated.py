@@ -29,7 +29,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from rlvr.verifiers.math.numeric import exact_value, free_symbols, has_approx
-from rlvr.verifiers.math.parse import Answer, Expr, Node, Relation, SetOf, UnionOf, children
+from rlvr.verifiers.math.tree import Answer, Expr, Node, Relation, SetOf, UnionOf, children, walk
 
 __all__ = ["is_plain_number", "operation_count", "restates_arithmetic", "restates_question"]
 
@@ -41,12 +41,7 @@ _TEN: Node = ("num", Fraction(10), False)
 
 def is_plain_number(answer: Answer) -> bool:
     """Whether a (gold) answer is one number literal, possibly negative."""
-    if not isinstance(answer, Expr):
-        return False
-    node = answer.node
-    while node[0] == "neg":
-        node = node[1]
-    return node[0] == "num"
+    return isinstance(answer, Expr) and _literal(answer.node)
 
 
 def _one_item(answer: Answer) -> Answer | None:
@@ -130,13 +125,7 @@ def _integer(node: Node) -> int | None:
 
 def _numbers_only(node: Node) -> bool:
     """No symbols and no constants (``pi``, ``e``, ``i``): only number literals."""
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if item[0] in ("sym", "const"):
-            return False
-        stack.extend(children(item))
-    return True
+    return not any(item[0] in ("sym", "const") for item in walk(node))
 
 
 def operation_count(node: Node) -> int:
