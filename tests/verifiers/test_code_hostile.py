@@ -477,3 +477,13 @@ def test_unshare_fallback_contains_hostile_programs(name):
         verdict = run_and_check_host(pool, program, tests, budget)
         assert verdict.reason == reason
         assert pool.run_tests("def f(x):\n    return x + 1\n", F).passed
+
+
+def test_a_program_that_exits_before_its_functions_load_says_so(pool):
+    """An exit at import is a runtime error whose message says what happened (not a garbled
+    channel, which is what forged frames get)."""
+    verdict = pool.run_tests("import os\nos._exit(0)\n", A, timeout_s=ROOMY, memory_mb=256)
+    assert verdict.reason == "runtime_error"
+    messages = [t["message"] for t in verdict.details["tests"]]
+    assert messages and all("exited before its functions could be called" in m
+                            for m in messages), messages

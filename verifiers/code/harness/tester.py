@@ -114,7 +114,7 @@ def run_tester(mode: str, limits: dict[str, Any]) -> int:
         ready = recv_msg(rpc, MAX_REPLY_BYTES)
     except (EncodeError, OSError):
         ready = {"exc": "ProtocolError", "msg": "the program garbled its channel"}
-    if not isinstance(ready, dict):
+    if ready is not None and not isinstance(ready, dict):  # None: it exited before a word
         ready = {"exc": "ProtocolError", "msg": "the program garbled its channel"}
     if not ready or not ready.get("ready"):
         why = "the program exited before its functions could be called"
