@@ -12,6 +12,7 @@ is a two-call conversation.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -19,6 +20,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+from rlvr.envs import MissingDependencyError, make
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = os.environ.get("RLVR_COEXIST_PYTHON")
@@ -161,6 +164,17 @@ def venv(tmp_path_factory):
                        "play": PLAY}.items():
         (work / f"{name}.py").write_text(text)
     return Path(PYTHON), work
+
+
+def test_without_verifiers_the_env_says_what_to_install():
+    try:
+        importlib.import_module("verifiers.v1")
+    except ImportError:  # absent, or the checkout's own verifiers/ folder (which refuses)
+        pass
+    else:
+        pytest.skip("Prime's verifiers is importable here")
+    with pytest.raises(MissingDependencyError, match="verifiers>=0.4"):
+        make("rlvr/VerifiersHarness-v0", environment="verifiers_retry")
 
 
 @pytest.mark.slow
