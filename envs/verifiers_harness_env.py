@@ -115,6 +115,9 @@ class VerifiersHarnessEnv(AgentEnv):
         self._attach(base, self.play, timeout_s)
         if not isinstance(harness, str) or not harness:
             raise EnvArgumentError(f"harness must be a verifiers harness id, got {harness!r}")
+        if harness_kwargs is not None and not isinstance(harness_kwargs, Mapping):
+            raise EnvArgumentError(f"harness_kwargs must be a mapping of the harness's config "
+                                   f"fields, got {harness_kwargs!r}")
         uv = uv_directory()
         harness_config: dict[str, Any] = {**dict(harness_kwargs or {}), "id": harness}
         env_vars = dict(harness_config.get("env") or {})

@@ -122,6 +122,7 @@ PLAY = textwrap.dedent('''
     runner.close()
     for name, kwargs in {"bash": {"harness": "bash"}, "codex": {"harness": "codex"},
                          "sise": {"environment_kwargs": {"sise": 5}},
+                         "harness_kwargs": {"harness_kwargs": ["tool_timeout"]},
                          "two_seats": {"environment": "two_seats"}}.items():
         try:
             envs.make("rlvr/VerifiersHarness-v0", **{"environment": "verifiers_retry", **kwargs})
@@ -204,6 +205,6 @@ def test_harness_episodes_through_the_gateway_keep_the_tasksets_reward(venv):
     # (verifiers names it <server>_<tool>)
     assert '"name": "calc_add"' in calc["prompt"] and "Add two integers." in calc["prompt"], calc
     assert "runs model-written code" in out["bash"] and "container" in out["codex"]
-    assert "sise" in out["sise"]
+    assert "sise" in out["sise"] and "harness_kwargs must be a mapping" in out["harness_kwargs"]
     assert "agent seats are ['agent', 'judge']" in out["two_seats"]
     assert out["check_env"] == 0 and " 0 failed" in proc.stdout, proc.stdout[-3000:]
