@@ -84,10 +84,7 @@ class AgentEnv(TextEnv):
     def __init__(self, agent: AgentFunction, *, env: str | None = None,
                  source: SourceSpec | None = None, verifier: Any = None,
                  timeout_s: float = DEFAULT_AGENT_TIMEOUT_S, **kwargs: Any) -> None:
-        if not callable(agent):
-            raise EnvArgumentError(f"agent must be an async function, got {agent!r}")
-        if not (isinstance(timeout_s, int | float) and timeout_s > 0):
-            raise EnvArgumentError(f"timeout_s must be a number > 0, got {timeout_s!r}")
+        check_agent(agent, timeout_s)
         if (env is None) == (source is None):
             raise EnvArgumentError("give either env=<registered id> or source=... with "
                                    "verifier=...")
@@ -103,11 +100,20 @@ class AgentEnv(TextEnv):
             from rlvr.envs.verifier_env import VerifierEnv
 
             self.base = VerifierEnv(source, verifier, **kwargs)
+        self._attach(self.base, agent, timeout_s)
+
+    def _attach(self, base: Any, agent: AgentFunction, timeout_s: float) -> None:
+        """Play ``base``'s tasks with ``agent``.
+
+        A subclass that builds its own env calls this (after ``check_agent``) instead of
+        ``AgentEnv.__init__``.
+        """
+        self.base = base
         self.agent = agent
         self.timeout_s = float(timeout_s)
-        self.action_space = self.base.action_space
-        self.observation_space = self.base.observation_space
-        self.reward_range = getattr(self.base.unwrapped, "reward_range", (0.0, 1.0))
+        self.action_space = base.action_space
+        self.observation_space = base.observation_space
+        self.reward_range = getattr(base.unwrapped, "reward_range", (0.0, 1.0))
         self._task: AgentTask | None = None
 
     @property
@@ -165,6 +171,18 @@ class AgentEnv(TextEnv):
     def close(self) -> None:
         """Close the wrapped env."""
         self.base.close()
+
+
+def check_agent(agent: Any, timeout_s: Any) -> None:
+    """Check an agent function and its per-episode timeout.
+
+    Raises:
+        EnvArgumentError: ``agent`` is not callable, or ``timeout_s`` is not a number > 0.
+    """
+    if not callable(agent):
+        raise EnvArgumentError(f"agent must be an async function, got {agent!r}")
+    if not (isinstance(timeout_s, int | float) and timeout_s > 0):
+        raise EnvArgumentError(f"timeout_s must be a number > 0, got {timeout_s!r}")
 
 
 def register_agent(env_id: str, agent: AgentFunction, *, env: str | None = None,

@@ -39,6 +39,7 @@ BUILTIN_ENVS: dict[str, str] = {
     "rlvr/CompactToolUse-v0": "rlvr.envs.compact_tool_env:CompactToolUseEnv",
     "rlvr/ReasoningGym-v0": "rlvr.envs.reasoning_gym_env:ReasoningGymEnv",
     "rlvr/Verifiers-v0": "rlvr.envs.verifiers_env:VerifiersEnv",
+    "rlvr/VerifiersHarness-v0": "rlvr.envs.verifiers_harness_env:VerifiersHarnessEnv",
     "rlvr/OpenEnv-v0": "rlvr.envs.openenv_env:OpenEnvEnv",
 }
 """The built-in ids and their entry points."""

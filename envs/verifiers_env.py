@@ -48,7 +48,12 @@ INSTALL_HINT = ("rlvr/Verifiers-v0 needs Prime Intellect's verifiers 0.4: "
                 "pip install 'verifiers>=0.4,<0.5'")
 
 
-def _vf() -> Any:
+def verifiers_v1() -> Any:
+    """Prime's ``verifiers.v1``.
+
+    Raises:
+        MissingDependencyError: it is not installed (the message says what to install).
+    """
     try:
         vf = importlib.import_module("verifiers.v1")
     except ImportError as exc:
@@ -145,7 +150,7 @@ _LOADED_LOCK = threading.Lock()
 def _load(environment: str, kwargs: dict[str, Any], limit: int,
           test_fraction: float) -> tuple[list[Any], list[bool]]:
     """The taskset's first ``limit`` tasks and whether each is held out."""
-    _vf()
+    verifiers_v1()
     loaders = importlib.import_module("verifiers.v1.utils.loaders")
     try:
         cls = loaders.taskset_class(environment)
@@ -164,25 +169,30 @@ def _load(environment: str, kwargs: dict[str, Any], limit: int,
         raise EnvArgumentError(f"verifiers taskset {environment!r} rejected "
                                f"environment_kwargs {kwargs}: {type(exc).__name__}: {exc}"
                                ) from exc
-    if tasks:
-        _check_playable(environment, tasks[0])
     held_out = [stable_fraction(f"{environment}\n{task.key}") < test_fraction for task in tasks]
     return tasks, held_out
 
 
-def _check_playable(environment: str, task: Any) -> None:
+def check_offline_playable(environment: str, task: Any) -> None:
+    """Refuse a taskset whose tasks need more than one offline-scored chat turn.
+
+    Raises:
+        EnvArgumentError: its tasks need a container, launch tool servers or have a setup hook
+            (``rlvr/VerifiersHarness-v0`` plays the tool servers and setup hooks).
+    """
     kind = type(task)
     why = None
     if getattr(kind, "NEEDS_CONTAINER", False):
         why = "its tasks need a container (NEEDS_CONTAINER)"
     elif kind.toolsets(task.config):
         why = "its tasks launch tool servers (toolsets)"
-    elif type(task).setup is not _vf().Task.setup:
+    elif type(task).setup is not verifiers_v1().Task.setup:
         why = "its tasks have a setup hook (a runtime)"
     if why:
         raise EnvArgumentError(f"verifiers taskset {environment!r} is not supported: {why}; "
                                "rlvr/Verifiers-v0 plays one-turn chat tasks scored by their "
-                               "@vf.reward hooks")
+                               "@vf.reward hooks (rlvr/VerifiersHarness-v0 plays tool servers "
+                               "and setup hooks through a verifiers harness)")
 
 
 def _run(coro: Any) -> Any:
@@ -197,7 +207,7 @@ def _run(coro: Any) -> Any:
 
 def score_with(source: VerifiersSource, response: str, task: Task) -> Verdict:
     """Score ``response`` with the task's own rewards and metrics; never raises."""
-    vf = _vf()
+    vf = verifiers_v1()
     graph = importlib.import_module("verifiers.v1.graph")
     vtask = source.tasks[int(task["index"])]
     nodes: list[Any] = []
@@ -216,6 +226,16 @@ def score_with(source: VerifiersSource, response: str, task: Task) -> Verdict:
         _run(vtask.score(trace))
     except Exception as exc:  # the scorer is third-party code: fail closed, say why
         return Verdict(0.0, False, "scorer_error", {"error": f"{type(exc).__name__}: {exc}"[:500]})
+    return trace_verdict(trace, source.pass_threshold)
+
+
+def trace_verdict(trace: Any, pass_threshold: float) -> Verdict:
+    """The verdict of a scored ``vf.Trace``: its reward (the weighted sum of the task's rewards).
+
+    ``details`` holds every reward (score and weight) and metric by name. A reward left
+    unscored, no reward at all, or a reward that is not a number in [0, 1] gives 0 with reason
+    ``scorer_error``; a reward of at least ``pass_threshold`` passes. Never raises.
+    """
     rewards = {name: None if r is None else {"score": r.score, "weight": r.weight}
                for name, r in trace.rewards.items()}
     details: dict[str, Any] = {"rewards": rewards, "metrics": dict(trace.metrics)}
@@ -228,7 +248,7 @@ def score_with(source: VerifiersSource, response: str, task: Task) -> Verdict:
     if not (math.isfinite(value) and 0.0 <= value <= 1.0):
         details["error"] = f"reward {value!r} is not a number in [0, 1]"
         return Verdict(0.0, False, "scorer_error", details)
-    passed = value >= source.pass_threshold
+    passed = value >= pass_threshold
     return Verdict(value, passed, "correct" if passed else "wrong_answer", details)
 
 
@@ -244,6 +264,10 @@ class VerifiersEnv(VerifierEnv):
         pass_threshold: the reward at which an episode passes (``reward/accuracy``), in (0, 1].
     """
 
+    OFFLINE_ONLY = True
+    """Refuse tasks that need tool servers, a setup hook or a container (nothing here runs
+    them); ``rlvr.envs.verifiers_harness_env`` plays those through a harness."""
+
     def __init__(self, environment: str = "", *,
                  environment_kwargs: Mapping[str, Any] | None = None, split: str = "train",
                  limit: int = 10_000, test_fraction: float = 0.1,
@@ -255,6 +279,8 @@ class VerifiersEnv(VerifierEnv):
             raise EnvArgumentError(f"the {split!r} split of verifiers taskset {environment!r} is "
                                    f"empty: raise limit ({limit}) or test_fraction "
                                    f"({test_fraction}), or give the taskset more tasks")
+        if self.OFFLINE_ONLY:
+            check_offline_playable(environment, source.tasks[0])
         self.vf_source = source
         super().__init__(source, lambda response, task: score_with(source, response, task),
                          split=split, system_prompt=None, prompt_template="{prompt}",
@@ -285,4 +311,5 @@ def rubric_metrics(details: Mapping[str, Any]) -> dict[str, Any]:
     return metrics
 
 
-__all__ = ["VerifiersEnv", "VerifiersSource", "rubric_metrics", "score_with"]
+__all__ = ["VerifiersEnv", "VerifiersSource", "check_offline_playable", "rubric_metrics",
+           "score_with", "trace_verdict", "verifiers_v1"]

@@ -21,11 +21,12 @@ from rlvr.envs import EnvCheckError, ListSource, VerifierEnv, check_env
 from rlvr.envs.check import PASS, SKIP
 from rlvr.verifiers import Verdict
 
-#: Checked elsewhere: rlvr/Verifiers-v0 needs Prime's verifiers package and a taskset, which live in
-#: the coexistence venv (tests/envs/test_verifiers_env.py runs its deep check there).
+#: Checked elsewhere: rlvr/Verifiers-v0 and rlvr/VerifiersHarness-v0 need Prime's verifiers
+#: package and a taskset, which live in the coexistence venv (tests/envs/test_verifiers_env.py
+#: and test_verifiers_harness_env.py run their deep checks there).
 #: rlvr/OpenEnv-v0 needs an OpenEnv server, which runs in openenv-core's venv
 #: (tests/envs/test_openenv_env.py runs its deep check against one).
-ELSEWHERE = {"rlvr/OpenEnv-v0", "rlvr/Verifiers-v0"}
+ELSEWHERE = {"rlvr/OpenEnv-v0", "rlvr/Verifiers-v0", "rlvr/VerifiersHarness-v0"}
 
 
 @pytest.mark.parametrize("env_id", sorted(set(envs.list_envs(namespace="rlvr")) - ELSEWHERE))

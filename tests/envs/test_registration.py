@@ -13,7 +13,7 @@ def test_builtins_are_registered_and_listed():
     assert envs.list_envs(namespace="rlvr") == [
         "rlvr/Code-v0", "rlvr/CompactToolUse-v0", "rlvr/Math-v0", "rlvr/OpenEnv-v0",
         "rlvr/ReasoningGym-v0",
-        "rlvr/ToolUse-v0", "rlvr/Verifiers-v0"]
+        "rlvr/ToolUse-v0", "rlvr/Verifiers-v0", "rlvr/VerifiersHarness-v0"]
     for env_id in envs.BUILTIN_ENVS:
         assert env_id in gymnasium.registry
     envs.register_builtins()  # idempotent: no "overriding" warning, no error
