@@ -105,11 +105,22 @@ def token_versions(completion: Completion) -> list[int]:
     before any was set) or outside every span get -1 (unknown: counted as the oldest).
     """
     meta = completion.info.get("meta_info") or {}
-    out = [-1] * len(completion.token_ids)
+    n = len(completion.token_ids)
     spans = meta.get("weight_versions")
     if not spans and meta.get("weight_version") is not None:  # one version for all tokens
-        spans = [{"version": meta["weight_version"], "start": 0, "end": len(out)}]
-    for span in spans or ():
+        spans = [{"version": meta["weight_version"], "start": 0, "end": n}]
+    return span_versions(spans or [], n)
+
+
+def span_versions(spans: list[dict[str, Any]], n: int) -> list[int]:
+    """Each of ``n`` output tokens' version from ``{"version", "start", "end"}`` spans.
+
+    The span shape of sglang's ``meta_info.weight_versions`` and vLLM's ``weight_versions``.
+    Versions rlvr named (``str(int)``) are read back as ints; tokens under another name or
+    outside every span get -1.
+    """
+    out = [-1] * n
+    for span in spans:
         try:
             version = int(span["version"])
         except (KeyError, TypeError, ValueError):

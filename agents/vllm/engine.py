@@ -8,8 +8,9 @@ format ``rlvr.agents.vllm.wire``; what is read and refused on attach
 strategy per mode, ``rlvr.agents.vllm.weight_sync``; the code inside the servers
 ``rlvr.agents.vllm.server_side``.
 
-* Generation: ``/v1/completions`` with the prompt as token ids; the answer's ``token_ids`` and
-  their logprobs (``processed_logprobs``: tempered, as ``rlvr.agents.engine`` says). Several
+* Generation: ``/inference/v1/generate`` (servers started with ``--enable-scale-out``) with the
+  prompt as token ids; the answer's ``token_ids``, their logprobs (``processed_logprobs``:
+  tempered, as ``rlvr.agents.engine`` says) and weight-version spans. Several
   servers are used round-robin. ``max_new_tokens`` is clamped to the context left after the
   prompt (a prompt filling it is a "length" finish). Seeds are vLLM's per-request seeds
   (honoured on every server). ``top_p < 1`` or ``top_k`` are refused: vLLM's processed logprobs
@@ -19,13 +20,20 @@ strategy per mode, ``rlvr.agents.vllm.weight_sync``; the code inside the servers
   (``rlvr.agents.sglang.placement.choose_weight_sync``): ``distributed`` (broadcast; gloo on CPU
   servers, NCCL on GPUs of their own) or ``disk`` (colocated, or different NCCL versions).
   Every update resets the servers' prefix caches.
+* LoRA (``serve_lora``): the servers keep the base and serve the policy's adapter, which each
+  ``update_weights`` with ``(name, tensor)`` pairs loads under a new name
+  (``rlvr.agents.vllm.lora``); every request names the current adapter.
 * Memory: servers started with ``--enable-sleep-mode`` sleep (level 1: weights to host memory,
   KV cache dropped) in ``release_memory`` and wake in ``resume_memory``; elsewhere both are
   no-ops (CPU vLLM has no sleep mode).
 * Only the ``leader`` (trainer rank 0) sends weight and memory calls; other ranks' engines drain
   the (collective) weight iterator and return.
-* Not a ``VersionedEngine``: ``rollout.inflight_update`` is refused by the asynchronous trainer
-  (the pause/resume routes exist in vLLM 0.32, but rlvr does not drive them yet).
+* Versions and in-flight updates (``rlvr.agents.engine.VersionedEngine``,
+  ``rlvr.agents.vllm.versions``): ``set_weight_version`` labels the servers' weights
+  (``/update_weight_version``); each completion's ``versions`` come from its answer's spans.
+  ``update_weights_in_flight`` pauses (``/pause?mode=keep`` for "continue", ``mode=abort`` for
+  "abort"), updates, labels the version and resumes (``/resume``); aborted requests are sent
+  again.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from typing import Any
 
 import torch
 
-from rlvr.agents.engine import Completion, SamplingParams, WeightsSource
+from rlvr.agents.engine import Completion, InflightMode, SamplingParams, WeightsSource
 from rlvr.agents.errors import EngineClosedError, RequestError, SGLangError, VLLMError
 from rlvr.agents.sglang.client import ServerClient, SGLangHTTPError
 from rlvr.agents.sglang.placement import SyncFacts, choose_weight_sync, is_local, trainer_gpus
@@ -50,15 +58,17 @@ from rlvr.agents.sglang.server_process import ServerProcess, local_address
 from rlvr.agents.sglang.weight_sync import DrainSync, SyncDir, WeightSync
 from rlvr.agents.sglang.weights import DEFAULT_BUCKET_BYTES
 from rlvr.agents.vllm.launch import VLLMLaunch, launch_servers, stop_servers
-from rlvr.agents.vllm.rpc import ServerRPC
+from rlvr.agents.vllm.lora import VLLMAdapterSync, serving_refusal
+from rlvr.agents.vllm.rpc import ServerRPC, sleep_path, wake_path
 from rlvr.agents.vllm.server_info import VLLMServerInfo, read_server_info
+from rlvr.agents.vllm.versions import VLLMVersions
 from rlvr.agents.vllm.weight_sync import (
     VLLMBroadcastSync,
     VLLMDiskSync,
     checkpoint_files,
     load_shards,
 )
-from rlvr.agents.vllm.wire import completion_payload, parse_completion
+from rlvr.agents.vllm.wire import GENERATE, generate_payload, parse_generate
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +133,9 @@ class VLLMEngine:
         self._attach_lock = threading.Lock()
         self._infos: list[VLLMServerInfo] | None = None
         self._sync: WeightSync | None = None if leader else DrainSync()
+        self._adapter: VLLMAdapterSync | None = None
+        """The served LoRA adapter (``serve_lora``), whose name every request carries."""
+        self._versions = VLLMVersions(self.rpc, leader)
         self._sleeping = False
         self._closed = False
 
@@ -210,31 +223,84 @@ class VLLMEngine:
         room = self.context_length - len(prompt_ids)
         if room < 1:
             return Completion([], [], "length", {"context_length": self.context_length})
-        payload = completion_payload(self.infos[0].model, prompt_ids, sampling,
-                                     min(sampling.max_new_tokens, room))
+        max_new = min(sampling.max_new_tokens, room)
+        # built per attempt: a request an "abort" update sent back names the adapter now served
+        return await self._versions.regenerating(lambda: self._post_generate(
+            loop, generate_payload(self.infos[0].model, prompt_ids, sampling, max_new,
+                                   self.lora_name)))
+
+    async def _post_generate(self, loop: asyncio.AbstractEventLoop,
+                             payload: dict[str, Any]) -> Completion:
         client = next(self._next)
         try:
-            body = await loop.run_in_executor(self._pool, client.post, "/v1/completions",
-                                              payload)
+            body = await loop.run_in_executor(self._pool, client.post, GENERATE, payload)
         except SGLangHTTPError as exc:
             if exc.status == 400 and any(e in exc.detail for e in _CONTEXT_ERRORS):
                 return Completion([], [], "length", {"error": exc.detail})
+            if exc.status == 403 and "scale-out" in exc.detail:
+                raise VLLMError(f"{client.url}{GENERATE} is disabled: start the server with "
+                                "--enable-scale-out (rlvr generates through vLLM's "
+                                "token-in/token-out route; docs/engines.md, \"vLLM\")") from None
             if exc.status >= 500 and any(e in exc.detail for e in _DEAD_ENGINE):
                 raise VLLMError(f"{client.url}: the vLLM engine died (see the server's log): "
                                 f"{exc.detail[:500]}") from None
             if exc.status >= 500:
                 return Completion([], [], "abort", {"abort": exc.detail})
-            raise VLLMError(f"{client.url}/v1/completions -> HTTP {exc.status}: "
+            raise VLLMError(f"{client.url}{GENERATE} -> HTTP {exc.status}: "
                             f"{exc.detail[:500]}") from None
         except SGLangError as exc:
             raise VLLMError(str(exc)) from None
-        return parse_completion(body)
+        return parse_generate(body)
 
-    def update_weights(self, weights: WeightsSource) -> None:
+    # ------------------------------------------------------------------ versions, in flight
+    @property
+    def weight_version(self) -> int:
+        """The version of the servers' weights (``VersionedEngine``)."""
+        return self._versions.version
+
+    @property
+    def regenerated(self) -> int:
+        """Requests aborted by "abort" in-flight updates and sent again so far."""
+        return self._versions.regenerated
+
+    def set_weight_version(self, version: int) -> None:
+        """Label the servers' current weights ``str(version)``; completions report versions."""
+        self._versions.declare(version, send=self.leader and not self._closed)
+
+    def served_version(self) -> int | None:
+        """The oldest version the servers hold (``SharedEngine``; ``/weight_info``)."""
+        return self._versions.served()
+
+    def update_weights_in_flight(self, weights: WeightsSource, version: int,
+                                 mode: InflightMode) -> None:
+        """Pause, update to ``version``, label it, resume (``rlvr.agents.vllm.versions``).
+
+        Raises:
+            VLLMError: a server refused a call (the servers are resumed before it is raised).
+        """
+        if self._closed:
+            raise EngineClosedError("VLLMEngine.update_weights_in_flight called after close()")
+        if mode == "continue" and self._adapter is not None:
+            raise VLLMError(
+                "rollout.inflight_update='continue' with a served LoRA adapter: the requests "
+                "vLLM keeps running through the update stay bound to the adapter they started "
+                "with, so their later tokens would not be the new version's; use 'abort' (they "
+                "are sent again under the new adapter) or 'off'")
+        _ = self.infos  # attach first
+
+        def update(name: str, flush: bool) -> None:
+            self.update_weights(weights, flush=flush)
+            if self.leader:
+                self._versions.name_version(name)
+
+        self._versions.in_flight(update, version, mode)
+
+    def update_weights(self, weights: WeightsSource, *, flush: bool = True) -> None:
         """Load new weights: a HF directory, or ``(name, tensor)`` pairs (``weight_sync``).
 
         On a non-leader engine the pairs are drained (the learner's iterator is collective) and
-        nothing is sent.
+        nothing is sent. ``flush``: reset the prefix caches after (not while requests are
+        paused in place: vLLM refuses it then).
 
         Raises:
             VLLMError: a server refused the update or could not be reached.
@@ -244,27 +310,52 @@ class VLLMEngine:
         if isinstance(weights, str | PathLike):
             if self.leader:
                 _ = self.infos
-                load_shards(self.rpc, checkpoint_files(str(weights)))
+                load_shards(self.rpc, checkpoint_files(str(weights)), flush=flush)
             return
         if self._sync is None:
             _ = self.infos
         if self._sync is None:  # pragma: no cover - attach sets it on the leader
             raise VLLMError("no weight sync was chosen on attach")
-        self._sync.push(weights, weight_version=None, flush=True, bucket_bytes=self.bucket_bytes)
+        self._sync.push(weights, weight_version=None, flush=flush, bucket_bytes=self.bucket_bytes)
+
+    def serve_lora(self, lora: dict[str, Any], *, prefix: str, base_model: str = "") -> None:
+        """Serve the policy's LoRA adapter instead of taking merged weights.
+
+        From now on ``update_weights`` with ``(name, tensor)`` pairs takes the adapter's entries
+        alone (``...lora_A.default.weight``), loaded under a new name each time
+        (``rlvr.agents.vllm.lora``), and every request names the current adapter. Check the
+        servers first with ``lora_refusal``.
+        """
+        self._adapter = VLLMAdapterSync(self.rpc, self._sync_dir, lambda: self.dtype,
+                                        lora=lora, prefix=prefix, base_model=base_model,
+                                        leader=self.leader)
+        self._sync = self._adapter
+
+    def lora_refusal(self, lora: dict[str, Any]) -> str | None:
+        """Why these servers cannot serve ``lora`` (None: every one can)."""
+        for info in self.infos:
+            why = serving_refusal(info, lora)
+            if why is not None:
+                return f"{info.url}: {why}"
+        return None
+
+    @property
+    def lora_name(self) -> str | None:
+        """The adapter requests name (None: the base, or merged weights)."""
+        return self._adapter.name if self._adapter is not None else None
 
     def release_memory(self) -> None:
         """Put servers started with ``--enable-sleep-mode`` to sleep (level 1); else a no-op."""
         if not self.leader or self._closed or not all(i.sleep_mode for i in self.infos):
             return
-        self.rpc.each(lambda c: self.rpc.post(c, "/sleep?level=1"))
+        self.rpc.each(lambda c: self.rpc.post(c, sleep_path(1)))
         self._sleeping = True
 
     def resume_memory(self, tags: Sequence[str] | None = None) -> None:
         """Wake the servers ``release_memory`` put to sleep (``tags``: vLLM's wake-up tags)."""
         if not self.leader or self._closed or not self._sleeping:
             return
-        query = "".join(f"&tags={t}" for t in tags or ()).replace("&", "?", 1)
-        self.rpc.each(lambda c: self.rpc.post(c, "/wake_up" + query))
+        self.rpc.each(lambda c: self.rpc.post(c, wake_path(tags)))
         self._sleeping = tags is not None and "weights" not in tags
 
     def close(self) -> None:

@@ -6,8 +6,9 @@ Defaults that work (``docs/engines.md``, "vLLM", for the facts behind them):
   ``/reset_prefix_cache``, ``/sleep``, ``/pause`` answer 404 without it), rlvr's worker
   extension (``--worker-extension-cls``, its folder on ``PYTHONPATH``: weight loading and
   broadcast), ``--logprobs-mode processed_logprobs`` (the sampled token's logprob under the
-  temperature, ``rlvr.agents.engine``'s convention; vLLM's default reports untempered ones) and
-  ``--seed 0``.
+  temperature, ``rlvr.agents.engine``'s convention; vLLM's default reports untempered ones),
+  ``--enable-scale-out`` (the token-in/token-out ``/inference/v1/generate`` route, whose answers
+  carry each token's weight version) and ``--seed 0``.
 * CPU: ``--dtype float32`` (as the learner computes), ``--enforce-eager`` (no torch.compile
   warm-up: 52 s of a tiny model's start-up on 2 cores), ``--no-enable-chunked-prefill`` (a
   seeded request whose prefill is split rewinds its sampling generator, which a CPU generator
@@ -51,7 +52,7 @@ def launch_command(model_path: str | PathLike[str], *, python: str, host: str, p
     """The ``api_server`` argv for ``device`` (``extra_args`` last, so they can override)."""
     cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_path),
            "--host", host, "--port", str(port), "--seed", "0",
-           "--logprobs-mode", "processed_logprobs",
+           "--logprobs-mode", "processed_logprobs", "--enable-scale-out",
            "--worker-extension-cls", EXTENSION_CLS]
     if device == "cpu":
         cmd += ["--dtype", "float32", "--enforce-eager", "--no-enable-chunked-prefill"]

@@ -21,10 +21,11 @@ class VLLMOptions:
 
     Attributes:
         url: a vLLM OpenAI-compatible server's base URL to attach to; null launches ``servers``
-            servers on the policy (one trainer rank only). Weight updates need the server
-            started with ``VLLM_SERVER_DEV_MODE=1`` and rlvr's worker extension
-            (``--worker-extension-cls``; docs/engines.md gives the command); without them the
-            engine generates but refuses every update.
+            servers on the policy (one trainer rank only). The server must run with
+            ``VLLM_SERVER_DEV_MODE=1``, ``--enable-scale-out``, ``--logprobs-mode
+            processed_logprobs`` and rlvr's worker extension (``--worker-extension-cls``;
+            docs/engines.md gives the command), else it is refused, saying what is missing; a
+            LoRA policy's adapter alone is synced to one started with ``--enable-lora``.
         server_urls: more servers of the same policy, used round-robin beside ``url`` (weight,
             memory and cache calls go to each).
         servers: how many servers to launch when ``url`` is null (round-robin).

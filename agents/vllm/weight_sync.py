@@ -2,7 +2,8 @@
 
 Each strategy ends in the worker extension (``rlvr_vllm_worker``), which hands the tensors to the
 model's own ``load_weights`` (HF names; vLLM fuses q/k/v and gate/up itself), then every server's
-prefix cache is reset (it holds KV of the old weights).
+prefix cache is reset (it holds KV of the old weights), except in an update while requests are
+paused in place (``flush`` false: vLLM refuses the reset then).
 
 * ``VLLMDiskSync`` (``disk``): bucketed safetensors shards in ``sync_dir``; every worker loads
   them (``rlvr_load_shards``). Needs a filesystem the servers see.
@@ -30,8 +31,10 @@ from rlvr.agents.vllm.rpc import ServerRPC
 Pairs = Iterable[tuple[str, torch.Tensor]]
 
 
-def load_shards(rpc: ServerRPC, files: list[str]) -> None:
-    """Have every worker of every server load the safetensors ``files``, then reset caches.
+def load_shards(rpc: ServerRPC, files: list[str], *, flush: bool = True) -> None:
+    """Have every worker of every server load the safetensors ``files``; reset the caches.
+
+    ``flush`` false leaves the prefix caches (an update while requests are paused in place).
 
     Raises:
         VLLMError: a server refused, or a worker loaded nothing.
@@ -41,7 +44,8 @@ def load_shards(rpc: ServerRPC, files: list[str]) -> None:
     for results in rpc.collective_all("rlvr_load_shards", files):
         if not results or any(not r for r in results):
             raise VLLMError(f"a vLLM worker loaded no tensors from {files[:3]}: {results}")
-    rpc.reset_prefix_cache()
+    if flush:
+        rpc.reset_prefix_cache()
 
 
 def checkpoint_files(path: str) -> list[str]:
@@ -78,7 +82,7 @@ class VLLMDiskSync:
         """Write the shards, then have every worker load them (``WeightSync.push``)."""
         out = self.sync_dir.path
         names = write_shards(buckets(weights, max_bytes=bucket_bytes, dtype=self.dtype()), out)
-        load_shards(self.rpc, [str((out / n).resolve()) for n in names])
+        load_shards(self.rpc, [str((out / n).resolve()) for n in names], flush=flush)
 
 
 class VLLMBroadcastSync:
@@ -126,7 +130,7 @@ class VLLMBroadcastSync:
 
     def push(self, weights: Pairs, *, weight_version: str | None, flush: bool,
              bucket_bytes: int) -> None:
-        """Announce and broadcast each bucket, then reset the caches (``WeightSync.push``)."""
+        """Announce and broadcast each bucket, then (``flush``) reset the prefix caches."""
         if self.group is None:
             self.join()
         group = self.group
@@ -145,7 +149,8 @@ class VLLMBroadcastSync:
             for fut in futures:
                 fut.result()
         self.rpc.collective_all("rlvr_finish_update")
-        self.rpc.reset_prefix_cache()
+        if flush:
+            self.rpc.reset_prefix_cache()
 
     def leave(self) -> None:
         """Destroy the group here and on the servers (errors there are ignored)."""

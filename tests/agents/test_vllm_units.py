@@ -13,11 +13,11 @@ import threading
 
 import pytest
 
-from rlvr.agents.engine import Completion, SamplingParams, VersionedEngine
+from rlvr.agents.engine import SamplingParams, VersionedEngine
 from rlvr.agents.engine_registry import EngineRequest, build_engine
 from rlvr.agents.errors import EngineConfigError, EngineError, VLLMError
 from rlvr.agents.vllm import VLLMEngine, VLLMOptions
-from rlvr.agents.vllm.wire import completion_payload, parse_completion
+from rlvr.agents.vllm.wire import generate_payload, parse_generate, token_versions
 
 
 @pytest.fixture()
@@ -64,23 +64,33 @@ def test_the_training_config_names_the_dotted_key():
 def test_the_payload_sends_token_ids_and_asks_for_ids_and_logprobs():
     sampling = SamplingParams(temperature=0.7, max_new_tokens=9, stop_token_ids=(3,),
                               stop=("\n",), seed=5)
-    body = completion_payload("m", [1, 2, 3], sampling, 4)
-    assert body["prompt"] == [1, 2, 3] and body["max_tokens"] == 4 and body["seed"] == 5
-    assert body["logprobs"] == 0 and body["return_token_ids"] is True
-    assert body["include_stop_str_in_output"] is True and body["stop_token_ids"] == [3]
-    assert "seed" not in completion_payload("m", [1], SamplingParams(), 1)
+    body = generate_payload("m", [1, 2, 3], sampling, 4)
+    params = body["sampling_params"]
+    assert body["token_ids"] == [1, 2, 3] and body["output_mode"] == "tokens"
+    assert params["max_tokens"] == 4 and params["seed"] == 5 and params["logprobs"] == 0
+    assert params["include_stop_str_in_output"] is True and params["stop_token_ids"] == [3]
+    assert "seed" not in generate_payload("m", [1], SamplingParams(), 1)["sampling_params"]
+    assert generate_payload("m", [1], SamplingParams(), 1, lora_name="a1")["model"] == "a1"
+
+
+def _answer(ids, logprobs, **choice):
+    content = [{"token_id": t, "logprob": lp, "top_logprobs": []} for t, lp in zip(ids, logprobs)]
+    return {"choices": [{"token_ids": ids, "logprobs": {"content": content}, **choice}]}
 
 
 def test_answers_are_parsed_or_refused():
-    ok = {"choices": [{"token_ids": [4, 2], "finish_reason": "stop", "stop_reason": 2,
-                       "logprobs": {"token_logprobs": [-0.5, -1.0]}}]}
-    assert parse_completion(ok) == Completion([4, 2], [-0.5, -1.0], "stop",
-                                              {"stop_reason": 2, "finish_reason": "stop"})
+    ok = _answer([4, 2], [-0.5, -1.0], finish_reason="stop", stop_reason=2,
+                 weight_versions=[{"version": "3", "start": 0, "end": 1},
+                                  {"version": "4", "start": 1, "end": 2}])
+    out = parse_generate(ok)
+    assert (out.token_ids, out.logprobs, out.finish_reason) == ([4, 2], [-0.5, -1.0], "stop")
+    assert token_versions(out) == [3, 4]
+    assert token_versions(parse_generate(_answer([4], [-0.5], finish_reason="length"))) == [-1]
+    assert parse_generate(_answer([], [], finish_reason="abort")).finish_reason == "abort"
     with pytest.raises(EngineError, match="malformed"):
-        parse_completion({"choices": [{"text": "hi"}]})
-    bad = {"choices": [{"token_ids": [4, 2], "logprobs": {"token_logprobs": [-0.5]}}]}
-    with pytest.raises(EngineError, match="2 token ids but 1 logprobs"):
-        parse_completion(bad)
+        parse_generate({"choices": []})
+    with pytest.raises(EngineError, match="2 token ids but logprobs of 1"):
+        parse_generate(_answer([4, 2], [-0.5]))
 
 
 def test_top_p_and_top_k_are_refused_before_any_request():
@@ -109,16 +119,18 @@ def test_launching_is_refused_with_several_trainer_ranks(tiny_model_path):
         build_engine(EngineRequest(engine="vllm", model_path=tiny_model_path, world_size=2))
 
 
-def test_in_flight_updates_are_refused():
-    """Not a ``VersionedEngine``: the asynchronous trainer refuses rollout.inflight_update."""
-    from rlvr.training.async_rollout import AsyncRollout, AsyncRolloutError
+def test_the_engine_records_versions_and_takes_updates_in_flight():
+    """A ``VersionedEngine`` every rank shares (``SharedEngine``): the asynchronous trainer
+    accepts rollout.inflight_update with it (tests/agents/test_vllm_real.py runs them)."""
+    from rlvr.agents.engine import SharedEngine
+    from rlvr.training.async_rollout import AsyncRollout
 
     engine = VLLMEngine("http://127.0.0.1:1")
     try:
-        assert not isinstance(engine, VersionedEngine)
-        with pytest.raises(AsyncRolloutError, match="inflight_update='continue'.*VLLMEngine"):
+        assert isinstance(engine, VersionedEngine) and isinstance(engine, SharedEngine)
+        for inflight in ("continue", "abort"):
             AsyncRollout(lambda *a: None, lambda *a: None, max_staleness=1, first_step=1,
                          last_step=2, first_position=0, prompts_per_step=1, version=0,
-                         engine=engine, inflight="continue")
+                         engine=engine, inflight=inflight)
     finally:
         engine.close()
