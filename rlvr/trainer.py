@@ -581,8 +581,8 @@ class Trainer:
                 stack.callback(self.runner.close)
             if "logger" in built:
                 stack.callback(self.logger.close, failed=True)  # a no-op after finish()
-            if built.get("heldout") is not None:
-                stack.callback(self.heldout.close)
+            if (heldout := built.get("heldout")) is not None:
+                stack.callback(heldout.close)
             if "rollout" in built:  # first: its current step ends on a live engine
                 stack.callback(self.rollout.close)
 
