@@ -326,6 +326,39 @@ def test_pages_that_are_never_mapped_are_charged_to_the_sandbox(pool, program):
     assert verdict.reason == "memory_limit", verdict.details["tests"]
 
 
+CHILD_KILLED = p("""
+    import os, socket
+    def f():
+        r, w = os.pipe()
+        if os.fork() == 0:
+            keep = [bytearray(os.urandom(1) * (16 << 20))]  # the largest process: the OOM pick
+            while True:  # socket buffers: charged to the cgroup, not to the address space
+                a, b = socket.socketpair()
+                keep += [a, b]
+                for s in (a, b):
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 22)
+                    s.setblocking(False)
+                    try:
+                        while True:
+                            s.send(b"x" * 65536)
+                    except BlockingIOError:
+                        pass
+        os.read(r, 1)  # waits for the child, which the kernel kills: forever
+        return 0
+""")
+
+
+def test_a_child_killed_for_memory_is_the_memory_limit_even_when_the_clock_ends_the_test(pool):
+    """The kernel OOM-kills the program's child and the program then waits on it until the
+    clock ends the test: the reason is the memory limit (which one the kernel kills depends on
+    the machine's load, so a timeout here used to flip the verdict's reason by chance)."""
+    if not _memory_cgroups():
+        pytest.skip("no memory cgroup on this host (docs/sandbox.md: the rlimit-only fallback)")
+    verdict = run(pool, CHILD_KILLED, CallTests("f", [((), 0)]), timeout_s=3.0, memory_mb=64)
+    assert verdict.reason == "memory_limit", verdict.details["tests"]
+    assert "ran out of memory" in verdict.details["tests"][0]["message"]
+
+
 # ------------------------------------------------------------------ 8. the host's page cache
 
 

@@ -461,8 +461,11 @@ def run_spec(worker: Worker, program: str, tests: TestSpec, timeout_s: float,
         for ch in opened:
             ch.close()
     if worker.cgroup is not None and worker.cgroup.oom_kills() > ooms:
-        for o in outcomes:  # the sandbox's memory cgroup was full: the kernel killed the program
-            if o.status == "runtime_error":
+        # The sandbox's memory cgroup was full and the kernel killed one of its processes: the
+        # program, or a child it forked (then the program often waits on it until the clock
+        # ends the test, so a timeout after an OOM kill is the memory limit's doing too).
+        for o in outcomes:
+            if o.status in ("runtime_error", "timeout"):
                 o.status = "memory_limit"
                 o.message = f"{o.message} (the sandbox ran out of memory)"
     healthy = healthy and worker.reset(0.5)
