@@ -32,6 +32,9 @@ class GatewayServer:
         self._sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((host, port))
+        # Listen now: a client that connects once ``url`` is known (``rlvr serve`` prints it
+        # before uvicorn's loop starts) waits in the queue instead of being refused.
+        self._sock.listen(socket.SOMAXCONN)
         self.host, self.port = host, self._sock.getsockname()[1]
         config = uvicorn.Config(create_app(gateway), log_level="warning", access_log=False,
                                 lifespan="off")

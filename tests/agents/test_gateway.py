@@ -206,3 +206,25 @@ def test_pydantic_ai_runs_its_tool_loop_through_the_gateway(server):
     result = agent.run_sync(QUESTION, model_settings={"temperature": 0.0, "max_tokens": 40})
     assert seen == [(2, 3)]
     assert result.output == ANSWER
+
+
+def test_a_client_that_connects_once_the_url_is_known_is_answered(gateway):
+    """``rlvr serve`` prints the URL before uvicorn's loop runs: a client connecting in between
+    must wait in the listen queue and be answered, never be refused (the socket listens from
+    construction, not from the loop's start)."""
+    import socket
+
+    srv = GatewayServer(gateway)
+    try:
+        early = socket.create_connection((srv.host, srv.port), timeout=5)  # refused if unlistened
+        early.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        srv.start()
+        early.settimeout(30)
+        reply = b""
+        while chunk := early.recv(65536):
+            reply += chunk
+        early.close()
+        assert reply.startswith(b"HTTP/1.1 200"), reply[:200]
+        assert b'"tiny"' in reply
+    finally:
+        srv.stop()
