@@ -140,7 +140,10 @@ def test_logprobs_equal_transformers(server, tiny_model, sampling):
     """Generation parity: every sampled token's logprob is the transformers engine's
     ``log_softmax(logits / T)`` within TOL; greedy tokens are its argmax."""
     outs = asyncio.run(_many(server, PROMPTS, sampling))
-    assert all(len(o.token_ids) == len(o.logprobs) == 12 for o in outs)
+    for o in outs:  # 12 tokens, or fewer when a sampled eos ended the reply (kept, last)
+        assert len(o.token_ids) == len(o.logprobs) >= 1
+        assert (o.finish_reason, len(o.token_ids)) == ("length", 12) or o.finish_reason == "stop"
+    assert sum(len(o.token_ids) for o in outs) >= 4 * len(outs)  # enough tokens to compare
     assert _max_gap(tiny_model, outs, sampling.temperature or 1.0) < TOL
     if sampling.greedy:
         for p, o in zip(PROMPTS, outs):
