@@ -239,6 +239,9 @@ def main() -> None:
     parser.add_argument("--config", type=Path, default=CONFIG,
                         help="the recipe both arms run (default the CPU quickstart's); e.g. "
                         "configs/smollm2_quickstart.yaml with --sft <imported SmolLM2 folder>")
+    parser.add_argument("--max-load", type=float, default=(os.cpu_count() or 1) + 1.0,
+                        help="timing ratios use only the seeds whose runs all began and ended "
+                        "under this 1-minute load average (default: CPUs + 1); the gains use all")
     parser.add_argument("--peak-gflops", type=float, default=None,
                         help="the cores' peak FP32 GFLOP/s (default: CPUs x MHz x 32, AVX2 FMA)")
     ns = parser.parse_args()
@@ -261,6 +264,7 @@ def main() -> None:
                     else run_trl(sft, out, seed, ns.steps, ns.trl_threads, ns.config)
                 row.update(throughput(row, sft, ns))
                 row["start"], row["seed"], row["load_before"] = str(sft), seed, load
+                row["load_after"] = os.getloadavg()[0]
                 row["final_accuracy"] = held_out_accuracy([row["model"]], out, ns.tasks,
                                                           ns.config)[0]
                 row["gain_points"] = 100 * (row["final_accuracy"] - base_acc)
@@ -316,6 +320,22 @@ def mean_and_se(xs: list[float]) -> tuple[float, float]:
     return m, (statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else 0.0)
 
 
+def quiet_runs(rows: dict[str, list[dict[str, Any]]], max_load: float) -> set[tuple[str, int]]:
+    """The (start, seed) pairs whose runs in every arm began and ended under ``max_load``.
+
+    A run beside another job is slower for reasons of its own, so only these are timed; when
+    none qualifies, every pair is (and the report says so).
+    """
+    pairs = {(r["start"], r["seed"]) for rs in rows.values() for r in rs}
+    loud = {(r["start"], r["seed"]) for rs in rows.values() for r in rs
+            if max(r["load_before"], r.get("load_after", 0.0)) > max_load}
+    quiet = pairs - loud
+    for start, seed in sorted(loud):
+        print(f"[bench] start {start} seed {seed}: a run began or ended above load {max_load:.1f};"
+              f" {'left out of' if quiet else 'kept in (no quiet seed)'} the timing ratios")
+    return quiet or pairs
+
+
 def report(rows: dict[str, list[dict[str, Any]]], starts: dict[str, float], ns: Any) -> None:
     def mean(arm: str, key: str) -> float:
         return statistics.mean(r[key] for r in rows[arm])
@@ -340,21 +360,30 @@ def report(rows: dict[str, list[dict[str, Any]]], starts: dict[str, float], ns: 
               f"{gain:+.1f} ± {se:.1f} | {mean(arm, 'tokens_per_s'):.0f} | "
               f"{mean(arm, 'gflops_per_s'):.1f} ({100 * mean(arm, 'peak_fraction'):.0f}% of "
               f"{peak_gflops(ns):.0f}) |")
-    ratios = {}
+    ratios: dict[str, Any] = {}
     if "rlvr" in rows and "trl" in rows:
         (g_rlvr, se_rlvr), (g_trl, se_trl) = (
             mean_and_se([r["gain_points"] for r in rows[arm]]) for arm in ("rlvr", "trl"))
+        timed = quiet_runs(rows, ns.max_load)
+
+        def timed_mean(arm: str, key: str) -> float:
+            return statistics.mean(r[key] for r in rows[arm] if (r["start"], r["seed"]) in timed)
+
         ratios = {
-            "steps_per_s": mean("trl", "rl_seconds") / mean("rlvr", "rl_seconds"),
-            "rollout": mean("trl", "rollout_s_per_step") / mean("rlvr", "rollout_s_per_step"),
-            "update": mean("trl", "update_s_per_step") / mean("rlvr", "update_s_per_step"),
+            "steps_per_s": timed_mean("trl", "rl_seconds") / timed_mean("rlvr", "rl_seconds"),
+            "rollout": (timed_mean("trl", "rollout_s_per_step")
+                        / timed_mean("rlvr", "rollout_s_per_step")),
+            "update": (timed_mean("trl", "update_s_per_step")
+                       / timed_mean("rlvr", "update_s_per_step")),
+            "timed_seeds": sorted(seed for _, seed in timed),
             "gain_points": g_rlvr - g_trl,
             "gain_points_se": (se_rlvr**2 + se_trl**2) ** 0.5,
         }
         print(f"\nrlvr/TRL: {ratios['steps_per_s']:.2f}x steps per second, "
-              f"{ratios['rollout']:.2f}x rollout speed, {ratios['update']:.2f}x update speed; "
-              f"held-out gain {ratios['gain_points']:+.1f} ± {ratios['gain_points_se']:.1f} "
-              "points (rlvr - TRL, mean over runs ± its standard error)")
+              f"{ratios['rollout']:.2f}x rollout speed, {ratios['update']:.2f}x update speed "
+              f"(seeds {ratios['timed_seeds']}); held-out gain {ratios['gain_points']:+.1f} ± "
+              f"{ratios['gain_points_se']:.1f} points (rlvr - TRL, mean over all runs ± its "
+              "standard error)")
     import trl
 
     payload = {"rows": rows, "start_accuracy": starts, "ratios_rlvr_over_trl": ratios,
