@@ -1,8 +1,10 @@
 """A multi-turn arithmetic environment written with Prime Intellect's verifiers 0.4.
 
 The env (``RetryEnv``) is the user: it takes the model's reply to the task's prompt and, while
-the reply is not the sum, says so and asks again, up to ``tries`` replies. The task's reward
-reads the final reply; its metric counts the model's turns. ``rlvr/VerifiersHarness-v0`` plays
+the reply's answer is not the sum, says so and asks again, up to ``tries`` replies. The task's
+reward reads the final reply's answer as rlvr/Math-v0's ``plain`` format does (the last number;
+a hedge such as "19 or 18" is wrong), with rlvr's math verifier: a verifiers reward hook may
+call any Python. Its metric counts the model's turns. ``rlvr/VerifiersHarness-v0`` plays
 it with verifiers' ``null`` harness through rlvr's gateway (this module on ``PYTHONPATH``);
 docs/environments.md has the commands.
 """
@@ -12,7 +14,18 @@ from collections.abc import Iterator
 
 import verifiers.v1 as vf
 
+from rlvr.envs.math_env import score_response
+
 RETRY = "That is not the sum. Reply with only the number."
+
+
+def is_sum(reply: str, answer: int) -> bool:
+    """Whether the reply's answer is the sum, read as rlvr/Math-v0's ``plain`` format reads it.
+
+    The last number is the answer (``"The sum of 12 and 7 is 19."`` -> 19), and answers side
+    by side (``"19 or 18"``, ``"18, 19"``) are one list that never equals the sum.
+    """
+    return score_response(reply, str(answer), "plain").passed
 
 
 class RetryData(vf.TaskData):
@@ -27,6 +40,7 @@ class RetryConfig(vf.TasksetConfig):
     size: int = 1000
     seed: int = 0
     max_term: int = 20
+    instructions: str | None = None
 
 
 class RetryTask(vf.Task[RetryData]):
@@ -34,8 +48,8 @@ class RetryTask(vf.Task[RetryData]):
 
     @vf.reward
     async def correct(self, task: RetryData, trace: vf.Trace) -> float:
-        """1 when the final reply is exactly the sum."""
-        return float(trace.last_reply.strip() == str(task.answer))
+        """1 when the final reply's answer is the sum (``is_sum``)."""
+        return float(is_sum(trace.last_reply, task.answer))
 
     @vf.metric
     async def model_turns(self, trace: vf.Trace) -> float:
@@ -44,15 +58,20 @@ class RetryTask(vf.Task[RetryData]):
 
 
 class RetryTaskset(vf.Taskset[RetryTask, RetryConfig]):
-    """``size`` two-term additions with terms in [1, ``max_term``], drawn from ``seed``."""
+    """``size`` two-term additions with terms in [1, ``max_term``], drawn from ``seed``.
+
+    ``instructions`` (none by default) is each task's system prompt (verifiers' own
+    ``system_prompt`` field names a file that overrides it).
+    """
 
     def load(self) -> Iterator[RetryTask]:
         """Yield the tasks."""
         rng = random.Random(self.config.seed)
         for i in range(self.config.size):
             a, b = rng.randint(1, self.config.max_term), rng.randint(1, self.config.max_term)
-            yield RetryTask(RetryData(id=f"add-{i}", prompt=f"{a}+{b}=", answer=a + b),
-                            self.config.task)
+            data = RetryData(id=f"add-{i}", prompt=f"{a}+{b}=", answer=a + b,
+                             system_prompt=self.config.instructions)
+            yield RetryTask(data, self.config.task)
 
 
 class RetryEnvConfig(vf.EnvConfig):
@@ -70,7 +89,7 @@ class RetryEnv(vf.Env[RetryEnvConfig]):
         async with agents.agent.interaction(task) as chat:
             reply = await chat.turn()
             for _ in range(self.config.tries - 1):
-                if reply.terminated or reply.last_reply == str(task.data.answer):
+                if reply.terminated or is_sum(reply.last_reply, task.data.answer):
                     break
                 reply = await chat.turn(RETRY)
 

@@ -5,9 +5,9 @@ with verifiers 0.4.0 and uv), rlvr imported from this checkout through a directo
 an ``rlvr`` link. Real pieces throughout: verifiers installs its chat program with uv (from
 PyPI on the first run, then from uv's cache) and runs it in its subprocess runtime; the program
 talks to verifiers' interception server, whose model client is rlvr's gateway in front of the
-transformers engine on the tiny model; ``EpisodeRunner`` plays the episodes. The tiny model's
-replies are never the sum, so ``examples/verifiers_retry.py`` always asks again: every episode
-is a two-call conversation.
+transformers engine on the tiny model; ``EpisodeRunner`` plays the episodes. The untrained tiny
+model's replies are all but never the sum, so ``examples/verifiers_retry.py`` asks again: a
+two-call conversation.
 """
 
 from __future__ import annotations
@@ -134,6 +134,25 @@ PLAY = textwrap.dedent('''
     print(json.dumps(out, default=repr))
 ''')
 
+# A reward with spread for the untrained model (the parity of its first reply's length), read
+# from the played trace, so a training step has advantages to learn from.
+PARITY = textwrap.dedent('''
+    import verifiers.v1 as vf
+    from verifiers_retry import RetryEnv, RetryTask, RetryTaskset
+
+    class ParityTask(RetryTask):
+        @vf.reward
+        async def correct(self, trace: vf.Trace) -> float:
+            return float(len(trace.assistant_messages[0].content or "") % 2 == 0)
+
+    class ParityTaskset(RetryTaskset):
+        def load(self):
+            for task in super().load():
+                yield ParityTask(task.data, self.config.task)
+
+    __all__ = ["RetryEnv", "ParityTaskset"]
+''')
+
 TWO_SEATS = textwrap.dedent('''
     import verifiers.v1 as vf
     from verifiers_retry import RetryTaskset
@@ -162,7 +181,7 @@ def venv(tmp_path_factory):
     (work / "rlvr").symlink_to(ROOT / "rlvr")
     (work / "verifiers_retry.py").symlink_to(ROOT / "examples" / "verifiers_retry.py")
     for name, text in {"turns": TURNS, "calc": TOOLS, "two_seats": TWO_SEATS,
-                       "play": PLAY}.items():
+                       "parity": PARITY, "play": PLAY}.items():
         (work / f"{name}.py").write_text(text)
     return Path(PYTHON), work
 
@@ -193,11 +212,15 @@ def test_harness_episodes_through_the_gateway_keep_the_tasksets_reward(venv):
         # every model call of the episode is in one token-exact row
         assert episode["rows"] == 1 and episode["breaks"] == 0 and episode["model_tokens"] > 0
     for episode in (retry, retry2):
-        # the env asked again after the wrong first reply: two calls, the retry as env tokens
-        assert episode["calls"] == 2 and "That is not the sum" in episode["env_text"], episode
-        assert episode["reward"] == 0.0 and not episode["passed"]
-        assert episode["metrics"] == {"correct": 0.0, "model_turns": 2.0}, episode
-        assert "'rewards': {'correct': {'score': 0.0, 'weight': 1.0}}" in episode["verdict"]
+        # one call per model turn; a second call only after a wrong first reply, the env's
+        # retry message then in the row as env tokens
+        assert episode["metrics"]["model_turns"] == episode["calls"] in (1, 2), episode
+        assert ("That is not the sum" in episode["env_text"]) == (episode["calls"] == 2), episode
+        assert episode["reward"] == episode["metrics"]["correct"], episode
+        rewards = f"'rewards': {{'correct': {{'score': {episode['reward']}, 'weight': 1.0}}}}"
+        assert rewards in episode["verdict"], episode
+    # the untrained model's digits are all but never the sum: the env asked again
+    assert 2 in (retry["calls"], retry2["calls"]), (retry, retry2)
     # the reward is the played trace's (two replies), which no grading of the text could give
     assert turns["reward"] == 1.0 and turns["passed"] and turns["calls"] == 2, turns
     assert turns["metrics"] == {"correct": 1.0, "model_turns": 2.0}
@@ -208,3 +231,38 @@ def test_harness_episodes_through_the_gateway_keep_the_tasksets_reward(venv):
     assert "sise" in out["sise"] and "harness_kwargs must be a mapping" in out["harness_kwargs"]
     assert "agent seats are ['agent', 'judge']" in out["two_seats"]
     assert out["check_env"] == 0 and " 0 failed" in proc.stdout, proc.stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_training_through_the_harness_updates_on_the_played_rows(venv):
+    python, work = venv
+    runs = work / "runs"
+    kwargs = json.dumps({"environment": "parity", "environment_kwargs": {"size": 200}})
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(PYTHONPATH=str(work), OMP_NUM_THREADS="1")
+    proc = subprocess.run(
+        [str(python), "-m", "rlvr.cli", "train", str(ROOT / "configs" / "quickstart.yaml"),
+         "env.id=rlvr/VerifiersHarness-v0", f"env.kwargs={kwargs}", "env.eval_kwargs={}",
+         "sft.enabled=false", "trainer.steps=2", "eval.tasks=4", "eval.every=0",
+         "rollout.runner.max_turns=2", "rollout.runner.max_tokens_per_turn=6",
+         "rollout.runner.max_response_tokens=64", "trainer.progress=false",
+         "trainer.tensorboard=false", "trainer.plot=false", "trainer.export_at_end=false",
+         "trainer.checkpoint_every=0", "rollout.prompts_per_step=4", "rollout.group_size=4",
+         f"trainer.output_dir={runs}"],
+        cwd=work, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    steps = [json.loads(line) for line in (runs / "metrics.jsonl").read_text().splitlines()]
+    steps = [m for m in steps if "rollout/logprob_diff" in m]
+    assert len(steps) == 2
+    for m in steps:
+        # every episode played by the harness and scored by the taskset's own hooks
+        assert m["response/error_ratio"] == 0.0 and m["rollout/error_episodes"] == 0.0, m
+        # multi-turn episodes (the env asks again after a reply that is not the sum, which the
+        # untrained model's all but always are), each model turn one call through the gateway
+        assert 1.5 <= m["response/turns_mean"] <= 2.0, m
+        assert m["env/model_turns"] == pytest.approx(m["response/turns_mean"]), m
+        # the learner's logprobs of the played rows are the engine's (token-exact rows)
+        assert m["rollout/logprob_diff"] < 1e-3, m
+    # the played trace's reward had spread, and the update learned from it
+    assert any(0.0 < m["reward/mean"] < 1.0 for m in steps), steps
+    assert any(m["actor/grad_norm"] > 0.0 for m in steps), steps
