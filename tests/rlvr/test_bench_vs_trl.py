@@ -10,7 +10,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_vs_trl", ROOT / "bench" / "bench_vs_trl.py")
+    path = ROOT / "bench" / "bench_vs_trl.py"
+    spec = importlib.util.spec_from_file_location("bench_vs_trl", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules.setdefault("bench_vs_trl", module)
     spec.loader.exec_module(module)
