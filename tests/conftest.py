@@ -27,6 +27,7 @@ SHARED = {
     # imports from it
     "tests/test_coexistence.py": "coexist-venv",
     "tests/envs/test_verifiers_env.py": "coexist-venv",
+    "tests/envs/test_verifiers_harness_env.py": "coexist-venv",
     # real sglang (and vLLM) servers: one worker starts them one file after another (two workers
     # starting servers at once once lost a server at start-up: killed by sglang's own start-up
     # check)
