@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.coexist_venv import coexist_python
 from tests.test_packaging import build_wheel
 
 ROOT = Path(__file__).resolve().parents[1]
-PYTHON = os.environ.get("RLVR_COEXIST_PYTHON")
 THEIRS = [line.split("#")[0].strip()
           for line in (ROOT / "tools" / "coexist" / "requirements.txt").read_text().splitlines()
           if line.split("#")[0].strip()]
@@ -80,18 +80,13 @@ SDK_PLUGIN = textwrap.dedent('''
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory):
-    if not (PYTHON and Path(PYTHON).exists()):
-        reason = (f"coexistence venv absent (RLVR_COEXIST_PYTHON={PYTHON!r}): build it with "
-                  "`bash dev.sh setup-coexist` or run `bash dev.sh test`")
-        if os.environ.get("RLVR_REQUIRE_SGLANG") == "1":  # CI: the cached venvs must be there
-            pytest.fail(reason)
-        pytest.skip(reason)
+    python = coexist_python()
     work = tmp_path_factory.mktemp("coexist")
     wheel = build_wheel(work / "wheel")
-    yield Path(PYTHON), wheel, work
+    yield python, wheel, work
     # leave the cached venv as it was built: their packages, no rlvr
-    pip(Path(PYTHON), "uninstall", "-y", "rlvr")
-    pip(Path(PYTHON), "install", "--no-deps", *THEIRS)
+    pip(python, "uninstall", "-y", "rlvr")
+    pip(python, "install", "--no-deps", *THEIRS)
 
 
 def pip(python: Path, *args: str) -> None:

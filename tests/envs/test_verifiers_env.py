@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
-import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from rlvr.envs import MissingDependencyError, make
+from tests.coexist_venv import coexist_python, run_in
 
 ROOT = Path(__file__).resolve().parents[2]
-PYTHON = os.environ.get("RLVR_COEXIST_PYTHON")
 
 BROKEN = textwrap.dedent('''
     import verifiers.v1 as vf
@@ -88,26 +86,12 @@ PLAY = textwrap.dedent('''
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory):
-    if not (PYTHON and Path(PYTHON).exists()):
-        reason = (f"coexistence venv absent (RLVR_COEXIST_PYTHON={PYTHON!r}): build it with "
-                  "`bash dev.sh setup-coexist` or run `bash dev.sh test`")
-        if os.environ.get("RLVR_REQUIRE_SGLANG") == "1":  # CI: the cached venvs must be there
-            pytest.fail(reason)
-        pytest.skip(reason)
+    python = coexist_python()
     work = tmp_path_factory.mktemp("vf")
     (work / "rlvr").symlink_to(ROOT / "rlvr")
     (work / "verifiers_arith.py").symlink_to(ROOT / "examples" / "verifiers_arith.py")
     (work / "broken.py").write_text(BROKEN)
-    return Path(PYTHON), work
-
-
-def run(python: Path, *args: str, cwd: Path) -> str:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(PYTHONPATH=str(cwd), OMP_NUM_THREADS="1")
-    proc = subprocess.run([str(python), *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, f"{args}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc.stdout
+    return python, work
 
 
 def test_without_verifiers_the_env_says_what_to_install():
@@ -125,7 +109,7 @@ def test_without_verifiers_the_env_says_what_to_install():
 def test_splits_its_own_reward_and_check_env(venv):
     python, work = venv
     (work / "play.py").write_text(PLAY)
-    stdout = run(python, "play.py", cwd=work)
+    stdout = run_in(python, "play.py", cwd=work)
     out = json.loads(stdout.strip().splitlines()[-1])
     assert out["check_env"] == 0 and " 0 failed" in stdout, stdout
     assert out["train"] + out["test"] == 300 and 10 <= out["test"] <= 60
@@ -150,7 +134,7 @@ def test_training_plays_and_scores_every_episode(venv):
     python, work = venv
     kwargs = json.dumps({"environment": "verifiers_arith", "environment_kwargs": {"size": 300}})
     runs = work / "runs"
-    run(python, "-m", "rlvr.cli", "train", str(ROOT / "configs" / "quickstart.yaml"),
+    run_in(python, "-m", "rlvr.cli", "train", str(ROOT / "configs" / "quickstart.yaml"),
         "env.id=rlvr/Verifiers-v0", f"env.kwargs={kwargs}", "env.eval_kwargs={}",
         # a short warm-up: the untrained model never ends its turn, so no reply would be scored
         "sft.max_steps=40", "sft.eval_every=0", "trainer.steps=2", "eval.tasks=8", "eval.every=0",

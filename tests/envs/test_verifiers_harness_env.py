@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
-import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from rlvr.envs import MissingDependencyError, make
+from tests.coexist_venv import coexist_python, run_in
 
 ROOT = Path(__file__).resolve().parents[2]
-PYTHON = os.environ.get("RLVR_COEXIST_PYTHON")
 
 # A reward that only the played conversation can give: 1 when the model replied twice.
 TURNS = textwrap.dedent('''
@@ -171,19 +169,14 @@ TWO_SEATS = textwrap.dedent('''
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory):
-    if not (PYTHON and Path(PYTHON).exists()):
-        reason = (f"coexistence venv absent (RLVR_COEXIST_PYTHON={PYTHON!r}): build it with "
-                  "`bash dev.sh setup-coexist` or run `bash dev.sh test`")
-        if os.environ.get("RLVR_REQUIRE_SGLANG") == "1":  # CI: the cached venvs must be there
-            pytest.fail(reason)
-        pytest.skip(reason)
+    python = coexist_python()
     work = tmp_path_factory.mktemp("vfh")
     (work / "rlvr").symlink_to(ROOT / "rlvr")
     (work / "verifiers_retry.py").symlink_to(ROOT / "examples" / "verifiers_retry.py")
     for name, text in {"turns": TURNS, "calc": TOOLS, "two_seats": TWO_SEATS,
                        "parity": PARITY, "play": PLAY}.items():
         (work / f"{name}.py").write_text(text)
-    return Path(PYTHON), work
+    return python, work
 
 
 def test_without_verifiers_the_env_says_what_to_install():
@@ -200,12 +193,8 @@ def test_without_verifiers_the_env_says_what_to_install():
 @pytest.mark.slow
 def test_harness_episodes_through_the_gateway_keep_the_tasksets_reward(venv):
     python, work = venv
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(PYTHONPATH=str(work), OMP_NUM_THREADS="1")
-    proc = subprocess.run([str(python), "play.py"], cwd=work, env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    stdout = run_in(python, "play.py", cwd=work)
+    out = json.loads(stdout.strip().splitlines()[-1])
     retry, retry2, turns, calc = out["episodes"]
     for episode in (retry, retry2, turns, calc):
         assert episode["finish"] == "stop" and episode["error"] is None, episode
@@ -230,7 +219,7 @@ def test_harness_episodes_through_the_gateway_keep_the_tasksets_reward(venv):
     assert "runs model-written code" in out["bash"] and "container" in out["codex"]
     assert "sise" in out["sise"] and "harness_kwargs must be a mapping" in out["harness_kwargs"]
     assert "agent seats are ['agent', 'judge']" in out["two_seats"]
-    assert out["check_env"] == 0 and " 0 failed" in proc.stdout, proc.stdout[-3000:]
+    assert out["check_env"] == 0 and " 0 failed" in stdout, stdout[-3000:]
 
 
 @pytest.mark.slow
@@ -238,19 +227,14 @@ def test_training_through_the_harness_updates_on_the_played_rows(venv):
     python, work = venv
     runs = work / "runs"
     kwargs = json.dumps({"environment": "parity", "environment_kwargs": {"size": 200}})
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(PYTHONPATH=str(work), OMP_NUM_THREADS="1")
-    proc = subprocess.run(
-        [str(python), "-m", "rlvr.cli", "train", str(ROOT / "configs" / "quickstart.yaml"),
-         "env.id=rlvr/VerifiersHarness-v0", f"env.kwargs={kwargs}", "env.eval_kwargs={}",
-         "sft.enabled=false", "trainer.steps=2", "eval.tasks=4", "eval.every=0",
-         "rollout.runner.max_turns=2", "rollout.runner.max_tokens_per_turn=6",
-         "rollout.runner.max_response_tokens=64", "trainer.progress=false",
-         "trainer.tensorboard=false", "trainer.plot=false", "trainer.export_at_end=false",
-         "trainer.checkpoint_every=0", "rollout.prompts_per_step=4", "rollout.group_size=4",
-         f"trainer.output_dir={runs}"],
-        cwd=work, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    run_in(python, "-m", "rlvr.cli", "train", str(ROOT / "configs" / "quickstart.yaml"),
+           "env.id=rlvr/VerifiersHarness-v0", f"env.kwargs={kwargs}", "env.eval_kwargs={}",
+           "sft.enabled=false", "trainer.steps=2", "eval.tasks=4", "eval.every=0",
+           "rollout.runner.max_turns=2", "rollout.runner.max_tokens_per_turn=6",
+           "rollout.runner.max_response_tokens=64", "trainer.progress=false",
+           "trainer.tensorboard=false", "trainer.plot=false", "trainer.export_at_end=false",
+           "trainer.checkpoint_every=0", "rollout.prompts_per_step=4", "rollout.group_size=4",
+           f"trainer.output_dir={runs}", cwd=work)
     steps = [json.loads(line) for line in (runs / "metrics.jsonl").read_text().splitlines()]
     steps = [m for m in steps if "rollout/logprob_diff" in m]
     assert len(steps) == 2
